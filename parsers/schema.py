@@ -1,0 +1,173 @@
+"""The event frame every parser returns, and the result wrapper with line coverage.
+
+A parser is a pure function ``parse(text, path="", command=None) -> ParseResult``. It turns one
+text (a whole file, or one segment of a pasted transcript) into rows of :data:`EVENT_SCHEMA`.
+It never reads files, never knows about bundles, and never guesses a time zone:
+
+* ``ts`` is filled only when the source itself carries an absolute instant with a zone
+  (ISO stamps with an offset, journal JSON's ``__REALTIME_TIMESTAMP``).
+* ``ts_local`` holds a naive wall-clock stamp exactly as printed (SGLang logs, ``dmesg -T``,
+  syslog); the timeline assembly converts it with the host's UTC offset.
+* ``uptime_s`` holds seconds since boot (``dmesg``'s ``[  123.456789]``); the assembly turns it
+  into UTC when it knows the boot time.
+
+``line`` is 1-based within the text handed to the parser; the caller adds the segment offset.
+Quantities are canonical: bytes, seconds, ratios in 0..1, token counts. Every parsed field also
+goes into ``attrs`` (a JSON object, sorted keys) under a name that states its unit
+(``k_size_bytes``, ``timeout_s``), so nothing a parser understood is lost.
+
+>>> r = ParseResult.from_rows([{"line": 1, "kind": "x", "text": "hi", "attrs": {"b": 2, "a": 1}}],
+...                           source="demo", path="f.txt", lines=1, recognized=1)
+>>> r.events.select("file", "line", "source", "kind", "attrs").row(0)
+('f.txt', 1, 'demo', 'x', '{"a": 1, "b": 2}')
+>>> r.coverage()["unrecognized"]
+0
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+#: Column → dtype of the event frame. Order is the column order of timeline.parquet.
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "ts": pl.Datetime("us", "UTC"),  # absolute instant (UTC); filled by parser only if the source has a zone
+    "ts_local": pl.Datetime("us"),  # naive wall clock as printed, zone unknown to the parser
+    "uptime_s": pl.Float64,  # kernel monotonic seconds since boot
+    "ts_basis": pl.Utf8,  # how ts was obtained: source-utc | local+offset | local-assumed | uptime+boot | none
+    "host": pl.Utf8,
+    "file": pl.Utf8,  # path inside the bundle / input
+    "line": pl.Int64,  # 1-based first line of the record
+    "line_end": pl.Int64,  # last line of a multi-line record (== line for one-liners)
+    "source": pl.Utf8,  # parser format name: sglang, free, meminfo, nvidia_smi_csv, kernel, ps, ...
+    "kind": pl.Utf8,  # event kind, see docs/timeline.md
+    "run": pl.Int32,  # server run inside one SGLang log (0-based, bumps at each server_args dump)
+    "snapshot": pl.Int32,  # ordinal of the snapshot/segment this row came from (assembly)
+    "rank": pl.Utf8,  # rank label as printed: "TP3", "DP0 TP3 EP3", "PP1 TP3"
+    "tp_rank": pl.Int32,
+    "dp_rank": pl.Int32,
+    "pp_rank": pl.Int32,
+    "ep_rank": pl.Int32,
+    "gpu": pl.Int32,  # GPU index (nvidia-smi index, or the "GPU k" of a CUDA OOM)
+    "pid": pl.Int64,
+    "comm": pl.Utf8,  # process name
+    "bytes": pl.Int64,  # the size the event is about (requested, allocated, used by a process)
+    "avail_bytes": pl.Int64,  # free/available memory reported at that moment (GPU or host)
+    "used_bytes": pl.Int64,
+    "free_bytes": pl.Int64,
+    "total_bytes": pl.Int64,
+    "tokens": pl.Int64,
+    "ratio": pl.Float64,  # token usage, mem fraction, utilisation as 0..1
+    "seconds": pl.Float64,  # elapsed / timeout / duration
+    "count": pl.Int64,  # requests, retracted requests, repeats
+    "code": pl.Int64,  # exit code, Xid number, HTTP status, signal
+    "text": pl.Utf8,  # the raw record (multi-line records joined with "\n")
+    "attrs": pl.Utf8,  # JSON object of every parsed field, sorted keys
+}
+
+COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA)
+
+#: How many unrecognised lines a parser keeps as examples (the count is always exact).
+MAX_UNRECOGNIZED_EXAMPLES = 20
+
+
+def empty_frame() -> pl.DataFrame:
+    """A frame with the event schema and no rows."""
+    return pl.DataFrame(schema=EVENT_SCHEMA)
+
+
+def _dump_attrs(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.DataFrame:
+    """Build an event frame from row dicts; missing columns are null, unknown keys are an error.
+
+    ``attrs`` may be a dict (serialised here) or an already-serialised JSON string.
+    ``line_end`` defaults to ``line``.
+    """
+    if not rows:
+        return empty_frame()
+    cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    for row in rows:
+        unknown = set(row) - set(EVENT_SCHEMA)
+        if unknown:
+            raise KeyError(f"unknown event columns: {sorted(unknown)}")
+        for c in COLUMNS:
+            v = row.get(c)
+            if c == "attrs":
+                v = _dump_attrs(v)
+            elif c == "source" and v is None:
+                v = source
+            elif c == "file" and v is None:
+                v = path
+            elif c == "line_end" and v is None:
+                v = row.get("line")
+            cols[c].append(v)
+    return pl.DataFrame(cols, schema=EVENT_SCHEMA, strict=False)
+
+
+@dataclass
+class ParseResult:
+    """What a parser returns: the events plus an exact account of the lines it saw."""
+
+    events: pl.DataFrame
+    source: str
+    path: str = ""
+    lines: int = 0
+    recognized: int = 0
+    unrecognized: int = 0
+    #: up to MAX_UNRECOGNIZED_EXAMPLES (line, text) pairs
+    unrecognized_examples: list[tuple[int, str]] = field(default_factory=list)
+    #: notes for the report ("kernel stamps are relative: no boot time in input")
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: list[dict[str, Any]],
+        *,
+        source: str,
+        path: str = "",
+        lines: int = 0,
+        recognized: int = 0,
+        unrecognized_examples: list[tuple[int, str]] | None = None,
+        unrecognized: int | None = None,
+        notes: list[str] | None = None,
+    ) -> ParseResult:
+        examples = list(unrecognized_examples or [])
+        n_unrec = unrecognized if unrecognized is not None else max(lines - recognized, 0)
+        return cls(
+            events=rows_to_frame(rows, source=source, path=path),
+            source=source,
+            path=path,
+            lines=lines,
+            recognized=recognized,
+            unrecognized=n_unrec,
+            unrecognized_examples=examples[:MAX_UNRECOGNIZED_EXAMPLES],
+            notes=list(notes or []),
+        )
+
+    def coverage(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            "format": self.source,
+            "lines": self.lines,
+            "recognized": self.recognized,
+            "unrecognized": self.unrecognized,
+        }
+
+
+class NotThisFormat(ValueError):
+    """Raised by a parser given text that is not its format at all.
+
+    "Nothing here" (a valid but empty output, e.g. ``No running processes found``) is *not*
+    this error: it is a normal result, usually with an explicit event saying so.
+    """

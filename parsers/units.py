@@ -1,0 +1,92 @@
+"""Unit conversion with the source's unit stated explicitly (DESIGN.md §5 "Units").
+
+Every parser converts to bytes here, naming the unit the *source* means, never guessing from the
+letters alone: SGLang's GPU "GB" is GiB, its HiCache "GB" is 10^9 bytes, ``free -g`` truncates
+GiB, nvidia-smi's MiB is 2^20, meminfo's "kB" is KiB.
+
+>>> gib(1.5)
+1610612736
+>>> gb_decimal(48)
+48000000000
+>>> parse_size("1.41 GiB")
+1513975972
+>>> parse_size("96413 MiB")
+101096357888
+>>> parse_size("8,6Mi")
+9017754
+>>> parse_size("512 kB", kb_is_kib=True)
+524288
+>>> parse_size("N/A") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+TIB = 1 << 40
+
+_BINARY = {"": 1, "b": 1, "k": KIB, "ki": KIB, "kib": KIB, "m": MIB, "mi": MIB, "mib": MIB,
+           "g": GIB, "gi": GIB, "gib": GIB, "t": TIB, "ti": TIB, "tib": TIB, "p": 1 << 50,
+           "pi": 1 << 50, "pib": 1 << 50}
+_DECIMAL = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15}
+
+_SIZE_RE = re.compile(r"^\s*([-+]?\d+(?:[.,]\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def gib(x: float) -> int:
+    """GiB (2^30) → bytes, rounded to the nearest byte."""
+    return int(round(x * GIB))
+
+
+def mib(x: float) -> int:
+    return int(round(x * MIB))
+
+
+def kib(x: float) -> int:
+    return int(round(x * KIB))
+
+
+def gb_decimal(x: float) -> int:
+    """Decimal GB (10^9) → bytes: HiCache sizes and psutil figures printed ``/ 1e9``."""
+    return int(round(x * 1e9))
+
+
+def to_float(s: str) -> float | None:
+    """A number that may use a decimal comma; None for placeholders like ``[N/A]``."""
+    s = s.strip()
+    if not s:
+        return None
+    try:
+        return float(s.replace(",", ".")) if s.count(",") == 1 and "." not in s else float(s)
+    except ValueError:
+        return None
+
+
+def parse_size(text: str, *, kb_is_kib: bool = False, decimal_suffixes: bool = False) -> int | None:
+    """Parse ``"<number> <unit>"`` into bytes; None when it is not a size.
+
+    Binary suffixes (``Ki``, ``MiB``, ``G``…) are powers of two. ``kB``/``MB``/``GB`` are decimal
+    unless the caller knows its source means binary: ``kb_is_kib`` (meminfo) or by using
+    :func:`gib` directly (SGLang GPU lines).
+    """
+    m = _SIZE_RE.match(text)
+    if not m:
+        return None
+    num = to_float(m.group(1))
+    if num is None:
+        return None
+    unit = m.group(2).lower()
+    if unit == "kb" and kb_is_kib:
+        return int(round(num * KIB))
+    if unit in _DECIMAL and not decimal_suffixes and unit != "kb":
+        # "MB"/"GB" printed by tools that mean binary are handled by their parsers; here decimal.
+        return int(round(num * _DECIMAL[unit]))
+    if unit in _DECIMAL:
+        return int(round(num * _DECIMAL[unit]))
+    if unit in _BINARY:
+        return int(round(num * _BINARY[unit]))
+    return None
