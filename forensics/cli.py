@@ -1,0 +1,291 @@
+"""The `forensics` command line (DESIGN.md §3).
+
+Exit codes: 0 done; 1 a finding at or above --fail-on; 2 usage error; 3 input unreadable or
+unsafe. Errors are one line on stderr, never a traceback (FORENSICS_DEBUG=1 shows it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from . import __version__
+
+EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
+ALL_FORMATS = ("html", "md", "json", "sarif", "parquet")
+
+app = typer.Typer(
+    name="forensics",
+    help=(
+        "Post-incident forensics for SGLang inference hosts.\n\n"
+        "Run `forensics collect` on the host right after the incident (every command it runs is "
+        "bounded by a timeout), then `forensics report BUNDLE` anywhere, offline, to get the root "
+        "cause, the evidence as file:line and corrected launch flags with the arithmetic shown."
+    ),
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Fail(Exception):
+    """A one-line error and its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_INPUT):
+        super().__init__(message)
+        self.code = code
+
+
+def _say(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def _version_cb(value: bool) -> None:
+    if value:
+        typer.echo(f"forensics {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version_cb, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    pass
+
+
+def _parse_formats(spec: str) -> set[str]:
+    fmts = {s.strip().lower() for s in spec.split(",") if s.strip()}
+    aliases = {"markdown": "md", "htm": "html", "pq": "parquet"}
+    fmts = {aliases.get(f, f) for f in fmts}
+    bad = fmts - set(ALL_FORMATS)
+    if bad or not fmts:
+        raise Fail(f"--format: unknown format(s) {', '.join(sorted(bad)) or '(none)'}; choose from {','.join(ALL_FORMATS)}",
+                   EXIT_USAGE)
+    return fmts
+
+
+def _severity_threshold(name: str | None) -> str | None:
+    from .model import SEVERITIES
+
+    if name is None:
+        return None
+    n = name.lower()
+    if n in ("none", "never"):
+        return None
+    if n not in SEVERITIES:
+        raise Fail(f"--fail-on: unknown severity {name!r}; choose from {', '.join(SEVERITIES)} or none", EXIT_USAGE)
+    return n
+
+
+def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False):
+    from .detectors import run_all
+    from .findings import to_document
+    from .timeline import build_timeline
+
+    progress = None if quiet else _say
+    tl = build_timeline(inputs, tz=tz, progress=progress)
+    findings, root = run_all(tl)
+    doc = to_document(findings, root, tl)
+    return tl, doc
+
+
+def _write_report(tl, doc, out: str, formats: set[str]) -> list[Path]:
+    from .report import write_outputs
+
+    if out == "-":
+        if len(formats) != 1:
+            raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
+        with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
+            paths = write_outputs(doc, tl, Path(tmp), formats)
+            for p in paths:
+                sys.stdout.buffer.write(p.read_bytes())
+            sys.stdout.flush()
+        return []
+    out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise Fail(f"-o {out}: exists and is not a directory", EXIT_USAGE)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return write_outputs(doc, tl, out_dir, formats)
+
+
+def _exit_for(doc: dict, fail_on: str | None) -> int:
+    from .model import SEVERITY_RANK
+
+    if fail_on is None:
+        return EXIT_OK
+    worst = min((SEVERITY_RANK[f["severity"]] for f in doc.get("findings", [])), default=None)
+    return EXIT_FINDING if worst is not None and worst <= SEVERITY_RANK[fail_on] else EXIT_OK
+
+
+def _headline(doc: dict) -> str:
+    root = doc.get("root_cause")
+    for f in doc.get("findings", []):
+        if f["rule_id"] == root:
+            return f"root cause: [{f['severity']}] {f['title']} ({f['rule_id']})"
+    n = len(doc.get("findings", []))
+    return f"no root cause identified; {n} finding(s)" if n else "no findings"
+
+
+@app.command()
+def report(
+    inputs: list[Path] = typer.Argument(..., metavar="INPUT...",
+                                        help="Bundles (.tar, .tar.gz, .tgz, .tar.zst), directories or loose files."),
+    output: str = typer.Option("forensics-report", "-o", "--output", metavar="DIR",
+                               help="Folder for the outputs ('-' writes the one chosen --format to stdout)."),
+    formats: str = typer.Option(",".join(ALL_FORMATS), "--format", metavar="LIST",
+                                help="Comma-separated: html, md, json, sarif, parquet."),
+    fail_on: str = typer.Option(None, "--fail-on", metavar="SEVERITY",
+                                help="Exit 1 when a finding is at or above this severity (critical, high, medium, low, info)."),
+    tz: str = typer.Option(None, "--tz", metavar="ZONE",
+                           help="IANA zone of the host's log stamps when the input does not record it (e.g. Asia/Shanghai)."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+) -> None:
+    """Analyse a bundle offline: root cause, evidence, corrected flags (report.html, summary.md, findings.json, findings.sarif, timeline.parquet)."""
+    fmts = _parse_formats(formats)
+    threshold = _severity_threshold(fail_on)
+    tl, doc = _analyse(inputs, tz, quiet)
+    written = _write_report(tl, doc, output, fmts)
+    if not quiet:
+        _say(_headline(doc))
+        for p in written:
+            _say(f"wrote {p}")
+    raise typer.Exit(_exit_for(doc, threshold))
+
+
+@app.command()
+def timeline(
+    inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help="Bundles, directories or loose files."),
+    output: str = typer.Option(..., "-o", "--output", metavar="FILE.parquet", help="Parquet file to write ('-' for stdout)."),
+    tz: str = typer.Option(None, "--tz", metavar="ZONE", help="IANA zone of naive host-local stamps."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+) -> None:
+    """Write only the timeline: every event with its file and line, in UTC, as zstd Parquet."""
+    from .timeline import build_timeline, write_parquet
+
+    tl = build_timeline(inputs, tz=tz, progress=None if quiet else _say)
+    if output == "-":
+        with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
+            p = Path(tmp) / "timeline.parquet"
+            write_parquet(tl, p)
+            sys.stdout.buffer.write(p.read_bytes())
+        return
+    out = Path(output)
+    if out.is_dir():
+        raise Fail(f"-o {output}: is a directory; give a file name", EXIT_USAGE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(tl, out)
+    if not quiet:
+        unrec = sum(c["unrecognized"] for c in tl.coverage)
+        _say(f"wrote {out}: {tl.events.height:,} events from {len(tl.coverage)} file(s), {unrec:,} unrecognised line(s)")
+
+
+@app.command()
+def collect(
+    output: str = typer.Option(None, "-o", "--output", metavar="PATH",
+                               help="Bundle to write (.tar.gz default; .tar, .tar.zst by extension; '-' for stdout)."),
+    log: list[str] = typer.Option([], "--log", metavar="PATH", help="Rank logs to add: files, folders or globs (repeatable)."),
+    add: list[str] = typer.Option([], "--add", metavar="PATH", help="Any other file to attach: a pasted transcript, a launch script (repeatable)."),
+    snapshots: int = typer.Option(1, "--snapshots", min=1, max=1000, help="Take free/meminfo/nvidia-smi/ps this many times."),
+    interval: float = typer.Option(0.0, "--interval", min=0.0, metavar="S", help="Seconds between snapshots."),
+    timeout: float = typer.Option(10.0, "--timeout", min=0.1, metavar="S", help="Per-command timeout; a command past it is killed (its whole process group)."),
+    budget: float = typer.Option(120.0, "--budget", min=1.0, metavar="S", help="Whole-run budget; what was collected by then is written."),
+    no_redact: bool = typer.Option(False, "--no-redact", help="Keep tokens, keys and passwords (redacted by default)."),
+    safe_mode: bool = typer.Option(False, "--safe-mode", help="Touch nothing that talks to the GPU driver (no nvidia-smi, no fuser on /dev/nvidia*)."),
+    obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace host names and IPs consistently; the mapping is written next to the bundle, not in it."),
+    max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
+) -> None:
+    """On the host: gather logs, launch argv, free/meminfo, nvidia-smi, kernel log and process states into one bundle."""
+    from .collect import CollectOptions
+    from .collect import collect as run_collect
+
+    opts = CollectOptions(
+        output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
+        logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
+        budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
+        max_log_bytes=max_log_bytes, progress=_say,
+    )
+    path = run_collect(opts)
+    if str(path) != "-":
+        _say(f"wrote {path}")
+
+
+@app.command()
+def rules() -> None:
+    """List the rule catalog: id, severity, category, title."""
+    from .rules import format_rules_table
+
+    typer.echo(format_rules_table())
+
+
+@app.command()
+def explain(rule_id: str = typer.Argument(..., metavar="RULE_ID", help="A rule id from `forensics rules`.")) -> None:
+    """Print one rule's documentation: what it means, how we know, what to do."""
+    from .rules import format_rule
+
+    try:
+        typer.echo(format_rule(rule_id))
+    except KeyError:
+        raise Fail(f"unknown rule {rule_id!r}; `forensics rules` lists them", EXIT_USAGE) from None
+
+
+@app.command()
+def demo(
+    output: str = typer.Option("forensics-demo", "-o", "--output", metavar="DIR", help="Folder for the report."),
+) -> None:
+    """Run `report` on the example bundle shipped with the package (the seed incident)."""
+    from .resources import example_bundle
+
+    bundle = example_bundle()
+    tl, doc = _analyse([bundle], None, quiet=True)
+    written = _write_report(tl, doc, output, set(ALL_FORMATS))
+    _say(_headline(doc))
+    out = Path(output).resolve()
+    typer.echo(f"Demo report of the seed incident written to {out}")
+    for p in written:
+        typer.echo(f"  {p.name}")
+    typer.echo(f"Open {out / 'report.html'} in a browser.")
+
+
+def main() -> None:
+    """Console entry point: maps every failure to one line and an exit code."""
+    from .inputs import InputError
+
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except Fail as e:
+        _say(f"forensics: error: {e}")
+        sys.exit(e.code)
+    except InputError as e:
+        _say(f"forensics: error: {e}")
+        sys.exit(EXIT_INPUT)
+    except (typer.Abort, KeyboardInterrupt):
+        _say("forensics: interrupted")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and anything unexpected: one line, no traceback
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            _say(f"forensics: usage error: {e.format_message()}")
+            if e.ctx is not None:
+                _say(f"Try '{e.ctx.command_path} --help'.")
+            sys.exit(EXIT_USAGE)
+        if isinstance(e, click.exceptions.ClickException):
+            _say(f"forensics: error: {e.format_message()}")
+            sys.exit(EXIT_USAGE)
+        if os.environ.get("FORENSICS_DEBUG"):
+            raise
+        _say(f"forensics: error: could not process the input: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+             " (FORENSICS_DEBUG=1 shows the traceback)")
+        sys.exit(EXIT_INPUT)
+
+
+if __name__ == "__main__":
+    main()

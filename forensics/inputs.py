@@ -1,0 +1,304 @@
+"""Read every input the commands accept: bundles (tar, tar.gz/tgz, tar.zst), directories, loose files.
+
+Archives are streamed member by member and never extracted to disk. A member that could
+escape (absolute path, ``..``, a link pointing outside, a device or FIFO), a member or archive
+whose decompressed size passes the caps (decompression bombs), a truncated or corrupt archive,
+or an archive with nothing in it stops the command: :class:`InputError` carries one line for
+stderr and the CLI exits with code 3.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import posixpath
+import stat
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zstandard
+
+#: Caps on what one input may expand to. A 2 GB rank log must pass; a zip bomb must not.
+MAX_MEMBER_BYTES = 8 << 30
+MAX_TOTAL_BYTES = 32 << 30
+#: Decompressed/compressed ratio above which a large archive is treated as a bomb.
+MAX_RATIO = 200
+RATIO_CHECK_AFTER = 256 << 20
+#: Files this many times larger than any sane log are refused outright in directories too.
+MAX_FILES = 100_000
+
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst")
+
+
+class InputError(Exception):
+    """Input unreadable or unsafe. ``str(e)`` is the one line shown to the user."""
+
+
+@dataclass
+class InputFile:
+    """One file of the input, named as it is inside the bundle (forward slashes, no leading ./)."""
+
+    name: str
+    data: bytes
+    origin: str  # the INPUT argument it came from
+    mtime: float | None = None
+
+
+@dataclass
+class InputSet:
+    files: list[InputFile] = field(default_factory=list)
+    manifest: dict | None = None
+    skipped: list[str] = field(default_factory=list)  # links inside the tree, empty files… in words
+
+
+def is_archive_name(path: str | os.PathLike) -> bool:
+    name = str(path).lower()
+    return name.endswith(ARCHIVE_SUFFIXES)
+
+
+def _safe_member_name(name: str, archive: str) -> str:
+    """Normalise a member name or refuse it."""
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise InputError(f"{archive}: refusing member {name!r}: absolute path")
+    parts = name.replace("\\", "/").split("/")
+    if ".." in parts:
+        raise InputError(f"{archive}: refusing member {name!r}: '..' in path")
+    norm = posixpath.normpath("/".join(p for p in parts if p not in ("", ".")))
+    return "" if norm == "." else norm
+
+
+class _CountingReader(io.RawIOBase):
+    """Counts compressed bytes read so the decompression ratio can be checked while streaming."""
+
+    def __init__(self, raw: io.BufferedIOBase):
+        self.raw = raw
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        data = self.raw.read(len(b))
+        n = len(data)
+        b[:n] = data
+        self.count += n
+        return n
+
+
+def _open_archive_stream(path: Path) -> tuple[tarfile.TarFile, _CountingReader, object]:
+    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller through the returned handle
+    counter = _CountingReader(raw)
+    buffered = io.BufferedReader(counter, buffer_size=1 << 20)
+    head = raw.peek(6)[:6] if hasattr(raw, "peek") else b""
+    name = path.name.lower()
+    try:
+        if name.endswith((".tar.zst", ".tar.zstd", ".tzst")) or head.startswith(b"\x28\xb5\x2f\xfd"):
+            dctx = zstandard.ZstdDecompressor()
+            stream = dctx.stream_reader(buffered, read_across_frames=True)
+            tf = tarfile.open(fileobj=stream, mode="r|")
+        else:
+            # r|* sniffs gzip/bz2/xz/plain from the magic bytes
+            tf = tarfile.open(fileobj=buffered, mode="r|*")
+    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
+        raw.close()
+        raise InputError(f"{path}: not a readable tar archive ({_why(e)})") from None
+    return tf, counter, raw
+
+
+def _why(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return msg[:200]
+
+
+def read_archive(path: Path) -> tuple[list[InputFile], list[str]]:
+    """Stream one archive; return its regular files and what was skipped (in words)."""
+    files: list[InputFile] = []
+    skipped: list[str] = []
+    total = 0
+    tf, counter, raw = _open_archive_stream(path)
+    arch = str(path)
+    try:
+        members_seen = 0
+        for member in tf:
+            members_seen += 1
+            name = _safe_member_name(member.name, arch)
+            if member.isdir() or not name:
+                continue
+            if member.issym() or member.islnk():
+                target = member.linkname
+                base = posixpath.dirname(name) if member.issym() else ""
+                resolved = posixpath.normpath(posixpath.join(base, target)) if not target.startswith("/") else target
+                if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
+                    kind = "symlink" if member.issym() else "hardlink"
+                    raise InputError(f"{arch}: refusing member {member.name!r}: {kind} pointing outside the archive ({target!r})")
+                skipped.append(f"{name}: link to {target} not followed")
+                continue
+            if member.ischr() or member.isblk() or member.isfifo() or member.isdev():
+                raise InputError(f"{arch}: refusing member {member.name!r}: device or FIFO")
+            if not member.isreg():
+                raise InputError(f"{arch}: refusing member {member.name!r}: not a regular file")
+            if member.size > MAX_MEMBER_BYTES:
+                raise InputError(f"{arch}: refusing member {member.name!r}: declares {member.size} bytes, over the {MAX_MEMBER_BYTES >> 30} GiB cap")
+            fobj = tf.extractfile(member)
+            data = _read_capped(fobj, member.size, arch, member.name) if fobj else b""
+            total += len(data)
+            if total > MAX_TOTAL_BYTES:
+                raise InputError(f"{arch}: refusing archive: expands past {MAX_TOTAL_BYTES >> 30} GiB")
+            if total > RATIO_CHECK_AFTER and counter.count and total / counter.count > MAX_RATIO:
+                raise InputError(f"{arch}: refusing archive: expands {total // max(counter.count, 1)}× (decompression bomb?)")
+            files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime)))
+        if members_seen == 0:
+            raise InputError(f"{arch}: empty archive: nothing to read")
+    except InputError:
+        raise
+    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError, ValueError) as e:
+        raise InputError(f"{arch}: archive is truncated or corrupt ({_why(e)})") from None
+    finally:
+        raw.close()
+    if not files:
+        raise InputError(f"{arch}: archive holds no regular files")
+    return files, skipped
+
+
+def _read_capped(fobj, declared: int, arch: str, member: str) -> bytes:
+    chunks = []
+    got = 0
+    while True:
+        chunk = fobj.read(1 << 20)
+        if not chunk:
+            break
+        got += len(chunk)
+        if got > MAX_MEMBER_BYTES:
+            raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
+        chunks.append(chunk)
+    if got < declared:
+        raise InputError(f"{arch}: archive is truncated inside member {member!r}")
+    return b"".join(chunks)
+
+
+def _strip_common_top(files: list[InputFile]) -> None:
+    """Bundles have one top folder (forensics-host-stamp/); names inside the bundle drop it."""
+    tops = {f.name.split("/", 1)[0] for f in files}
+    if len(tops) == 1 and all("/" in f.name for f in files):
+        cut = len(next(iter(tops))) + 1
+        for f in files:
+            f.name = f.name[cut:]
+
+
+def read_directory(root: Path) -> tuple[list[InputFile], list[str]]:
+    files: list[InputFile] = []
+    skipped: list[str] = []
+    root_real = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            rel = p.relative_to(root).as_posix()
+            try:
+                st = p.lstat()
+            except OSError as e:
+                skipped.append(f"{rel}: unreadable ({_why(e)})")
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    target = p.resolve(strict=True)
+                except OSError:
+                    skipped.append(f"{rel}: dangling link")
+                    continue
+                if not target.is_relative_to(root_real):
+                    skipped.append(f"{rel}: link pointing outside {root} not followed")
+                    continue
+                st = target.stat()
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(f"{rel}: not a regular file")
+                continue
+            if len(files) >= MAX_FILES:
+                raise InputError(f"{root}: more than {MAX_FILES} files")
+            if is_archive_name(p):
+                sub, sub_skipped = read_archive(p)
+                _strip_common_top(sub)
+                for f in sub:
+                    f.name = f"{rel}/{f.name}"
+                files.extend(sub)
+                skipped.extend(sub_skipped)
+                continue
+            try:
+                data = p.read_bytes()
+            except OSError as e:
+                skipped.append(f"{rel}: unreadable ({_why(e)})")
+                continue
+            files.append(InputFile(name=rel, data=data, origin=str(root), mtime=st.st_mtime))
+    return files, skipped
+
+
+def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
+    """Read all INPUT arguments into one set of named files (plus the bundle manifest, if any)."""
+    if not paths:
+        raise InputError("no input given")
+    out = InputSet()
+    used_names: set[str] = set()
+    multi = len(paths) > 1
+    for arg in paths:
+        p = Path(arg)
+        if not p.exists():
+            raise InputError(f"{arg}: no such file or directory")
+        if p.is_dir():
+            files, skipped = read_directory(p)
+            prefix = f"{p.name}/" if multi else ""
+        elif is_archive_name(p) or _looks_like_archive(p):
+            files, skipped = read_archive(p)
+            _strip_common_top(files)
+            prefix = f"{p.name}/" if multi else ""
+        else:
+            try:
+                data = p.read_bytes()
+            except OSError as e:
+                raise InputError(f"{arg}: unreadable ({_why(e)})") from None
+            files, skipped, prefix = [InputFile(name=p.name, data=data, origin=str(arg), mtime=p.stat().st_mtime)], [], ""
+        for f in files:
+            if f.name == "manifest.json" and out.manifest is None:
+                out.manifest = _load_manifest(f, arg)
+                if out.manifest is not None:
+                    continue
+            name = prefix + f.name
+            base, n = name, 2
+            while name in used_names:
+                name = f"{base}~{n}"
+                n += 1
+            used_names.add(name)
+            f.name = name
+            out.files.append(f)
+        out.skipped.extend(skipped)
+    if not out.files:
+        raise InputError("input holds no files to read")
+    return out
+
+
+def _looks_like_archive(p: Path) -> bool:
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd":
+        return True
+    return len(head) >= 262 and head[257:262] == b"ustar"
+
+
+def _load_manifest(f: InputFile, arg) -> dict | None:
+    try:
+        doc = json.loads(f.data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(doc, dict) and "schema_version" in doc and "artifacts" in doc:
+        return doc
+    return None
+
+
+def iter_text(files: list[InputFile]) -> Iterator[tuple[InputFile, str]]:
+    """Decode each file for the parsers: UTF-8 with replacement, never an exception."""
+    for f in files:
+        yield f, f.data.decode("utf-8", errors="replace")

@@ -1,0 +1,76 @@
+"""Which parser reads which text: the module list and content sniffing.
+
+Files are recognised by content, not by name (DESIGN.md §3): each parser's ``sniff`` scores the
+head of a text and the best score at or above :data:`MIN_SCORE` wins.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+
+#: Every parser module, by module name. Adding a source = adding a module here.
+PARSER_MODULES = (
+    "sglang",
+    "launch",
+    "free",
+    "meminfo",
+    "nvidia_smi_table",
+    "nvidia_smi_csv",
+    "nvidia_smi_q",
+    "nvidia_smi_xml",
+    "kernel",
+    "ps",
+    "fuser",
+)
+
+MIN_SCORE = 0.5
+SNIFF_BYTES = 64 * 1024
+
+_loaded: dict[str, ModuleType] | None = None
+
+
+def parsers() -> dict[str, ModuleType]:
+    """FORMAT name → parser module."""
+    global _loaded
+    if _loaded is None:
+        mods = {}
+        for name in PARSER_MODULES:
+            mod = importlib.import_module(f"parsers.{name}")
+            mods[mod.FORMAT] = mod
+        _loaded = mods
+    return _loaded
+
+
+def get(fmt: str) -> ModuleType | None:
+    return parsers().get(fmt)
+
+
+def sniffers() -> dict[str, Callable[[str], float]]:
+    return {fmt: mod.sniff for fmt, mod in parsers().items()}
+
+
+def sniff_scores(head: str) -> dict[str, float]:
+    """Every parser's score for this text head; a sniffer that fails scores 0."""
+    head = head[:SNIFF_BYTES]
+    scores = {}
+    for fmt, fn in sniffers().items():
+        try:
+            scores[fmt] = float(fn(head))
+        except Exception:  # a sniffer must never take the whole read down
+            scores[fmt] = 0.0
+    return scores
+
+
+def best_format(head: str) -> tuple[str | None, float]:
+    """The format whose sniffer is surest, if any is sure enough.
+
+    >>> best_format("")
+    (None, 0.0)
+    """
+    scores = sniff_scores(head)
+    if not scores:
+        return None, 0.0
+    fmt, score = max(sorted(scores.items()), key=lambda kv: kv[1])
+    return (fmt, score) if score >= MIN_SCORE else (None, score)
