@@ -98,10 +98,10 @@ def _open_archive_stream(path: Path) -> tuple[tarfile.TarFile, _CountingReader, 
         if name.endswith((".tar.zst", ".tar.zstd", ".tzst")) or head.startswith(b"\x28\xb5\x2f\xfd"):
             dctx = zstandard.ZstdDecompressor()
             stream = dctx.stream_reader(buffered, read_across_frames=True)
-            tf = tarfile.open(fileobj=stream, mode="r|")
+            tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - streamed; raw is closed by the caller
         else:
             # r|* sniffs gzip/bz2/xz/plain from the magic bytes
-            tf = tarfile.open(fileobj=buffered, mode="r|*")
+            tf = tarfile.open(fileobj=buffered, mode="r|*")  # noqa: SIM115 - as above
     except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
         raw.close()
         raise InputError(f"{path}: not a readable tar archive ({_why(e)})") from None
