@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Benchmark: `forensics timeline` / `report` against the scan limit (`grep -c`) on the same files.
+
+    python bench/run.py                      # 1 GB
+    python bench/run.py --size 256MB --size 1GB --size 4GB
+
+For each size it generates (once, cached under bench/_data/) a synthetic multi-rank SGLang log
+set — 8 rank logs with every line kind in realistic proportions (mostly Decode/Prefill batch
+lines and HTTP access lines, the start-up lifecycle, retractions, an OOM traceback), a main
+process log, free/nvidia-smi snapshots and a kernel log — then, with a warm page cache, times
+`grep -c` over the files, `forensics timeline` and `forensics report`, and prints wall time,
+the ratio to grep and the peak RSS of each child. Finally `forensics report` on the seed bundle.
+Ratios are what to compare across machines; absolute seconds are this machine's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+DATA = ROOT / "_data"
+RANKS = 8
+
+
+def parse_size(s: str) -> int:
+    s = s.strip().upper().replace("IB", "B")
+    for suf, mul in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10), ("G", 1 << 30), ("M", 1 << 20)):
+        if s.endswith(suf):
+            return int(float(s[: -len(suf)]) * mul)
+    return int(s)
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+
+
+def _startup(rank: int, t0: float) -> list[str]:
+    p = f"DP{rank} TP{rank}"
+    s = _stamp(t0)
+    return [
+        f"[{s} {p}] Init torch distributed begin.",
+        f"[{s} {p}] Init torch distributed ends. mem usage=0.71 GB",
+        f"[{s} {p}] Load weight begin. avail mem=93.79 GB",
+        f"[{s} {p}] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=21.07 GB, mem usage=72.72 GB.",
+        f"[{s} {p}] KV Cache is allocated. #tokens: 221628, KV size: 14.50 GB",
+        f"[{s} {p}] Memory pool end. avail mem=4.53 GB",
+        f"[{s} {p}] Capture cuda graph begin. This can take up to several minutes. avail mem=4.49 GB",
+        "Capturing batches (bs=512 avail_mem=4.21 GB):   2%|▏         | 1/52 [00:04<03:24,  4.01s/it]",
+        f"[{s} {p}] Capture cuda graph end. Time elapsed: 98.71 s. mem usage=2.58 GB. avail mem=1.91 GB.",
+        f"[{s} {p}] max_total_num_tokens=221628, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        f"max_running_requests=2048, context_len=262144, available_gpu_mem=1.89 GB",
+        f"[{s} {p}] Allocating 48.00 GB host memory for hierarchical KV cache.",
+    ]
+
+
+def _rank_body(rank: int, target: int, rng: random.Random, t0: float) -> list[str]:
+    """Lines until ~target bytes: decode batches dominate, prefill every ~8th, a retraction rarely."""
+    p = f"DP{rank} TP{rank}"
+    out: list[str] = []
+    size = 0
+    t = t0
+    while size < target:
+        t += rng.random() * 0.5
+        s = _stamp(t)
+        r = rng.random()
+        if r < 0.80:
+            line = (f"[{s} {p}] Decode batch, #running-req: {rng.randint(1, 64)}, #token: {rng.randint(1000, 220000)}, "
+                    f"token usage: {rng.random():.2f}, cuda graph: True, gen throughput (token/s): {rng.uniform(50, 2000):.2f}, "
+                    f"#queue-req: {rng.randint(0, 40)}, ")
+        elif r < 0.95:
+            line = (f"[{s} {p}] Prefill batch, #new-seq: {rng.randint(1, 8)}, #new-token: {rng.randint(16, 8192)}, "
+                    f"#cached-token: {rng.randint(0, 60000)}, token usage: {rng.random():.2f}, #running-req: {rng.randint(0, 64)}, "
+                    f"#queue-req: {rng.randint(0, 40)}, ")
+        elif r < 0.9995:
+            line = f'[{s}] INFO:     127.0.0.1:{rng.randint(30000, 60000)} - "POST /generate HTTP/1.1" 200 OK'
+        else:
+            line = (f"[{s} {p}] KV cache pool is full. Retract requests. #retracted_reqs: {rng.randint(1, 4)}, "
+                    f"#new_token_ratio: 0.4132 -> 0.7021")
+        out.append(line)
+        size += len(line) + 1
+    return out
+
+
+OOM_TAIL = [
+    "Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2677, in run_scheduler_process',
+    "    scheduler.event_loop_overlap()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.41 GiB. GPU 3 has a total capacity of 95.00 GiB "
+    "of which 1.02 GiB is free. Including non-PyTorch memory, this process has 93.96 GiB memory in use. Of the allocated "
+    "memory 90.31 GiB is allocated by PyTorch, with 0.42 GiB allocated in private pools (e.g., CUDA Graphs), and 1.09 GiB "
+    "is reserved by PyTorch but unallocated.",
+]
+
+
+def generate(dest: Path, total: int, seed: int = 7) -> None:
+    """Write the synthetic log set of ~total bytes into dest (atomically, via a temp folder)."""
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    rng = random.Random(seed)
+    t0 = 1_763_630_042.0  # fixed: the same size gives the same files
+    (tmp / "logs").mkdir()
+    per_rank = max(total // RANKS, 4096)
+    for rank in range(RANKS):
+        lines = _startup(rank, t0) + _rank_body(rank, per_rank, rng, t0 + 300)
+        if rank == 3:
+            last = _stamp(t0 + 300 + len(lines) * 0.25)
+            lines.append(f"[{last} DP3 TP3] " + OOM_TAIL[0])
+            lines.extend(OOM_TAIL[1:])
+        (tmp / "logs" / f"tp{rank}.log").write_text("\n".join(lines) + "\n")
+    (tmp / "logs" / "server.log").write_text(
+        f"[{_stamp(t0)}] server_args=ServerArgs(model_path='/models/Kimi-K2', tp_size=8, dp_size=8, "
+        "enable_dp_attention=True, mem_fraction_static=0.93, enable_hierarchical_cache=True, hicache_size=48)\n"
+        f"[{_stamp(t0 + 330)}] The server is fired up and ready to roll!\n"
+        f"[{_stamp(t0 + 9000)}] SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n")
+    snaps = tmp / "snapshots"
+    snaps.mkdir()
+    for i in range(4):
+        used = [96413 if g in (0, 2) else 3 for g in range(8)] if i == 3 else [93000 + g for g in range(8)]
+        (snaps / f"nvidia-smi-{i}.csv").write_text(
+            "index, memory.used [MiB], memory.total [MiB]\n" + "".join(f"{g}, {u} MiB, 97887 MiB\n" for g, u in enumerate(used)))
+        (snaps / f"free-{i}.txt").write_text(
+            "               total        used        free      shared  buff/cache   available\n"
+            f"Mem:    482000000000 {40 + i * 90}000000000 {440 - i * 90}000000000 0 1000000000 {441 - i * 90}000000000\n"
+            "Swap:              0           0           0\n")
+    kern = [f"[{i * 0.37:12.6f}] usb 1-{i % 4}: new high-speed USB device number {i}" for i in range(20000)]
+    kern.append("[ 9012.000001] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0")
+    kern.append("[ 9012.000900] Out of memory: Killed process 41233 (sglang::schedul) total-vm:812345678kB, "
+                "anon-rss:301234567kB, file-rss:1234kB, shmem-rss:0kB, UID:0 pgtables:600000kB oom_score_adj:0")
+    (tmp / "dmesg.txt").write_text("\n".join(kern) + "\n")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+
+
+def dataset(total: int) -> Path:
+    dest = DATA / f"set-{total}"
+    marker = dest / ".complete"
+    if not marker.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        print(f"generating {total / (1 << 20):,.0f} MiB of synthetic logs in {dest} …", file=sys.stderr)
+        generate(dest, total)
+        marker.write_text("ok\n")
+    return dest
+
+
+def files_of(d: Path) -> list[str]:
+    return sorted(str(p) for p in d.rglob("*") if p.is_file() and p.name != ".complete")
+
+
+def timed(argv: list[str]) -> tuple[float, int, int]:
+    """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    rc = os.waitstatus_to_exitcode(status)
+    if rc not in (0, 1):
+        print(f"  ! {' '.join(argv[:3])} … exited {rc}: {err.strip().splitlines()[-1:] }", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, rc
+
+
+def forensics_cmd() -> list[str]:
+    return [sys.executable, "-m", "forensics.cli"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", action="append", help="input size, e.g. 256MB, 1GB, 4GB (repeatable; default 1GB)")
+    ap.add_argument("--no-report", action="store_true", help="time only grep and `forensics timeline`")
+    args = ap.parse_args()
+    sizes = [parse_size(s) for s in (args.size or ["1GB"])]
+    rows = []
+    for total in sizes:
+        d = dataset(total)
+        files = files_of(d)
+        nbytes = sum(os.path.getsize(f) for f in files)
+        for f in files:  # warm the page cache so every contender reads from memory
+            with open(f, "rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+        g_wall, g_rss, _ = timed(["grep", "-c", "-e", "TP", *files])
+        with tempfile.TemporaryDirectory() as tmp:
+            t_wall, t_rss, _ = timed([*forensics_cmd(), "timeline", str(d), "-o", f"{tmp}/t.parquet", "-q"])
+            if args.no_report:
+                r_wall, r_rss = float("nan"), 0
+            else:
+                r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(d), "-o", f"{tmp}/r", "-q"])
+        rows.append((nbytes, g_wall, g_rss, t_wall, t_rss, r_wall, r_rss))
+    seed = None
+    try:
+        from forensics.resources import example_bundle
+
+        with tempfile.TemporaryDirectory() as tmp:
+            seed = timed([*forensics_cmd(), "report", str(example_bundle()), "-o", tmp, "-q"])
+    except Exception as e:  # the bench still reports the big runs
+        print(f"seed bundle: not run ({e})", file=sys.stderr)
+
+    print(f"{'input':>10} {'grep -c':>9} {'timeline':>9} {'×grep':>7} {'RSS':>8} {'report':>9} {'×grep':>7} {'RSS':>8}")
+    for nbytes, g, _grss, t, trss, r, rrss in rows:
+        print(f"{nbytes / (1 << 30):>8.2f}GB {g:>8.2f}s {t:>8.2f}s {t / g:>6.1f}× {trss / (1 << 20):>6.0f}MB "
+              f"{r:>8.2f}s {r / g:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
+    if seed:
+        print(f"seed bundle: forensics report {seed[0]:.2f}s, peak RSS {seed[1] / (1 << 20):.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
