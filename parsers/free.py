@@ -63,6 +63,7 @@ _HDR_NEW_RE = re.compile(r"^\s*total\s+used\s+free\s+shared\s+(?:buff/cache|buff
 _HDR_OLD_RE = re.compile(r"^\s*total\s+used\s+free\s+shared\s+buffers(?:\s+cached)?\s*$")
 _CMD_STARTERS = {";", "&&", "||", "|", "&", "sudo", "time", "watch", "nice", "command", "exec", "env", "do", "then"}
 _ENV_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_BAD_LABEL_RE = re.compile(r"[\d:=\[\]();,<>{}|$#@]")  # "lowmem_reserve[]:", "free:40346 free_pcp:"…
 _MAX_LINE = 4096  # free rows are short; longer lines are never ours (and stay cheap to reject)
 _MAX_BYTES = 1 << 62  # keeps every figure inside int64
 
@@ -271,7 +272,7 @@ def _split_row(line: str) -> tuple[str, list[str]] | None:
     idx = colons[-1]
     label = " ".join(line[:idx].split())
     vals = line[idx + 1:].split()
-    if not label or not vals or label[0].isdigit() or len(label) > 40:
+    if not label or not vals or len(label) > 40 or _BAD_LABEL_RE.search(label):
         return None
     if not all(_NUM_RE.match(v) for v in vals):
         return None
@@ -314,6 +315,8 @@ def _unflatten(line: str) -> list[tuple[str, list[str]]] | None:
         return None
     if any(not 2 <= len(vals) <= 3 for _, vals in groups[1:]):
         return None
+    if any(_BAD_LABEL_RE.search(lab) or len(lab) > 40 for lab, _ in groups):
+        return None
     return [(" ".join(header), [])] + groups
 
 
@@ -331,25 +334,24 @@ def sniff(head: str) -> float:
     0.0
     """
     best = 0.0
-    prev_mem = False
+    prev = ""  # "header" | "mem" | ""
     for i, line in enumerate(head.splitlines()):
         if i > 2000:
             break
         if _HDR_NEW_RE.match(line) or _HDR_OLD_RE.match(line):
-            best = max(best, 0.6)
+            best, prev = max(best, 0.6), "header"
             continue
         if _LINE_FORM_RE.match(line):
             return 0.9
         row = _split_row(line)
         if row and 5 <= len(row[1]) <= 7:
-            best = max(best, 0.95 if best >= 0.6 else 0.7)
-            prev_mem = True
+            best, prev = max(best, 0.95 if prev == "header" else 0.7), "mem"
             continue
-        if row and prev_mem and len(row[1]) in (2, 3):
+        if row and prev == "mem" and len(row[1]) in (2, 3):
             best = max(best, 0.85)
         elif len(_COLON_RE.findall(line[:_MAX_LINE])) >= 2 and _unflatten(line):
             best = max(best, 0.9)
-        prev_mem = False
+        prev = "header" if _is_header(line) else ""
     return best
 
 
