@@ -1,0 +1,295 @@
+"""SGL-GPU-001/002/003: too little GPU memory left outside ``--mem-fraction-static``.
+
+SGLang gives ``f`` × the pre-load free memory of each GPU to weights + KV pool; CUDA graphs,
+activations and NCCL buffers live in the rest. Seed phase 2: f = 0.93 left 0.82 GB after graph
+capture and a large prefill hit ``torch.OutOfMemoryError``.
+
+>>> corrected_fraction(0.93, shortfall=1.39 * 2**30, gpu_bytes=93.79 * 2**30)
+(0.88, 4.2037)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from forensics.model import Finding, FlagChange, Timeline
+from parsers.units import parse_size
+
+from ._common import (
+    GIB,
+    Row,
+    ServerConfig,
+    attrs,
+    before,
+    fmt_gib,
+    make_finding,
+    rank_of,
+    rows,
+    server_config,
+    sglang_runs,
+)
+
+MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
+THIN_FRACTION = 0.025  # "little left" after capture: below max(1 GiB, 2.5% of the GPU's memory)
+OOM_KINDS = ("cuda_oom", "cuda_error_oom", "cuda_graph_failed")
+WEIGHT_KINDS = ("not_enough_memory", "weights_no_kv_room")
+
+
+def margin_bytes(gpu_bytes: float) -> float:
+    return max(GIB, MARGIN_FRACTION * gpu_bytes)
+
+
+def corrected_fraction(f: float, *, shortfall: float, gpu_bytes: float) -> tuple[float, float]:
+    """The new fraction (rounded down to 0.01) and the GiB it frees, for a shortfall in bytes."""
+    freed = max(shortfall, 0.0) + margin_bytes(gpu_bytes)
+    new = math.floor(round((f - freed / gpu_bytes) * 100, 6)) / 100
+    return new, round(freed / GIB, 4)
+
+
+def _is_oom_exception(row: Row) -> bool:
+    a = attrs(row)
+    text = f"{a.get('exception_type', '')} {a.get('exception_message', '')}"
+    return "OutOfMemoryError" in text or "CUDA out of memory" in text or "CUDA error: out of memory" in text
+
+
+def _sizes_from_text(text: str) -> tuple[int | None, int | None]:
+    """Tried and free bytes from a PyTorch OOM message (binary units)."""
+    tried = re.search(r"Tried to allocate ([\d.]+ ?[KMGT]i?B)", text)
+    free = re.search(r"of which ([\d.]+ ?[KMGT]i?B) is free", text)
+    conv = [parse_size(m.group(1)) if m else None for m in (tried, free)]
+    return conv[0], conv[1]
+
+
+def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | None, str]:
+    pre = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_begin" and r.get("avail_bytes")]
+    if pre:
+        return float(min(pre)), "free memory before the weights were loaded (what the fraction multiplies)"
+    totals = [r["total_bytes"] for r in ooms if r.get("total_bytes")]
+    if totals:
+        return float(min(totals)), "the GPU's total capacity in the CUDA OOM message"
+    smi = [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
+    if smi:
+        return float(min(smi)), "nvidia-smi total memory"
+    return None, "unknown"
+
+
+def _headroom(run: list[Row]) -> tuple[float | None, Row | None]:
+    ends = [r for r in run if r.get("kind") == "cuda_graph_end" and r.get("avail_bytes") is not None]
+    if ends:
+        row = min(ends, key=lambda r: r["avail_bytes"])
+        return float(row["avail_bytes"]), row
+    sizing = [r for r in run if r.get("kind") == "kv_sizing" and r.get("avail_bytes") is not None]
+    if sizing:
+        return float(sizing[0]["avail_bytes"]), sizing[0]
+    return None, None
+
+
+def _alternatives(cfg: ServerConfig, run: list[Row]) -> list[str]:
+    sizing = next((attrs(r) for r in run if r.get("kind") == "kv_sizing"), {})
+    chunk = cfg.num("chunked_prefill_size") or sizing.get("chunked_prefill_size")
+    graph_bs = cfg.num("cuda_graph_max_bs")
+    running = cfg.num("max_running_requests") or sizing.get("max_running_requests")
+    out = []
+    out.append("Or lower --chunked-prefill-size" + (f" (now {int(chunk)}, e.g. {int(chunk) // 2})" if chunk else "")
+               + ": smaller activation peak per prefill; long prompts take more steps.")
+    out.append("Or lower --cuda-graph-max-bs" + (f" (now {int(graph_bs)}, e.g. {int(graph_bs) // 2})" if graph_bs else "")
+               + ": less memory in captured graphs; larger decode batches run without graphs (slower).")
+    out.append("Or lower --max-running-requests" + (f" (now {int(running)})" if running else "")
+               + ": smaller batches and activations; lower throughput.")
+    return out
+
+
+def _flag(cfg: ServerConfig, new: float, why: str) -> list[FlagChange]:
+    old = cfg.flag_text("mem_fraction_static")
+    return [FlagChange("--mem-fraction-static", old, f"{new:.2f}", why)] if new > 0 else []
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    for run in sglang_runs(tl).values():
+        if any(r.get("kind") in WEIGHT_KINDS for r in run):
+            continue  # weights_do_not_fit: the opposite direction
+        ooms = [r for r in run if r.get("kind") in OOM_KINDS
+                or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
+        cfg = server_config(tl, run)
+        captured = any(r.get("kind") == "cuda_graph_end" for r in run)
+        loaded = any(r.get("kind") == "weight_load_end" for r in run) or captured
+        if ooms and loaded:
+            capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed"
+                            or attrs(r).get("during") == "graph_capture"]
+            if not captured and not capture_fail:
+                capture_fail = [r for r in ooms if any(b.get("kind") == "cuda_graph_begin" and before(b, r) for b in run)]
+            if capture_fail:
+                out.append(_capture_failed(tl, cfg, run, capture_fail))
+            elif captured:
+                out.append(_serving_oom(tl, cfg, run, ooms))
+        elif captured:
+            thin = _thin(tl, cfg, run)
+            if thin:
+                out.append(thin)
+    return out
+
+
+def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
+    # the parsed OOM row (with its GPU) before the traceback that contains it
+    ooms = sorted(ooms, key=lambda r: r.get("kind") != "cuda_oom")
+    for r in ooms:
+        tried, free = r.get("bytes"), r.get("free_bytes")
+        if tried is None:
+            t2, f2 = _sizes_from_text(r.get("text") or attrs(r).get("message") or attrs(r).get("exception_message") or "")
+            tried, free = tried or t2, free if free is not None else f2
+        if tried is not None:
+            return r, float(tried), float(free) if free is not None else None
+    return ooms[0], None, None
+
+
+def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row]) -> Finding:
+    oom, tried, free_at = _oom_sizes(ooms)
+    headroom, head_row = _headroom(run)
+    gpu, gpu_how = _gpu_memory(tl, run, ooms)
+    f = cfg.num("mem_fraction_static")
+    prefill = [r for r in run if r.get("kind") == "prefill_batch" and before(r, oom)]
+    last_prefill = prefill[-1] if prefill else None
+    need = shortfall = None
+    if tried is not None:
+        if headroom is not None and free_at is not None:
+            need = max(tried, headroom - free_at + tried)
+            shortfall = max(need - headroom, 0.0)
+        elif free_at is not None:
+            need, shortfall = tried, max(tried - free_at, 0.0)
+        elif headroom is not None:
+            need, shortfall = tried, max(tried - headroom, 0.0)
+    reasons = []
+    if headroom is None:
+        reasons.append("no 'Capture cuda graph end' / sizing line: headroom after capture unknown")
+    if tried is None:
+        reasons.append("the OOM does not say how much it tried to allocate")
+    if f is None:
+        reasons.append("--mem-fraction-static unknown (no server_args or launch command)")
+    if gpu is None:
+        reasons.append("the GPU's memory is unknown")
+    flags: list[FlagChange] = []
+    new = None
+    if f is not None and gpu is not None:
+        new, freed = corrected_fraction(f, shortfall=shortfall or 0.0, gpu_bytes=gpu)
+        why = (f"{f:g} − ({fmt_gib(shortfall)} shortfall + {fmt_gib(margin_bytes(gpu))} margin "
+               f"(max(1 GiB, 3% of {fmt_gib(gpu)}))) ÷ {fmt_gib(gpu)} ({gpu_how}) = {f - freed * GIB / gpu:.4f} "
+               f"→ {new:.2f}; frees {freed:.2f} GiB per GPU from the KV pool")
+        if need is not None:
+            why += (f". Need: {fmt_gib(need)} = {fmt_gib(headroom)} left after capture − {fmt_gib(free_at)} free "
+                    f"at the failure + {fmt_gib(tried)} it tried" if headroom is not None and free_at is not None
+                    else f". Need: {fmt_gib(need)}")
+        flags = _flag(cfg, new, why)
+    gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
+    ranks = [x for x in (rank_of(oom),) if x is not None]
+    summary = (
+        f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: "
+        + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
+           else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
+           else "the memory outside the static pool ran out")
+        + (f", and a forward needing {fmt_gib(tried)} more failed" if tried is not None else "")
+        + (f" after a prefill of {last_prefill['tokens']} new tokens" if last_prefill and last_prefill.get("tokens") else "")
+        + "." + (f" Lower --mem-fraction-static to {new:.2f}." if new else "")
+    )
+    figures = {
+        "mem_fraction_static": f,
+        "headroom_after_capture_bytes": int(headroom) if headroom is not None else None,
+        "failed_allocation_bytes": int(tried) if tried is not None else None,
+        "free_at_failure_bytes": int(free_at) if free_at is not None else None,
+        "need_bytes": int(need) if need is not None else None,
+        "shortfall_bytes": int(shortfall) if shortfall is not None else None,
+        "gpu_memory_bytes": int(gpu) if gpu else None,
+        "gpu_memory_from": gpu_how if gpu else None,
+        "margin_bytes": int(margin_bytes(gpu)) if gpu else None,
+        "prefill_new_tokens": last_prefill.get("tokens") if last_prefill else None,
+        "corrected_mem_fraction_static": new,
+    }
+    actions = _alternatives(cfg, run)
+    actions.append("Not the opposite problem: 'Not enough memory … increase --mem-fraction-static' at start-up "
+                   "means the weights do not fit (SGL-GPU-004); this crash happened after a successful start.")
+    ev = [oom, *([head_row] if head_row else []), *([last_prefill] if last_prefill else []),
+          *cfg.evidence_rows("mem_fraction_static")]
+    ev += [r for r in run if r.get("kind") in ("sigquit",)][:1]
+    return make_finding(
+        "SGL-GPU-001",
+        summary=summary,
+        evidence=ev,
+        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        confidence_reason="; ".join(reasons) or None,
+        ranks=ranks,
+        gpus=gpus,
+        figures=figures,
+        flags=flags,
+        actions=actions,
+    )
+
+
+def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> Finding:
+    oom, tried, free_at = _oom_sizes(fails + [r for r in run if r.get("kind") == "cuda_oom"])
+    gpu, gpu_how = _gpu_memory(tl, run, fails)
+    f = cfg.num("mem_fraction_static")
+    shortfall = max(tried - free_at, 0.0) if tried is not None and free_at is not None else (tried or 0.0)
+    flags: list[FlagChange] = []
+    new = None
+    if f is not None and gpu is not None:
+        new, freed = corrected_fraction(f, shortfall=shortfall, gpu_bytes=gpu)
+        flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(shortfall)} the capture lacked + {fmt_gib(margin_bytes(gpu))} "
+                                f"margin) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+    graph_bs = cfg.num("cuda_graph_max_bs")
+    actions = [
+        "Or capture fewer graphs: --cuda-graph-max-bs" + (f" {int(graph_bs) // 2} (now {int(graph_bs)})" if graph_bs else " smaller")
+        + "; larger decode batches then run without graphs.",
+        "Last resort: --disable-cuda-graph (large decode slowdown).",
+    ]
+    gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
+    reasons = [m for m, bad in (("--mem-fraction-static unknown", f is None), ("GPU memory unknown", gpu is None),
+                                ("the failure does not say what it tried to allocate", tried is None)) if bad]
+    return make_finding(
+        "SGL-GPU-002",
+        summary=(f"CUDA-graph capture ran out of GPU memory{f' on GPU {gpus[0]}' if gpus else ''}"
+                 + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
+                 + (f" Lower it to {new:.2f}." if new else "")),
+        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static")],
+        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        confidence_reason="; ".join(reasons) or None,
+        ranks=[x for x in (rank_of(oom),) if x is not None],
+        gpus=gpus,
+        figures={"mem_fraction_static": f, "failed_allocation_bytes": int(tried) if tried else None,
+                 "free_at_failure_bytes": int(free_at) if free_at is not None else None,
+                 "gpu_memory_bytes": int(gpu) if gpu else None, "corrected_mem_fraction_static": new},
+        flags=flags,
+        actions=actions,
+    )
+
+
+def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
+    headroom, head_row = _headroom(run)
+    gpu, gpu_how = _gpu_memory(tl, run, [])
+    if headroom is None or gpu is None or head_row is None:
+        return None
+    threshold = max(GIB, THIN_FRACTION * gpu)
+    if headroom >= threshold:
+        return None
+    f = cfg.num("mem_fraction_static")
+    target = margin_bytes(gpu)
+    flags: list[FlagChange] = []
+    new = None
+    if f is not None:
+        new = math.floor(round((f - (target - headroom) / gpu) * 100, 6)) / 100
+        flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(target)} target headroom (max(1 GiB, 3% of {fmt_gib(gpu)})) − "
+                                f"{fmt_gib(headroom)} left) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+    return make_finding(
+        "SGL-GPU-003",
+        summary=(f"Only {fmt_gib(headroom)} of GPU memory was left after CUDA-graph capture"
+                 + (f" (--mem-fraction-static {f:g})" if f is not None else "")
+                 + f", below {fmt_gib(threshold)}: a long prefill may hit CUDA OOM."),
+        evidence=[head_row, *cfg.evidence_rows("mem_fraction_static")],
+        confidence="medium",
+        confidence_reason="a risk, not a failure: no CUDA OOM was seen in this run",
+        ranks=[x for x in (rank_of(head_row),) if x is not None],
+        figures={"mem_fraction_static": f, "headroom_after_capture_bytes": int(headroom),
+                 "threshold_bytes": int(threshold), "gpu_memory_bytes": int(gpu), "corrected_mem_fraction_static": new},
+        flags=flags,
+        actions=_alternatives(cfg, run),
+    )

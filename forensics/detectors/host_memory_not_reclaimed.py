@@ -1,0 +1,103 @@
+"""SGL-HOST-003: host RAM still used after the server was killed, far above the pre-launch level.
+
+Seed phase 3, after ``pkill -9 -f sglang``::
+
+                   total        used        free      shared  buff/cache   available
+    Mem:             449         318         130           0           0         130
+
+318 GiB used against ~40 GiB before the launch: pinned HiCache pools of schedulers that have
+not finished dying.
+
+>>> excess_threshold(449 * 2**30) / 2**30
+44.9
+"""
+
+from __future__ import annotations
+
+from forensics.model import Finding, Timeline
+
+from ._common import (
+    GIB,
+    Row,
+    before,
+    end_events,
+    fmt_gib,
+    last_end_before,
+    launch_moments,
+    make_finding,
+    relaunched_between,
+    rows,
+)
+
+EXCESS_FRACTION = 0.10  # used − baseline must exceed max(16 GiB, 10% of total)
+MIN_USED_FRACTION = 0.25  # and used must be at least 25% of total
+ASSUMED_BASELINE_FRACTION = 0.05  # the OS and idle services, when no pre-launch snapshot exists
+
+
+def excess_threshold(total: int) -> float:
+    return max(16 * GIB, EXCESS_FRACTION * total)
+
+
+def _baseline(tl: Timeline, host_rows: list[Row], end: Row) -> Row | None:
+    """The latest snapshot taken before a launch that precedes ``end``."""
+    moments = [m for m in launch_moments(tl) if before(m, end) is not False]
+    pre = [h for h in host_rows if any(before(h, m) for m in moments) and before(h, end)]
+    return pre[-1] if pre else None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    host_rows = [r for r in rows(tl, "host_memory") if r.get("used_bytes") is not None and r.get("total_bytes")]
+    if not host_rows:
+        return []
+    ends = end_events(tl)
+    hits = []
+    for row in host_rows:
+        end = last_end_before(ends, row)
+        if end is None or relaunched_between(tl, end, row):
+            continue
+        total, used = int(row["total_bytes"]), int(row["used_bytes"])
+        base_row = _baseline(tl, host_rows, end)
+        base = int(base_row["used_bytes"]) if base_row else int(ASSUMED_BASELINE_FRACTION * total)
+        excess = used - base
+        hits.append((row, end, base_row, base, excess, excess > excess_threshold(total)
+                     and used >= MIN_USED_FRACTION * total))
+    bad = [h for h in hits if h[5]]
+    if not bad:
+        return []
+    row, end, base_row, base, excess, _ = bad[-1]
+    total, used = int(row["total_bytes"]), int(row["used_bytes"])
+    later_ok = [h for h in hits if before(row, h[0]) and not h[5]]
+    reasons = []
+    if base_row is None:
+        reasons.append(f"no snapshot before the launch: baseline assumed {ASSUMED_BASELINE_FRACTION:.0%} of total "
+                       f"({fmt_gib(base)}) for the OS and idle services")
+    if end.get("kind") == "process":
+        reasons.append("the end of the server is inferred from ps (no SGLang process), not from a kill or crash line")
+    summary = (f"Host memory used is {fmt_gib(used)} of {fmt_gib(total)} after "
+               + (f"`{(end.get('text') or '').strip()[:80]}`" if end.get("kind") == "command" else f"the server stopped ({end.get('kind')})")
+               + f", {fmt_gib(excess)} above the {'pre-launch' if base_row else 'assumed'} baseline of {fmt_gib(base)}: "
+               "memory of the killed processes (pinned HiCache pools, CUDA host allocations) was not released.")
+    severity = None
+    if later_ok:
+        rel = later_ok[0][0]
+        summary += f" It was released later ({rel.get('file')}:{rel.get('line')})."
+        severity = "low"
+    return [make_finding(
+        "SGL-HOST-003",
+        summary=summary,
+        evidence=[row, end, *([base_row] if base_row else []), *([later_ok[0][0]] if later_ok else [])],
+        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        confidence_reason="; ".join(reasons) or None,
+        severity=severity,
+        figures={"host_total_bytes": total, "host_used_after_bytes": used, "baseline_used_bytes": base,
+                 "baseline_assumed": base_row is None, "excess_bytes": excess,
+                 "host_available_after_bytes": row.get("avail_bytes")},
+        actions=[
+            "Find what still holds it: `ps -eo pid,ppid,stat,rss,comm --sort=-rss | head`, processes in D or Z state, "
+            "`ipcs -m`, `df -h /dev/shm`.",
+            "Kill the holders with SIGKILL; in a container kill from the host/hypervisor (`docker kill`, "
+            "`pct exec <id> -- pkill -9 -f sglang`); D-state processes unpinning a large pool may take minutes.",
+            "Reboot when D-state processes never exit. Verify with `free -g` (used back near the baseline) before "
+            "relaunching.",
+        ],
+    )]

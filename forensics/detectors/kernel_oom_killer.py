@@ -1,0 +1,66 @@
+"""SGL-HOST-004: the kernel OOM killer killed a process (an SGLang scheduler, most often).
+
+Sample (kernel 6.x)::
+
+    Out of memory: Killed process 41873 (sglang::schedul) total-vm:612345678kB, anon-rss:1234567kB,
+    file-rss:0kB, shmem-rss:301234567kB, UID:0 pgtables:654321kB oom_score_adj:0
+
+The 15-character ``comm`` of a scheduler is ``sglang::schedul``; pinned host pools show as shmem.
+
+>>> victim_is_sglang("sglang::schedul", None), victim_is_sglang("python3", "python3 -m sglang.launch_server")
+(True, True)
+>>> victim_is_sglang("java", None)
+False
+"""
+
+from __future__ import annotations
+
+from forensics.model import Finding, Timeline
+
+from ._common import attrs, fmt_gib, is_sglang_process, make_finding, rows
+
+
+def victim_is_sglang(comm: str | None, args: str | None) -> bool:
+    return is_sglang_process(comm, args)
+
+
+def _args_by_pid(tl: Timeline) -> dict[int, str]:
+    return {int(r["pid"]): str(attrs(r).get("args") or "") for r in rows(tl, "process") if r.get("pid") is not None}
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    kills = rows(tl, "oom_kill")
+    if not kills:
+        return []
+    args = _args_by_pid(tl)
+    victims = []
+    for r in kills:
+        a = attrs(r)
+        victims.append((r, victim_is_sglang(r.get("comm"), args.get(int(r["pid"])) if r.get("pid") else None), a))
+    sglang = [v for v in victims if v[1]]
+    names = sorted({f"{r.get('comm')} (pid {r.get('pid')})" for r, _, _ in victims})
+    memcg = sorted({str(a.get("constraint")) for _, _, a in victims if a.get("constraint")})
+    shmem = sum(int(a.get("shmem_rss_bytes") or 0) for _, _, a in victims)
+    rss = sum(int(r.get("used_bytes") or 0) for r, _, _ in victims)
+    in_cgroup = any("MEMCG" in c for c in memcg)
+    summary = (f"The kernel OOM killer killed {len(victims)} process{'es' if len(victims) > 1 else ''}: "
+               + ", ".join(names[:6]) + (" …" if len(names) > 6 else "")
+               + (f" ({fmt_gib(rss)} resident, {fmt_gib(shmem)} of it shared/pinned)" if rss else "")
+               + (" inside a memory cgroup limit (container)" if in_cgroup else "") + ". "
+               + ("SGLang schedulers were among the victims: the server died without a Python traceback."
+                  if sglang else "No SGLang process was a victim."))
+    actions = ["Find what filled host memory before the kill (HiCache pools: SGL-HOST-001; other tenants) and size it "
+               "to fit; `dmesg -T | grep -i -B2 -A8 'invoked oom-killer'` shows the whole report."]
+    if in_cgroup:
+        actions.append("The limit was a memory cgroup (container): raise docker --memory / the pod limit or shrink the "
+                       "pools to it.")
+    return [make_finding(
+        "SGL-HOST-004",
+        summary=summary,
+        evidence=[r for r, _, _ in victims],
+        confidence="high",
+        severity="critical" if sglang else "high",
+        figures={"victims": names, "victim_count": len(victims), "sglang_victims": len(sglang),
+                 "victim_rss_bytes": rss, "victim_shmem_rss_bytes": shmem, "constraints": memcg},
+        actions=actions,
+    )]

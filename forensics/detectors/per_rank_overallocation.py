@@ -1,0 +1,362 @@
+"""SGL-HOST-001 / SGL-HOST-002: HiCache host pools sized per rank that do not fit the host.
+
+``--hicache-size`` is 10^9 bytes *per scheduler rank*; up to 0.5.18 every rank checks only its
+own request against the whole host, so TP8 × 300 GB passes eight checks and asks 2.4 TB of a
+449 GiB host. 0.4.5–0.5.4 pin each pool rounded up to a power of two. From 0.5.19 SGLang divides
+the budget by the ranks per host and refuses cleanly (``hicache_insufficient``).
+
+>>> pinned_bytes(48e9, True) == 1 << 36, pinned_bytes(48e9, False) == 48e9
+(True, True)
+>>> largest_hicache_gb(48.9e9, pow2=False), largest_hicache_gb(48.9e9, pow2=True)
+(48, 34)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import (
+    GIB,
+    Row,
+    ServerConfig,
+    attrs,
+    before,
+    docker_memory_limit,
+    fmt_gb,
+    fmt_gib,
+    launch_moments,
+    make_finding,
+    rank_label,
+    rank_of,
+    ranks_per_host,
+    rows,
+    server_config,
+    sglang_runs,
+    sglang_version,
+    version_text,
+    version_window,
+)
+
+SGLANG_RESERVE = 10 * GIB  # SGLang's own host reserve in the allocation check (0.4.10+)
+RESERVE_FRACTION = 0.10  # our reserve: max(10 GiB, 10% of capacity)
+PER_PROCESS_BYTES = 3 * GIB  # host RSS of one scheduler process (CUDA context, torch, Python)
+ASSUMED_BASELINE_FRACTION = 0.05  # OS and other tenants when no pre-launch snapshot exists
+POW2_FIRST, POW2_LAST = (0, 4, 5), (0, 5, 4)
+SPLIT_FIRST = (0, 5, 19)  # SGLang divides the host budget by the ranks per host
+
+
+def pinned_bytes(requested: float, pow2: bool) -> float:
+    """Bytes actually pinned for one pool: PyTorch's host allocator rounds up to 2^k on 0.4.5–0.5.4."""
+    if not pow2 or requested <= 0:
+        return requested
+    return float(1 << math.ceil(math.log2(requested)))
+
+
+def largest_hicache_gb(per_rank_budget: float, pow2: bool) -> int:
+    """The largest whole ``--hicache-size`` (GB) whose pinned pool fits ``per_rank_budget`` bytes."""
+    if per_rank_budget < 1e9:
+        return 0
+    if pow2:
+        return int((1 << int(math.floor(math.log2(per_rank_budget)))) // 1e9)
+    return int(per_rank_budget // 1e9)
+
+
+def pow2_state(tl: Timeline) -> tuple[str, str]:
+    """Does the power-of-two pinning apply? ("yes" | "likely" | "unknown" | "no", and the version text).
+
+    "likely": no version stated, but the log's line formats only exist up to 0.5.4 or earlier.
+    """
+    exact, where = sglang_version(tl)
+    if exact:
+        inside = POW2_FIRST <= exact <= POW2_LAST
+        return ("yes" if inside else "no"), f"{version_text(exact)} ({where})"
+    lo, hi = version_window(tl)
+    if (lo and lo > POW2_LAST) or (hi and hi < POW2_FIRST):
+        bound = f"≥ {version_text(lo)}" if lo and lo > POW2_LAST else f"≤ {version_text(hi)}"
+        return "no", f"unknown, {bound} from the log's line formats"
+    if hi and hi <= POW2_LAST:
+        return "likely", f"unknown, ≤ {version_text(hi)} from the log's line formats"
+    return "unknown", "unknown (not stated in the input)"
+
+
+def splits_budget(tl: Timeline) -> bool:
+    exact, _ = sglang_version(tl)
+    if exact:
+        return exact >= SPLIT_FIRST
+    lo, _ = version_window(tl)
+    return bool(lo and lo >= SPLIT_FIRST)
+
+
+@dataclass
+class HostPicture:
+    total: int | None = None
+    total_row: Row | None = None
+    avail_before: int | None = None
+    before_row: Row | None = None
+    docker_limit: int | None = None
+    docker_row: Row | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def capacity(self) -> int | None:
+        known = [v for v in (self.total, self.docker_limit) if v]
+        return min(known) if known else None
+
+
+def host_picture(tl: Timeline) -> HostPicture:
+    pic = HostPicture()
+    host_rows = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
+    if host_rows:
+        pic.total_row = max(host_rows, key=lambda r: r["total_bytes"])
+        pic.total = int(pic.total_row["total_bytes"])
+        moments = launch_moments(tl)
+        pre = [r for r in host_rows if r.get("avail_bytes") is not None
+               and any(before(r, m) for m in moments)]
+        if pre:
+            pic.before_row = pre[-1]
+            pic.avail_before = int(pic.before_row["avail_bytes"])
+    limit = docker_memory_limit(tl)
+    if limit:
+        pic.docker_limit, pic.docker_row = limit
+    return pic
+
+
+@dataclass
+class Request:
+    """What one run asked per rank, and how we know."""
+
+    per_rank: float
+    source: str  # "log" | "flags" | "ratio"
+    evidence: list[Row]
+    ranks_seen: int
+    rank_ids: list[int]
+
+
+def _request_from_log(run: list[Row]) -> Request | None:
+    allocs = [r for r in run if r.get("kind") == "hicache_alloc" and r.get("bytes")]
+    refused = [r for r in run if r.get("kind") == "hicache_insufficient" and r.get("bytes")]
+    if not allocs and not refused:
+        return None
+    per_pool: dict[tuple[str, str], float] = {}
+    first_row: dict[str, Row] = {}
+    for r in allocs + refused:
+        label = rank_label(r) or "?"
+        pool = str(attrs(r).get("pool") or attrs(r).get("kind") or "kv")
+        per_pool[(label, pool)] = max(per_pool.get((label, pool), 0.0), float(r["bytes"]))
+        first_row.setdefault(label, r)
+    per_rank: dict[str, float] = {}
+    for (label, _pool), b in per_pool.items():
+        per_rank[label] = per_rank.get(label, 0.0) + b
+    labels = [k for k in per_rank if k != "?"]
+    ids = sorted({i for i in (rank_of(first_row[k]) for k in labels) if i is not None})
+    return Request(max(per_rank.values()), "log", list(first_row.values()), len(labels), ids)
+
+
+def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Request | None:
+    size = cfg.num("hicache_size")
+    if not cfg.enabled("enable_hierarchical_cache"):
+        return None
+    if size and size > 0:
+        return Request(size * 1e9, "flags", cfg.evidence_rows("hicache_size"), 0, [])
+    kv = [r for r in run if r.get("kind") == "kv_cache_allocated" and r.get("tokens") and r.get("bytes")]
+    ratio = cfg.num("hicache_ratio")
+    if kv:
+        ratio = ratio if ratio is not None else 2.0  # the default up to 0.5.19
+        row = kv[0]
+        per_token = row["bytes"] / row["tokens"]
+        return Request(ratio * row["tokens"] * per_token, "ratio", [row, *cfg.evidence_rows("hicache_ratio")], 0, [])
+    return None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    findings: list[Finding] = []
+    runs = sglang_runs(tl)
+    cases: list[tuple[ServerConfig, list[Row], Request]] = []
+    for run in runs.values():
+        cfg = server_config(tl, run)
+        req = _request_from_log(run) or _request_from_config(cfg, run, tl)
+        if req:
+            cases.append((cfg, run, req))
+    if not cases:  # no log: predict from the launch command alone
+        cfg = server_config(tl)
+        req = _request_from_config(cfg, [], tl)
+        if req:
+            cases.append((cfg, [], req))
+    host = host_picture(tl)
+    pow2, version = pow2_state(tl)
+    split = splits_budget(tl)
+    for cfg, run, req in cases:
+        refused = [r for r in run if r.get("kind") == "hicache_insufficient"]
+        found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
+        if found:
+            findings.append(found)
+        elif refused:
+            findings.append(_refusal(tl, cfg, refused, host, split, version))
+    return findings
+
+
+def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, host: HostPicture,
+                    pow2: str, version: str) -> Finding | None:
+    ranks, ranks_how = ranks_per_host(cfg, req.ranks_seen)
+    capacity = host.capacity
+    if capacity is None:
+        return None
+    pinned = pinned_bytes(req.per_rank, pow2 in ("yes", "likely"))
+    pinned_if_pow2 = pinned_bytes(req.per_rank, True)
+    if host.avail_before is not None:
+        usable = host.avail_before if host.docker_limit is None else min(host.avail_before, host.docker_limit)
+        baseline, baseline_how = capacity - usable, "used before the launch"
+    else:
+        baseline = int(capacity * ASSUMED_BASELINE_FRACTION)
+        baseline_how = f"assumed {ASSUMED_BASELINE_FRACTION:.0%} of capacity: no snapshot before the launch"
+        usable = capacity - baseline
+    limit_for_pools = usable - SGLANG_RESERVE
+    demand = ranks * pinned
+    demand_if_pow2 = ranks * pinned_if_pow2
+    if demand <= limit_for_pools and not (pow2 == "unknown" and demand_if_pow2 > limit_for_pools):
+        return None
+    only_if_pow2 = demand <= limit_for_pools  # fires only because an unknown version might pin powers of two
+
+    reserve = max(10 * GIB, int(RESERVE_FRACTION * capacity))
+    processes = PER_PROCESS_BYTES * ranks
+    budget = capacity - baseline - reserve - processes
+    per_rank_budget = max(budget, 0) / ranks
+    size_for_pow2 = pow2 in ("yes", "likely")
+    new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
+    plain_gb = largest_hicache_gb(per_rank_budget, False)
+    cap_name = "container --memory limit" if host.docker_limit and capacity == host.docker_limit else "host total"
+    old = cfg.flag_text("hicache_size") if req.source != "ratio" else None
+    if old is None and req.source == "log":
+        old = f"{req.per_rank / 1e9:g}"
+
+    arithmetic = (
+        f"budget = {cap_name} {fmt_gib(capacity)} − baseline {fmt_gib(baseline)} ({baseline_how}) − reserve "
+        f"{fmt_gib(reserve)} (max(10 GiB, 10% of capacity)) − {ranks} scheduler processes × 3 GiB = "
+        f"{fmt_gb(budget)}; ÷ {ranks} ranks = {fmt_gb(per_rank_budget)} per rank"
+    )
+    if size_for_pow2:
+        pow2_note = (f"SGLang {version}: 0.4.5–0.5.4 pin each pool rounded up to a power of two, so "
+                     f"{new_gb} GB pins {fmt_gib(pinned_bytes(new_gb * 1e9, True))}; on ≥ 0.5.5 up to {plain_gb} GB fits")
+        why = (f"{ranks} ranks × {new_gb} GB (pinned ≤ {fmt_gib(pinned_bytes(new_gb * 1e9, True))} each) fits: "
+               f"{arithmetic}; {pow2_note}")
+    else:
+        why = f"{ranks} ranks × {new_gb} GB = {fmt_gb(ranks * new_gb * 1e9)} ≤ {arithmetic}"
+        if pow2 == "unknown":
+            pow2_gb = largest_hicache_gb(per_rank_budget, True)
+            why += (f". SGLang version not found: on 0.4.5–0.5.4 each pool is pinned rounded up to a power of two "
+                    f"and only {pow2_gb} GB fits — check `pip show sglang`")
+    flags = [FlagChange("--hicache-size", old, str(new_gb), why)] if new_gb >= 1 else []
+
+    actions = [
+        f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
+        f"({ranks} × {fmt_gb(req.per_rank)} = {fmt_gb(ranks * req.per_rank)}).",
+        "Upgrade to SGLang ≥ 0.5.19, which divides the host budget by the ranks per host and refuses cleanly.",
+        "Before relaunching, check that the killed schedulers released their memory: free -g; nvidia-smi "
+        "(see SGL-HOST-003 / SGL-GPU-005).",
+    ]
+    if new_gb < 1:
+        actions.insert(0, "No HiCache pool fits this host with the reserve: disable --enable-hierarchical-cache "
+                          "or run fewer ranks per host.")
+    if host.docker_limit:
+        actions.append(f"The container is limited to {fmt_gib(host.docker_limit)} (docker --memory): raise the "
+                       "limit or size the pools to it.")
+
+    reasons = []
+    if req.source != "log":
+        reasons.append("no 'Allocating … host memory' lines: the request is predicted from the "
+                       + ("launch flags" if req.source == "flags" else "KV pool × --hicache-ratio"))
+    if host.total is None:
+        reasons.append("no free/meminfo snapshot: capacity is the container limit")
+    if host.avail_before is None:
+        reasons.append("no host snapshot before the launch: the baseline is assumed")
+    if only_if_pow2:
+        reasons.append(f"fits unless SGLang is 0.4.5–0.5.4 (version {version})")
+    gaps = (req.source != "log") + (host.total is None)
+    confidence = "low" if only_if_pow2 or gaps == 2 else ("medium" if gaps else "high")
+    severity = "medium" if only_if_pow2 else None
+    consequence_rows = [r for r in run if r.get("kind") in ("rank_dead", "sigquit", "hicache_insufficient")]
+    summary = (
+        f"--hicache-size is per rank: {ranks} ranks × {fmt_gb(req.per_rank)}"
+        + (f" (pinned as {fmt_gib(pinned)} each on SGLang {version})" if pinned != req.per_rank else "")
+        + f" = {fmt_gb(demand)} of pinned host memory on a host with {fmt_gib(capacity)} ({cap_name}). "
+        + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
+           if new_gb >= 1 else "No per-rank pool fits with the reserve.")
+    )
+    figures = {
+        "ranks_per_host": ranks,
+        "ranks_per_host_from": ranks_how,
+        "tp_size": int(cfg.num("tp_size")) if cfg.num("tp_size") else None,
+        "hicache_size_gb_per_rank": round(req.per_rank / 1e9, 2),
+        "request_from": req.source,
+        "requested_total_bytes": int(ranks * req.per_rank),
+        "pinned_per_rank_bytes": int(pinned),
+        "host_total_bytes": host.total,
+        "host_available_before_bytes": host.avail_before,
+        "docker_memory_bytes": host.docker_limit,
+        "capacity_bytes": capacity,
+        "baseline_bytes": int(baseline),
+        "reserve_bytes": int(reserve),
+        "process_allowance_bytes": int(processes),
+        "budget_bytes": int(budget),
+        "corrected_hicache_size_gb": new_gb,
+        "sglang_version": version,
+        "power_of_two_pinning": pow2,
+    }
+    ev = [*req.evidence, *cfg.evidence_rows("hicache_size", "tp_size", "enable_hierarchical_cache")]
+    ev += [r for r in (host.total_row, host.before_row, host.docker_row) if r]
+    ev += consequence_rows[:3]
+    return make_finding(
+        "SGL-HOST-001",
+        summary=summary,
+        evidence=ev,
+        confidence=confidence,
+        confidence_reason="; ".join(reasons) or None,
+        severity=severity,
+        ranks=req.rank_ids,
+        figures=figures,
+        flags=flags,
+        actions=actions,
+    )
+
+
+def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostPicture, split: bool,
+             version: str) -> Finding:
+    row = max(refused, key=lambda r: r["bytes"])
+    requested = float(row["bytes"])
+    only_have = float(row["avail_bytes"]) if row.get("avail_bytes") is not None else None
+    ranks, _ = ranks_per_host(cfg, len({rank_label(r) for r in refused if rank_label(r)}))
+    _lo, hi = version_window(tl)
+    flags: list[FlagChange] = []
+    new_gb = None
+    if only_have is not None:
+        if split:
+            per_rank = only_have
+            why = f"SGLang {version} already divides the host budget by the ranks: 'only have' {fmt_gb(only_have)} is per rank"
+        elif hi and hi <= (0, 4, 9):
+            per_rank = (only_have - SGLANG_RESERVE) / ranks
+            why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory on SGLang ≤ 0.4.9 "
+                   f"(no reserve subtracted): ({fmt_gb(only_have)} − 10 GiB) ÷ {ranks} ranks")
+        else:
+            per_rank = only_have / ranks
+            why = f"every rank measures the whole host: {fmt_gb(only_have)} ÷ {ranks} ranks"
+        new_gb = largest_hicache_gb(per_rank, False)
+        if new_gb >= 1:
+            flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size") or f"{requested / 1e9:g}",
+                                    str(new_gb), f"{why} = {fmt_gb(per_rank)} → {new_gb} GB"))
+    summary = (f"A scheduler refused its HiCache host pool: requested {fmt_gb(requested)} per rank, only "
+               f"{fmt_gb(only_have)} available to it. " + (f"Set --hicache-size {new_gb}." if new_gb else ""))
+    return make_finding(
+        "SGL-HOST-002",
+        summary=summary,
+        evidence=[*refused[:4], *cfg.evidence_rows("hicache_size")],
+        confidence="high" if only_have is not None else "medium",
+        confidence_reason=None if only_have is not None else "the refusal does not say what was available",
+        ranks=[r for r in (rank_of(x) for x in refused) if r is not None],
+        figures={"requested_bytes": int(requested), "only_have_bytes": int(only_have) if only_have else None,
+                 "ranks_per_host": ranks, "corrected_hicache_size_gb": new_gb, "sglang_version": version},
+        flags=flags,
+        actions=["Lower --hicache-size (per rank) or free the host memory held by earlier runs (SGL-HOST-003)."],
+    )

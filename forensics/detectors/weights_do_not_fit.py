@@ -1,0 +1,99 @@
+"""SGL-GPU-004: the weights leave no GPU memory for the KV pool under ``--mem-fraction-static``.
+
+The opposite of a headroom problem: the static fraction is too *small* for the model. Sample::
+
+    [2025-11-20 09:18:03 TP0] Scheduler hit an exception: Traceback (most recent call last):
+    ...
+    RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.2
+
+>>> raised_fraction(0.7412)
+0.77
+>>> raised_fraction(0.97) is None
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import Row, attrs, fmt_gib, make_finding, rank_of, server_config, sglang_runs
+
+RAISE_MARGIN = 0.02  # above the minimum viable fraction, so a KV pool of useful size remains
+MAX_SENSIBLE_FRACTION = 0.95  # above this there is no headroom left for graphs and activations
+
+
+def raised_fraction(minimum: float) -> float | None:
+    """The minimum viable fraction plus a margin, rounded up to 0.01; None when it cannot work."""
+    new = math.ceil(round((minimum + RAISE_MARGIN) * 100, 6)) / 100
+    return new if new <= MAX_SENSIBLE_FRACTION else None
+
+
+def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, str]:
+    for r in rows_:
+        m = attrs(r).get("minimum_fraction")
+        if isinstance(m, int | float):
+            return float(m), "the minimum SGLang names"
+    begin = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_begin" and r.get("avail_bytes")]
+    end = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_end" and r.get("avail_bytes") is not None]
+    if begin and end:
+        pre, post = min(begin), min(end)
+        return 1 - post / pre, f"1 − {fmt_gib(post)} free after weights ÷ {fmt_gib(pre)} before"
+    return None, "unknown"
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    for run in sglang_runs(tl).values():
+        hits = [r for r in run if r.get("kind") in ("not_enough_memory", "weights_no_kv_room")]
+        load_oom = [r for r in run if r.get("kind") == "cuda_oom" and attrs(r).get("during") in ("weight_load", "load")]
+        if not load_oom and not any(r.get("kind") in ("weight_load_end", "cuda_graph_end") for r in run):
+            # a CUDA OOM before the weights finished loading: the model does not fit these GPUs
+            started = any(r.get("kind") == "weight_load_begin" for r in run)
+            load_oom = [r for r in run if r.get("kind") == "cuda_oom"] if started else []
+        if not hits and not load_oom:
+            continue
+        cfg = server_config(tl, run)
+        f = cfg.num("mem_fraction_static")
+        if f is None:
+            f = next((float(r["ratio"]) for r in hits if r.get("ratio") is not None), None)
+        minimum, how = _minimum_from_log(run, hits)
+        flags: list[FlagChange] = []
+        new = raised_fraction(minimum) if minimum is not None and hits else None
+        if new is not None and (f is None or new > f):
+            flags.append(FlagChange("--mem-fraction-static", f"{f:g}" if f is not None else None, f"{new:.2f}",
+                                    f"minimum viable {minimum:.4f} ({how}) + {RAISE_MARGIN} margin, rounded up → {new:.2f}"))
+        actions = []
+        if load_oom or (minimum is not None and new is None):
+            actions.append("The weights alone nearly fill the GPUs: use more GPUs (--tp-size), a quantised checkpoint "
+                           "or --quantization fp8, or a smaller model.")
+        actions += [
+            "Shrink the KV cache per token: --kv-cache-dtype fp8_e4m3.",
+            "Check that no other process holds GPU memory before the launch (nvidia-smi; SGL-GPU-005).",
+            "Do not lower --mem-fraction-static for this error: that is the fix for CUDA OOM after start-up "
+            "(SGL-GPU-001), the opposite direction.",
+        ]
+        first = (hits or load_oom)[0]
+        reasons = []
+        if minimum is None and hits:
+            reasons.append("the minimum viable fraction is not in the log (no weight-load memory lines)")
+        if load_oom and not hits:
+            reasons.append("inferred from a CUDA OOM before the weights finished loading")
+        out.append(make_finding(
+            "SGL-GPU-004",
+            summary=("The weights leave no GPU memory for the KV cache"
+                     + (f" under --mem-fraction-static {f:g}" if f is not None else "")
+                     + (f"; raise it to {new:.2f}" if flags else "; more GPUs, quantisation or a smaller model are needed")
+                     + "."),
+            evidence=[*hits[:3], *load_oom[:2], *cfg.evidence_rows("mem_fraction_static")],
+            confidence="high" if not reasons else "medium",
+            confidence_reason="; ".join(reasons) or None,
+            ranks=[x for x in (rank_of(first),) if x is not None],
+            gpus=[r["gpu"] for r in load_oom if r.get("gpu") is not None],
+            figures={"mem_fraction_static": f, "minimum_viable_fraction": round(minimum, 4) if minimum is not None else None,
+                     "corrected_mem_fraction_static": new if flags else None},
+            flags=flags,
+            actions=actions,
+        ))
+    return out

@@ -1,0 +1,105 @@
+"""SGL-XID-001/002: NVIDIA Xid events, judged by the Xid catalog (:mod:`forensics.xid`).
+
+Sample (R460+ driver)::
+
+    NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+
+Teardown Xids (45, 43 …) that follow a kill are noise: SGL-XID-002 at info severity.
+
+>>> our_severity("critical"), our_severity("FATAL"), our_severity("nonfatal"), our_severity(None)
+('critical', 'critical', 'medium', 'high')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
+
+from ._common import Row, attrs, before, end_events, make_finding, rows
+
+
+def our_severity(value: Any) -> str:
+    """The catalog's severity in our vocabulary (unknown → high: an Xid is never nothing)."""
+    s = str(value or "").strip().lower()
+    if s in SEVERITIES:
+        return s
+    return {"fatal": "critical", "nonfatal": "medium", "non-fatal": "medium", "warning": "medium",
+            "error": "high"}.get(s, "high")
+
+
+def _field(info: Any, *names: str) -> Any:
+    for name in names:
+        if isinstance(info, dict) and name in info:
+            return info[name]
+        if hasattr(info, name):
+            return getattr(info, name)
+    return None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    hits = [r for r in rows(tl, "xid") if r.get("code") is not None]
+    if not hits:
+        return []
+    from forensics import xid as xid_catalog  # the Xid catalog (forensics/xid.py)
+
+    ends = end_events(tl)
+    real: dict[int, list[Row]] = {}
+    noise: dict[int, list[Row]] = {}
+    infos: dict[int, Any] = {}
+    for r in hits:
+        code = int(r["code"])
+        if code not in infos:
+            try:
+                infos[code] = xid_catalog.lookup(code)
+            except KeyError:
+                infos[code] = None
+        after_kill = any(before(e, r) for e in ends)
+        is_noise = bool(_field(infos[code], "noise_after_kill")) and after_kill
+        (noise if is_noise else real).setdefault(code, []).append(r)
+    out = []
+    if real:
+        out.append(_real(real, infos))
+    if noise:
+        codes = sorted(noise)
+        rows_ = [r for c in codes for r in noise[c]]
+        out.append(make_finding(
+            "SGL-XID-002",
+            summary=(f"Xid {', '.join(map(str, codes))} ({len(rows_)} events) followed the kill of the server's processes: "
+                     "CUDA channels torn down, not a cause."),
+            evidence=rows_[:6],
+            gpus=[r["gpu"] for r in rows_ if r.get("gpu") is not None],
+            figures={"xid_counts": {str(c): len(noise[c]) for c in codes}},
+            actions=["None needed for these; look at what killed the processes."],
+        ))
+    return out
+
+
+def _real(real: dict[int, list[Row]], infos: dict[int, Any]) -> Finding:
+    codes = sorted(real, key=lambda c: (SEVERITY_RANK[our_severity(_field(infos[c], "severity"))], c))
+    worst = our_severity(_field(infos[codes[0]], "severity"))
+    parts, actions = [], []
+    for c in codes:
+        info = infos[c]
+        name = _field(info, "mnemonic", "name", "title") or "unknown Xid"
+        meaning = _field(info, "meaning", "description", "summary")
+        gpus = sorted({r["gpu"] for r in real[c] if r.get("gpu") is not None})
+        buses = sorted({str(attrs(r).get("pci_bus_id")) for r in real[c] if attrs(r).get("pci_bus_id")})
+        where = f"GPU {', '.join(map(str, gpus))}" if gpus else (", ".join(buses) or "unknown GPU")
+        parts.append(f"Xid {c} ({name}) ×{len(real[c])} on {where}" + (f": {meaning}" if meaning else ""))
+        action = _field(info, "action", "next_step")
+        if action:
+            actions.append(f"Xid {c}: {action}")
+    all_rows = [r for c in codes for r in real[c]]
+    return make_finding(
+        "SGL-XID-001",
+        summary="; ".join(parts) + ".",
+        evidence=[r for c in codes for r in real[c][:3]],
+        confidence="high" if all(infos[c] is not None for c in codes) else "medium",
+        confidence_reason=None if all(infos[c] is not None for c in codes) else "some Xid numbers are not in the catalog",
+        severity=worst,
+        gpus=[r["gpu"] for r in all_rows if r.get("gpu") is not None],
+        figures={"xid_counts": {str(c): len(real[c]) for c in codes},
+                 "pci_bus_ids": sorted({str(attrs(r).get("pci_bus_id")) for r in all_rows if attrs(r).get("pci_bus_id")})},
+        actions=actions or ["Look the Xid up in NVIDIA's Xid catalog; reset or drain the GPU if it repeats."],
+    )

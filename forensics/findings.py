@@ -1,0 +1,74 @@
+"""findings.json (schema_version 1, DESIGN.md §4): the findings document and its exact bytes.
+
+Deterministic: the same timeline gives byte-identical JSON. Keys are sorted (no key order carries
+meaning); findings keep their order (severity, then rule id), evidence is sorted by file and line,
+coverage by file.
+
+>>> from forensics.model import Timeline
+>>> from parsers.schema import empty_frame
+>>> doc = to_document([], None, Timeline(events=empty_frame()))
+>>> doc["schema_version"], doc["root_cause"], doc["findings"]
+(1, None, [])
+>>> dumps_document(doc) == dumps_document(to_document([], None, Timeline(events=empty_frame())))
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from forensics import __version__
+from forensics.model import Finding, Timeline, iso_z
+
+SCHEMA_VERSION = 1
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe and stable: floats rounded to 6 places, NaN/inf → None, tuples/sets → lists."""
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else round(value, 6)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return [_clean(v) for v in sorted(value, key=str)]
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return str(value)
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    d = f.to_dict()
+    d["evidence"] = sorted(d["evidence"], key=lambda e: (e["file"], e["line"], e.get("text") or ""))
+    return _clean(d)
+
+
+def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -> dict[str, Any]:
+    """The findings document for one analysed input."""
+    facts = tl.facts
+    coverage = sorted(
+        (_clean(dict(c)) for c in tl.coverage),
+        key=lambda c: (str(c.get("file")), str(c.get("format"))),
+    )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "forensics", "version": __version__},
+        "input": {
+            "paths": list(facts.input_paths),
+            "host": facts.host,
+            "collected_at": iso_z(facts.collected_at),
+            "sglang_version": facts.sglang_version,
+            "gaps": list(facts.gaps),
+        },
+        "root_cause": root_cause,
+        "findings": [finding_dict(f) for f in findings],
+        "coverage": coverage,
+    }
+
+
+def dumps_document(doc: dict[str, Any]) -> str:
+    """The document as JSON text: sorted keys, two-space indent, UTF-8 characters kept, final newline."""
+    return json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
