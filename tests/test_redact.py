@@ -1,0 +1,141 @@
+"""Redaction and obfuscation: every secret shape, no false alarms on SGLang text, idempotent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forensics.redact import Obfuscator, marker, redact_bytes, redact_text
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
+SK = "sk-" + "abcdefghijklmnopqrstuvwxyzABCD1234"
+SK_PROJ = "sk-proj-" + "Abc123_def456-GHI789jkl012MNO345"
+AKIA = "AKIA" + "IOSFODNN7EXAMPLE"
+ASIA = "ASIA" + "Y3FAKEKEYID12345"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kind"),
+    [
+        (f"token {HF} end", HF, "hf_token"),
+        (f"key={SK}", SK, "openai_key"),
+        (f"OPENAI key {SK_PROJ}", SK_PROJ, "openai_key"),
+        (f"id {AKIA} used", AKIA, "aws_key_id"),
+        (f"session {ASIA}", ASIA, "aws_key_id"),
+        (f"aws_secret_access_key = {AWS_SECRET}", AWS_SECRET, "aws_secret"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "eyJhbGciOiJIUzI1NiJ9.payload.sig", "bearer"),
+        ("curl -H 'authorization: bearer abc123def456ghi789'", "abc123def456ghi789", "bearer"),
+        ("--api-key s3cret-value --port 30000", "s3cret-value", "cli_secret"),
+        ("--api-key=s3cret-value", "s3cret-value", "cli_secret"),
+        ("--admin-api-key 'quoted secret'", "quoted secret", "cli_secret"),
+        ("python\x00-m\x00sglang.launch_server\x00--api-key\x00nulsep-secret\x00--tp\x008", "nulsep-secret",
+         "cli_secret"),
+        ("HF_TOKEN=plainvalue123", "plainvalue123", "env_secret"),
+        ("GITHUB_TOKEN=ghp_whatever", "ghp_whatever", "env_secret"),
+        ("DB_PASSWORD=hunter2", "hunter2", "env_secret"),
+        ("MY_SERVICE_SECRET=abc", "MY_SERVICE_SECRET=abc"[-3:], "env_secret"),
+        ("OPENAI_API_KEY=notshaped", "notshaped", "env_secret"),
+        ("server_args=ServerArgs(model_path='m', api_key='sglang-key-1', tp_size=8)", "sglang-key-1",
+         "kwarg_secret"),
+        ('{"hf_token": "tok-in-json", "tp_size": 8}', "tok-in-json", "kwarg_secret"),
+        ("fetch https://user:p4ss@example.com/x", "p4ss", "url_password"),
+        ("redis://:onlypass@cache:6379/0", "onlypass", "url_password"),
+    ],
+)
+def test_each_secret_shape_is_replaced_by_its_marker(text, secret, kind):
+    out, counts = redact_text(text)
+    assert secret not in out
+    assert marker(kind) in out
+    assert counts[kind] >= 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--max-total-tokens 4096 --tokenizer-path /models/x --skip-tokenizer-init",
+        "TOKENIZERS_PARALLELISM=false CUDA_VISIBLE_DEVICES=0,1",
+        "server_args=ServerArgs(api_key='', admin_api_key=None, max_total_tokens=None, tokenizer_path='m')",
+        "Decode batch. #running-req: 8, #token: 81664, token usage: 0.97, gen throughput (token/s): 1200",
+        "the bearer of this message uses basic authentication",
+        "http://127.0.0.1:30000/generate and grpc://host:50051",
+        "KV Cache is allocated. #tokens: 1234567, K size: 10.00 GB, V size: 10.00 GB",
+    ],
+)
+def test_ordinary_sglang_text_is_untouched(text):
+    assert redact_text(text) == (text, {})
+
+
+def test_counts_are_per_secret():
+    text = f"{HF} and {HF} and --api-key x1y2z3 and {AKIA}"
+    _, counts = redact_text(text)
+    assert dict(counts) == {"hf_token": 2, "cli_secret": 1, "aws_key_id": 1}
+
+
+def test_bytes_that_are_not_utf8_survive():
+    data = b"\xff\xfe garbage " + HF.encode() + b" \x00\x01 tail\n"
+    out, counts = redact_bytes(data)
+    assert out == b"\xff\xfe garbage [REDACTED:hf_token] \x00\x01 tail\n"
+    assert counts["hf_token"] == 1
+
+
+def test_the_real_sglang_logs_keep_their_lines():
+    """Redaction on the real rank logs never changes the line count, and only touches secret-shaped text."""
+    logs = sorted((SHARED / "sglang_real_logs").glob("*.log")) if SHARED.exists() else []
+    if not logs:
+        pytest.skip("shared/sglang_real_logs not available")
+    for path in logs:
+        data = path.read_bytes()
+        out, counts = redact_bytes(data)
+        assert out.count(b"\n") == data.count(b"\n"), path.name
+        assert redact_bytes(out)[0] == out
+        assert set(counts) <= {"kwarg_secret", "cli_secret", "env_secret", "hf_token", "url_password"}, path.name
+
+
+_pieces = st.sampled_from([
+    HF, SK, SK_PROJ, AKIA, "--api-key ", "--api-key=", "HF_TOKEN=", "api_key='", "'", '"', "http://u:",
+    "@host", "Bearer ", "Authorization: ", "aws_secret_access_key=", AWS_SECRET, "[REDACTED:", "]", " ", "\n",
+    "\x00", "=", ":", "x", "value1234567890123456", "_TOKEN", "MY", "sk-", "hf_",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_pieces, st.text(max_size=8)), max_size=25).map("".join))
+def test_redaction_is_idempotent(text):
+    once, _ = redact_text(text)
+    twice, counts = redact_text(once)
+    assert twice == once
+    assert not counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_redact_bytes_never_raises(data):
+    out, _ = redact_bytes(data)
+    assert isinstance(out, bytes)
+
+
+def test_obfuscator_is_consistent_and_keeps_loopback():
+    ob = Obfuscator(["gpu-node-17", "gpu-node-17.cluster.local"])
+    a = ob.apply("gpu-node-17.cluster.local 10.0.0.5 gpu-node-17 10.0.0.6 10.0.0.5 127.0.0.1 fe80::1 ::1")
+    assert a == "host-1 ip-1 host-2 ip-2 ip-1 127.0.0.1 ip-3 ::1"
+    assert ob.apply("again 10.0.0.6 on gpu-node-17") == "again ip-2 on host-2"
+    assert ob.mapping["gpu-node-17.cluster.local"] == "host-1"
+
+
+def test_obfuscator_leaves_versions_and_times_alone():
+    ob = Obfuscator(["node"])
+    text = "driver 550.54.15, at 08:27:07, version 1.2.3.4.5, mac aa:bb:cc:dd:ee:ff, nodes 3"
+    assert ob.apply(text) == text
+    assert ob.mapping == {}
+
+
+def test_obfuscator_idempotent():
+    ob = Obfuscator(["gpu-node-17"])
+    once = ob.apply("gpu-node-17 192.168.1.20")
+    assert ob.apply(once) == once
