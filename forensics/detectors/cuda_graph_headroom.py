@@ -113,8 +113,10 @@ def detect(tl: Timeline) -> list[Finding]:
         ooms = [r for r in run if r.get("kind") in OOM_KINDS
                 or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
         cfg = server_config(tl, run)
-        captured = any(r.get("kind") == "cuda_graph_end" for r in run)
-        loaded = any(r.get("kind") == "weight_load_end" for r in run) or captured
+        # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
+        serving = any(r.get("kind") in ("prefill_batch", "decode_batch", "server_ready") for r in run)
+        captured = serving or any(r.get("kind") == "cuda_graph_end" for r in run)
+        loaded = captured or any(r.get("kind") == "weight_load_end" for r in run)
         if ooms and loaded:
             capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed"
                             or attrs(r).get("during") == "graph_capture"]

@@ -1,0 +1,87 @@
+"""Scenario tests as data: every fixtures/scenarios/<name>/ is run end to end.
+
+Each folder holds ``input/`` (logs, snapshots, transcripts, launch scripts in the real formats)
+and ``expected.json``:
+
+* ``expect`` / ``forbid`` — rule ids that must / must not fire;
+* ``root_cause`` — the rule id judged the cause (null for healthy input);
+* ``root_severity``, ``categories``, ``max_severity`` (healthy input);
+* ``flags`` — corrected flag values as ranges, e.g. ``{"--hicache-size": {"min": 40, "max": 52}}``;
+* ``gpus`` — GPUs a finding must name, e.g. ``{"SGL-GPU-005": [0, 2]}``;
+* ``consequences`` — ``{"symptom rule": "cause rule"}``;
+* ``confidence`` — ``{"rule": ["medium", "low"]}``, the confidences allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from forensics.detectors import run_all
+from forensics.findings import dumps_document, to_document
+from forensics.model import SEVERITY_RANK
+from forensics.timeline import build_timeline
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"
+
+
+def scenario_dirs() -> list[Path]:
+    return sorted(p for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
+
+
+def analyse(folder: Path):
+    tl = build_timeline([folder / "input"])
+    findings, root = run_all(tl)
+    return tl, findings, root
+
+
+@pytest.mark.parametrize("folder", scenario_dirs(), ids=lambda p: p.name)
+def test_scenario(folder: Path) -> None:
+    exp = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
+    tl, findings, root = analyse(folder)
+    by_rule = {f.rule_id: f for f in findings}
+    fired = set(by_rule)
+    report = "; ".join(f"{f.rule_id}/{f.severity}/{f.confidence}: {f.summary}" for f in findings)
+
+    missing = set(exp.get("expect", [])) - fired
+    assert not missing, f"expected rules did not fire: {sorted(missing)} — fired: {report}"
+    unwanted = set(exp.get("forbid", [])) & fired
+    assert not unwanted, f"forbidden rules fired: {sorted(unwanted)} — {report}"
+    if "root_cause" in exp:
+        assert root == exp["root_cause"], report
+    if exp.get("root_severity"):
+        assert by_rule[root].severity == exp["root_severity"]
+    if "max_severity" in exp:
+        worst = [f for f in findings if SEVERITY_RANK[f.severity] < SEVERITY_RANK[exp["max_severity"]]]
+        assert not worst, f"above {exp['max_severity']}: {report}"
+    for cat in exp.get("categories", []):
+        assert cat in {f.category for f in findings}, report
+    for flag, rng in exp.get("flags", {}).items():
+        values = [float(c.new) for f in findings for c in f.remediation.flags if c.flag == flag]
+        assert values, f"no corrected {flag} — {report}"
+        root_values = [float(c.new) for c in by_rule[root].remediation.flags if c.flag == flag] if root else []
+        value = (root_values or values)[0]
+        assert rng["min"] <= value <= rng["max"], f"{flag} = {value}, expected {rng}"
+    for rule, gpus in exp.get("gpus", {}).items():
+        assert by_rule[rule].gpus == sorted(gpus), by_rule[rule].gpus
+    for symptom, cause in exp.get("consequences", {}).items():
+        assert by_rule[symptom].consequence_of == cause
+    for rule, allowed in exp.get("confidence", {}).items():
+        assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
+
+
+@pytest.mark.parametrize("folder", scenario_dirs()[:3], ids=lambda p: p.name)
+def test_findings_json_is_deterministic(folder: Path) -> None:
+    docs = []
+    for _ in range(2):
+        tl, findings, root = analyse(folder)
+        docs.append(dumps_document(to_document(findings, root, tl)))
+    assert docs[0] == docs[1]
+    doc = json.loads(docs[0])
+    assert doc["schema_version"] == 1
+    assert doc["root_cause"] in {f["rule_id"] for f in doc["findings"]} | {None}
+    for f in doc["findings"]:
+        assert f["evidence"], f["rule_id"]
+        assert all(e["file"] and e["line"] >= 1 for e in f["evidence"])
