@@ -170,7 +170,7 @@ def parse_ctime(value: str) -> datetime | None:
 # --- failure messages (system_formats.md §2.5) ---------------------------------------------------
 
 _HANDLE_RE = re.compile(
-    r"^Unable to determine the device handle for GPU ?(?:(?P<idx>\d+): ?)?(?P<bdf>" + BUS_ID_PATTERN
+    r"^Unable to determine the device handle for GPU ?(?:(?P<idx>\d+): )?(?P<bdf>" + BUS_ID_PATTERN
     + r")?:? ?(?P<err>.*?)\s*$"
 )
 _NVML_INIT_RE = re.compile(r"^Failed to initialize NVML: ?(?P<detail>.*?)\s*$")
@@ -296,7 +296,7 @@ def missing_gpu_rows(seen: list[int], *, expected: int | None, line_no: int, why
 
 # --- the command that produced a text ------------------------------------------------------------
 
-_PROMPT_RE = re.compile(r"^\s*(?:\S*[$#%>]\s*)?(?P<cmd>(?:\S*/)?nvidia-smi(?:\.exe)?(?:\s.*)?)$")
+_PROMPT_PREFIX_RE = re.compile(r"\s*(?:\S*[$#%>]\s*)?(?:\S*/)?")
 _QUERY_RE = re.compile(r"--query-(?P<what>[a-z-]+)(?:=|\s+)['\"]?(?P<fields>[A-Za-z0-9_.,]+)")
 _FORMAT_RE = re.compile(r"--format(?:=|\s+)['\"]?(?P<fmt>[A-Za-z,]+)")
 _ID_RE = re.compile(r"(?:^|\s)(?:-i|--id)(?:=|\s*)['\"]?(?P<id>[^\s'\"]+)")
@@ -357,5 +357,11 @@ def prompt_command(line: str) -> str | None:
     """The nvidia-smi command of a shell prompt line (``$ nvidia-smi -q``, ``u@h:~$ nvidia-smi``)."""
     if len(line) > MAX_LINE:
         return None
-    m = _PROMPT_RE.match(line)
-    return m.group("cmd").strip() if m else None
+    at = line.find("nvidia-smi")
+    # The prompt before the command is short; matching only that slice keeps a long line linear.
+    if at < 0 or at > 200 or not _PROMPT_PREFIX_RE.fullmatch(line[:at]):
+        return None
+    cmd = line[at:]
+    if not re.match(r"nvidia-smi(?:\.exe)?(?:\s|$)", cmd):
+        return None
+    return cmd.strip()

@@ -98,9 +98,10 @@ def sniff(head: str) -> float:
     >>> sniff("Mem:  449  318  130  0  0  130")
     0.0
     """
-    if re.search(r"^\|\s*NVIDIA-SMI\s+\d", head, re.MULTILINE):
+    lines = [ln for ln in head.splitlines()[:2000] if len(ln) <= _MAX_TABLE_LINE]
+    if any(_HEADER_RE.match(ln.strip()) for ln in lines if "NVIDIA-SMI" in ln):
         return 0.97
-    if _STRONG.search(head):
+    if any(_STRONG.search(ln) for ln in lines if ln.startswith("|")):
         return 0.85
     # Failure output alone ("NVIDIA-SMI has failed …", "No devices were found"): only when such lines
     # are most of the text, so a kernel log quoting one handle error stays the kernel parser's.
