@@ -28,6 +28,7 @@ A run against a fake proc tree and no GPU, as the tests do (real ``free``/``ps``
     ['meminfo']
     >>> any("safe mode" in gap for gap in manifest["gaps"])
     True
+    >>> import shutil; shutil.rmtree(out.parent); shutil.rmtree(fake_proc)
 """
 
 from __future__ import annotations

@@ -199,6 +199,19 @@ def test_permission_denied_in_proc_is_recorded(host, monkeypatch):
     assert info["state"] == "D" and info["ppid"] == 4000
 
 
+def test_discovery_stuck_on_one_process_keeps_the_others(host):
+    """Reading /proc/PID/cmdline can block in the kernel; a FIFO that never gets a writer does too."""
+    stuck = host["proc"] / "5000"
+    stuck.mkdir()
+    os.mkfifo(stuck / "cmdline")
+    t0 = time.monotonic()
+    manifest, members = read_bundle(collect(options(host, timeout_s=1.5)))
+    assert time.monotonic() - t0 < 15
+    assert any(g.startswith("sglang-discovery: timed out after 1.5 s") for g in manifest["gaps"])
+    assert [p["pid"] for p in manifest["sglang_processes"]] == [4242]  # found before the stuck one
+    assert f"logs/{LOG_NAME}" in members
+
+
 def test_run_command_abandons_a_child_it_cannot_reap(monkeypatch):
     monkeypatch.setattr(collect_mod, "_kill_group", lambda pgid, sig: None)  # as if stuck in D state
     t0 = time.monotonic()
