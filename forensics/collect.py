@@ -686,7 +686,8 @@ class _Run:
             return False
         self.store(src, cap, argv, snapshot, dest or src.dest)
         if problem:
-            last = cap.data.decode("utf-8", "replace").strip().splitlines()[-1:] if cap.rc else []
+            said = cap.stderr if cap.stderr else cap.data  # the error is on stderr when kept apart
+            last = said.decode("utf-8", "replace").strip().splitlines()[-1:] if cap.rc else []
             self.gap(f"{label}: {problem}" + (f" ({last[0][:200]})" if last else ""))
         self.note_version(src, cap)
         return problem is None

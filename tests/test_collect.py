@@ -160,6 +160,7 @@ def test_gpu_lost_exit_status_and_output_are_kept(host, monkeypatch):
     xml = artifact(manifest, "nvidia-smi-q-xml")  # stderr kept apart so the XML stays XML
     assert members[xml["path"]].startswith(b"<?xml")
     assert b"GPU is lost" in members["host/nvidia-smi-q.xml.stderr"]
+    assert any(g.startswith("nvidia-smi-q-xml: exit status 15 (Unable to determine") for g in manifest["gaps"])
 
 
 def test_absent_commands_are_gaps_not_failures(host, monkeypatch, tmp_path):
