@@ -239,8 +239,12 @@ def _tokens(command: str) -> list[str]:
 def _collect(command: str, subs: list[str], echoes: set[str], depth: int) -> None:
     if depth > 4 or len(command) > _MAX_LINE:
         return
+    tokens = _tokens(command)
+    if len(tokens) == 1 and " " in tokens[0]:  # a quoted remote command: 'free -g; echo ---; …'
+        _collect(tokens[0], subs, echoes, depth + 1)
+        return
     simple: list[str] = []
-    for tok in _tokens(command) + [";"]:
+    for tok in tokens + [";"]:
         if tok in {";", "&&", "||", "&", ";;"}:
             if simple:
                 _simple(simple, subs, echoes, depth)
@@ -276,15 +280,17 @@ def _inner_command(prog: str, rest: list[str]) -> str | None:
         while i < len(rest) and rest[i].startswith("-"):
             i += 2 if rest[i] in {"-p", "-i", "-o", "-l", "-J", "-F", "-b", "-c", "-E", "-L", "-R", "-D", "-W"} else 1
         remote = rest[i + 1:]
-        return " ".join(remote) if remote else None
+        return shlex.join(remote) if remote else None
     if prog in {"bash", "sh", "zsh"} and "-c" in rest:
         after = rest[rest.index("-c") + 1:]
         return after[0] if after else None
     if "--" in rest and prog in {"pct", "kubectl", "lxc", "incus", "nsenter", "systemd-run"}:
-        return " ".join(rest[rest.index("--") + 1:]) or None
+        return shlex.join(rest[rest.index("--") + 1:]) or None
     if prog in {"docker", "podman"} and rest[:1] == ["exec"]:
-        args = [w for w in rest[1:] if not w.startswith("-")]
-        return " ".join(args[1:]) or None
+        i = 1
+        while i < len(rest) and rest[i].startswith("-"):  # options, then the container, then the command
+            i += 2 if rest[i] in {"-e", "-u", "-w", "--env", "--user", "--workdir"} else 1
+        return shlex.join(rest[i + 1:]) or None
     return None
 
 
@@ -383,7 +389,7 @@ class _Splitter:
             if continued is not None:  # "\"-continued command line
                 continued.end = no
                 ctx = self.contexts[-1]
-                ctx.text = ctx.text[:-1].rstrip() + " " + re.sub(r"^>\s?", "", s)
+                ctx.text = ctx.text[:-1].rstrip() + " " + re.sub(r"^>\s*", "", s)
                 if not s.endswith("\\"):
                     continued = None
                     self._finish_command(ctx)
