@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -888,15 +888,16 @@ def _target(out_dir: Path, name: str) -> Path:
 def _write_atomic(target: Path, write) -> None:
     """Write through a temporary file in the same folder, then rename over the target.
 
-    The rename replaces a symlink at ``target`` instead of following it out of the folder.
+    The rename replaces a symlink at ``target`` instead of following it out of the folder. The
+    temporary file is created with mode 0666 so the umask, not mkstemp's 0600, decides access.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
-        write(Path(tmp))
+        write(tmp)
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -312,3 +312,26 @@ def test_hostile_log_text_stays_text(tmp_path):
     assert info["title"].startswith("forensics report")
     assert "{{ 7*7 }}" in info["dom"]  # shown as typed, never evaluated by a template
     assert info["plots_drawn"] == info["plots_expected"]
+
+
+@needs_chromium
+def test_prints_with_a_page_per_section(tmp_path):
+    import re
+
+    html = tmp_path / "report.html"
+    html.write_text(render_html(rf.document(), rf.timeline(), rf.catalog()), encoding="utf-8")
+    browser = Chromium(tmp_path / "profile")
+    try:
+        browser.attach()
+        browser.send("Page.navigate", {"url": html.as_uri()})
+        browser.wait_for("Page.loadEventFired", timeout=60)
+        browser.drain(0.5)
+        pdf = base64.b64decode(browser.send("Page.printToPDF", {"printBackground": True}, timeout=60)["data"])
+        browser.send("Emulation.setEmulatedMedia", {"media": "print"})
+        bar = browser.evaluate("getComputedStyle(document.querySelector('nav.bar')).display")
+    finally:
+        browser.close()
+    pages = len(re.findall(rb"/Type\s*/Page\b", pdf))
+    # six sections after the root cause each start a page (what to change … what we read)
+    assert pages >= 6
+    assert bar == "none"  # no sticky bar on paper

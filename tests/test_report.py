@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
@@ -275,6 +276,9 @@ def test_write_outputs_writes_what_is_asked(tmp_path):
     written = report.write_outputs(rf.document(), rf.timeline(), out, {"md", "parquet"}, catalog=rf.catalog())
     assert sorted(p.name for p in written) == ["summary.md", "timeline.parquet"]
     assert sorted(p.name for p in out.iterdir()) == ["summary.md", "timeline.parquet"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out / "summary.md").stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     back = pl.read_parquet(out / "timeline.parquet")
     assert back.height == rf.timeline().events.height
     assert back.schema == rf.timeline().events.schema
