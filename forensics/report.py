@@ -755,8 +755,8 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
     findings = ordered_findings(doc)
     root = root_finding(doc)
     lead = root or (findings[0] if findings else None)
-    ranks = sorted({int(r) for f in findings for r in f.get("ranks") or []})
-    gpus = sorted({int(g) for f in findings for g in f.get("gpus") or []})
+    ranks = sorted({r for f in findings for r in f.get("ranks") or [] if isinstance(r, int)})
+    gpus = sorted({g for f in findings for g in f.get("gpus") or [] if isinstance(g, int)})
     return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus,
             "worst": min((SEVERITY_RANK.get(f.get("severity"), 9) for f in findings), default=None)}
 
