@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -180,10 +181,8 @@ def test_not_this_format_and_nothing_here():
     "docker run python3 -m sglang.launch_server --memory\n",
 ])
 def test_bad_input_never_raises_other_errors(text):
-    try:
+    with contextlib.suppress(NotThisFormat):
         launch.parse(text)
-    except NotThisFormat:
-        pass
     launch.sniff(text)
 
 
@@ -191,10 +190,8 @@ def test_bad_input_never_raises_other_errors(text):
 @given(st.text(alphabet=st.sampled_from(list("python3 -msglang.launch_server\\\n\r\0\"'#=-:[]|>&{}services: command")),
                max_size=300))
 def test_fuzz_never_raises_other_errors(text):
-    try:
+    with contextlib.suppress(NotThisFormat):
         launch.parse(text)
-    except NotThisFormat:
-        pass
     launch.sniff(text)
 
 
@@ -202,10 +199,8 @@ def test_fuzz_never_raises_other_errors(text):
 @given(st.binary(max_size=400))
 def test_fuzz_bytes(data):
     text = data.decode("utf-8", errors="replace")
-    try:
+    with contextlib.suppress(NotThisFormat):
         launch.parse(text)
-    except NotThisFormat:
-        pass
 
 
 def test_real_samples_never_mistaken_for_launch_files():
