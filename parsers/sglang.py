@@ -137,7 +137,7 @@ _LEVEL = re.compile(r"^(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 # PyTorch CUDA-OOM message pieces (c10 CUDACachingAllocator; sizes via format_size, binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
 _OOM_TRIED = re.compile(r"Tried to allocate " + _SZ)
-_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SZ)
+_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SZ + ")?")
 _OOM_FREE = re.compile(r"of which " + _SZ + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SZ + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SZ + r" memory in use")
