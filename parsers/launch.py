@@ -6,7 +6,8 @@ Finds ``python[3] -m sglang.launch_server …`` (also ``sglang_router.launch_ser
 ``docker run … lmsysorg/sglang:… python3 -m sglang.launch_server …`` line (with docker's
 ``--memory``/``-m``, ``--shm-size``, ``--gpus``, ``-e``) and a docker-compose service
 (``command:``/``entrypoint:`` as a YAML string, block scalar or list; ``mem_limit``, ``shm_size``,
-``deploy.resources``, ``environment``). Sample::
+``deploy.resources``, ``environment``; a Kubernetes container's ``command`` + ``args`` read the
+same way). Sample::
 
     CUDA_VISIBLE_DEVICES=0,1 nohup python3 -m sglang.launch_server \\
         --model /models/Qwen3-32B --tp 2 --mem-frac=0.85 \\
@@ -580,7 +581,7 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
     memory = shm = gpus = None
     for idx, path, value in _yaml_paths(lines, start, end):
         top = path[0]
-        if len(path) == 1 and top in ("command", "entrypoint") and _indent(lines[idx]) == ind:
+        if len(path) == 1 and top in ("command", "entrypoint", "args") and _indent(lines[idx]) == ind:
             argv, last = _yaml_value(lines, idx, ind, value)
             parts[top] = (argv, idx, last)
         elif path == ("mem_limit",) or path[-4:] == ("deploy", "resources", "limits", "memory"):
@@ -595,7 +596,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
         elif path == ("environment", "-"):
             k, has_v, v = _unquote_yaml(value).partition("=")
             env[k] = v if has_v else None
-    argv = parts.get("entrypoint", ([], 0, 0))[0] + parts.get("command", ([], 0, 0))[0]
+    # compose: entrypoint + command; a Kubernetes container: command + args
+    argv = [tok for key in ("entrypoint", "command", "args") for tok in parts.get(key, ([], 0, 0))[0]]
     hit = _anchor_index(argv)
     if hit is None:
         nested = next((t for k, t in enumerate(argv) if k > 0 and argv[k - 1] == "-c" and _ANCHOR_RE.search(t)),
@@ -683,6 +685,8 @@ def _ignorable(line: str) -> bool:
 
 def sniff(head: str) -> float:
     """High for a launch script, compose file or cmdline; moderate for text that merely holds one."""
+    if _is_compose(head) and re.search(r"sglang(?:_router)?\.launch_server|\bsglang\W{1,6}serve\b", head):
+        return 0.9  # list forms split "-m" and the module over items
     if not _ANCHOR_RE.search(head) and not ("\0" in head and "sglang" in head):
         return 0.0
     lines = _split_lines(head)
@@ -690,8 +694,6 @@ def sniff(head: str) -> float:
         return 0.3  # a ps listing that includes the server: the ps parser's text
     if "\0" in head:
         return 0.95
-    if _is_compose(head):
-        return 0.9
     content = [ln for ln in lines if not _ignorable(ln)]
     if not content:
         return 0.0

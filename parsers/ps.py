@@ -166,6 +166,19 @@ def _take_start(tokens: list[str], k: int) -> int:
     return 1
 
 
+_COMM_WIDTH = 15  # procps pads ``comm`` to 15 columns; the kernel cuts comm at 15 characters
+
+
+def _padded_comm(line: str, start: int) -> str | None:
+    """The comm field when it holds a space, judged by its fixed width; None otherwise."""
+    field = line[start:start + _COMM_WIDTH]
+    # padded (ends in blanks) and followed by the separating blank: the fixed-width layout
+    if (len(line) > start + _COMM_WIDTH and line[start + _COMM_WIDTH] == " " and field.endswith(" ")
+            and " " in field.rstrip()):
+        return field.rstrip()
+    return None
+
+
 def _split_row(line: str, header: list[str]) -> dict[str, str] | None:
     """Header field → text for one row; the last column takes the rest of the line.
 
@@ -183,6 +196,10 @@ def _split_row(line: str, header: list[str]) -> dict[str, str] | None:
             return fields
         if k >= len(spans):
             return None
+        if name == "command" and (padded := _padded_comm(line, spans[k][0])) is not None:
+            fields["comm"] = padded  # a comm with a space ("tmux: server") in its 15-column field
+            k = next((j for j, (a, _) in enumerate(spans) if a > spans[k][0] + _COMM_WIDTH), len(spans))
+            continue
         take = _take_start([line[a:b] for a, b in spans[k:k + 5]], 0) if name == "start" else 1
         if k + take > len(spans):
             return None

@@ -209,3 +209,16 @@ def test_real_samples_never_mistaken_for_launch_files():
     for p in sorted(SHARED.rglob("*")):
         if p.is_file() and p.suffix in {".log", ".txt", ".md", ".csv"}:
             assert launch.sniff(p.read_text(errors="replace")[:65536]) < 0.5, p
+
+
+def test_kubernetes_container_command_plus_args():
+    text = ("apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+            "        - name: sglang\n          image: lmsysorg/sglang:v0.5.6\n"
+            '          command: ["python3", "-m", "sglang.launch_server"]\n'
+            "          args:\n            - --model-path\n            - /models/m\n            - --tp\n"
+            '            - "8"\n        - name: sidecar\n          image: busybox\n')
+    assert launch.sniff(text) >= 0.9
+    r = launch.parse(text)
+    a = attrs_of(r)
+    assert a["flags"] == {"--model-path": "/models/m", "--tp-size": "8"}
+    assert (r.events["line"][0], r.events["line_end"][0]) == (9, 14)

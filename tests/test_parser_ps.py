@@ -134,3 +134,12 @@ def test_real_samples_are_not_ps():
     for p in sorted(SHARED.rglob("*")):
         if p.is_file():
             assert ps.sniff(p.read_text(errors="replace")[:65536]) < 0.5, p
+
+
+def test_comm_with_a_space_is_read_by_its_fixed_width():
+    text = ("    PID    PPID STAT                  STARTED ELAPSED   RSS    VSZ COMMAND         COMMAND\n"
+            "   2001       1 Ss   Fri Nov 20 01:02:03 2026  805118  4000  20000 tmux: server    tmux new -s sglang\n"
+            "    900       1 S    Fri Nov 20 01:02:03 2026  805118  1000   2000 sshd            sshd: alice [priv]\n")
+    rows = by_pid(ps.parse(text))
+    assert (rows[2001]["comm"], rows[2001]["a"]["args"]) == ("tmux: server", "tmux new -s sglang")
+    assert (rows[900]["comm"], rows[900]["a"]["args"]) == ("sshd", "sshd: alice [priv]")
