@@ -28,6 +28,7 @@ import ipaddress
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 MARKER_PREFIX = "[REDACTED:"
 
@@ -43,83 +44,127 @@ def marker(kind: str) -> str:
 
 # A value as it appears after `=` or a space: quoted, or a run without separators. NUL counts as a
 # separator because /proc/PID/cmdline and environ are NUL-separated.
-_VALUE = r"""(?:"[^"\n\x00]*"|'[^'\n\x00]*'|[^\s\x00"',;&|)]+)"""
-
-# (kind, compiled pattern, group holding the secret). Order matters only for which kind is
-# counted when rules overlap: specific token shapes first, then the contexts that carry them.
-_RULES: list[tuple[str, re.Pattern[str], str]] = [
-    ("url_password", re.compile(r"(?<![\w.+-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s\x00:/@\[\]]*:(?P<v>[^\s\x00@/]+)@"), "v"),
-    # "Authorization: Bearer|Basic|Token X"; a bare "bearer X" only when X looks like a token
-    ("bearer", re.compile(r"(?i)\bauthorization\s*[:=]\s*(?:bearer|basic|token)\s+(?P<v>[A-Za-z0-9._~+/=-]{6,})"), "v"),
-    ("bearer", re.compile(r"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,})"), "v"),
-    ("hf_token", re.compile(r"(?<![A-Za-z0-9_])(?P<v>hf_[A-Za-z0-9]{20,})"), "v"),
-    ("openai_key", re.compile(r"(?<![A-Za-z0-9_-])(?P<v>sk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"), "v"),
-    ("aws_key_id", re.compile(r"(?<![A-Za-z0-9])(?P<v>(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Za-z0-9])"), "v"),
-    ("aws_secret", re.compile(r"(?i)\baws_secret_access_key[\"']?\s*[=:]\s*[\"']?(?P<v>[A-Za-z0-9/+=]{16,})"), "v"),
-    # --api-key VALUE, --api-key=VALUE, --admin-api-key, --hf-token, --db-password … (space, '=' or NUL)
-    ("cli_secret", re.compile(
-        r"(?i)(?<![\w-])--[a-z0-9-]*(?:api-key|apikey|token|secret|password|passwd)(?:=|[ \t]+|\x00)(?!--)(?P<v>" + _VALUE + ")"), "v"),
-    # env style: HF_TOKEN=…, *_TOKEN=, *_SECRET=, *_PASSWORD=, *_KEY= (upper case, as environments are)
-    ("env_secret", re.compile(
-        r"(?<![A-Za-z0-9_])[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|_KEY|APIKEY)=(?P<v>" + _VALUE + ")"), "v"),
-    # Python reprs and JSON: api_key='…', "hf_token": "…" (SGLang prints server_args this way)
-    ("kwarg_secret", re.compile(
-        r"(?i)(?<![A-Za-z0-9_])[\"']?[a-z0-9_]*(?:api_key|apikey|token|secret|password|passwd)[\"']?\s*[=:]\s*"
-        r"(?P<q>[\"'])(?P<v>[^\"'\n\x00]+)(?P=q)"), "v"),
-]
+_VALUE = rb"""(?:"[^"\n\x00]*"|'[^'\n\x00]*'|[^\s\x00"',;&|)]+)"""
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_UPPER_NAME = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_FLAG = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-")
+_LOWER = frozenset(b"abcdefghijklmnopqrstuvwxyz")
 
 
-def _is_marker(value: str) -> bool:
-    return value.strip("\"'").startswith(MARKER_PREFIX)
+def _starts_word(hay: bytes, start: int, extra: bytes = b"") -> bool:
+    """No word character (or one of ``extra``) right before ``start``."""
+    return start == 0 or (hay[start - 1] not in _WORD and hay[start - 1] not in extra)
 
 
-def _apply_rule(text: str, kind: str, pattern: re.Pattern[str], group: str, counts: Counter[str]) -> str:
-    def replace(m: re.Match[str]) -> str:
-        value = m.group(group)
-        if not value or _is_marker(value):
-            return m.group(0)
-        if value[0] in "\"'" and value[-1] == value[0] and len(value) >= 2:
-            inner = value[1:-1]
-            if not inner:
-                return m.group(0)
-            new_value = value[0] + marker(kind) + value[0]
-        else:
-            new_value = marker(kind)
-        counts[kind] += 1
-        start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
-        whole = m.group(0)
-        return whole[:start] + new_value + whole[end:]
-
-    return pattern.sub(replace, text)
+def _env_name(hay: bytes, start: int) -> bool:
+    """``…KEYWORD=`` is an upper-case variable name: not the tail of a lower-case word."""
+    i = start
+    while i > 0 and hay[i - 1] in _UPPER_NAME:
+        i -= 1
+    return i == 0 or hay[i - 1] not in _LOWER
 
 
-def redact_text(text: str) -> tuple[str, Counter[str]]:
-    """Replace every secret in ``text`` by its marker; return the text and counts per kind.
+def _long_flag(hay: bytes, start: int) -> bool:
+    """The ``-keyword`` at ``start`` ends a ``--flag`` (``--api-key``, ``--admin-api-key``)."""
+    i = start
+    while i > 0 and hay[i - 1] in _FLAG:
+        i -= 1
+    return hay[i : start + 1].startswith(b"--") and _starts_word(hay, i, b"-")
 
-    >>> redact_text("curl -H 'Authorization: Bearer abcdefgh12345678' http://bob:pw@example.com/x")[0]
-    "curl -H 'Authorization: Bearer [REDACTED:bearer]' http://bob:[REDACTED:url_password]@example.com/x"
-    """
-    counts: Counter[str] = Counter()
-    for _ in range(4):  # to a fixed point: one replacement can expose another shape
-        before = text
-        for kind, pattern, group in _RULES:
-            text = _apply_rule(text, kind, pattern, group, counts)
-        if text == before:
-            break
-    return text, counts
+
+@dataclass(frozen=True)
+class _Rule:
+    """One secret shape. Patterns begin with a literal so ``re`` scans at C speed; ``lower`` rules
+    run on an ASCII-lowered copy (same offsets) instead of using the slow ``(?i)``; ``guard`` checks
+    what precedes the match (fixed-width lookbehinds cannot)."""
+
+    kind: str
+    pattern: re.Pattern[bytes]
+    lower: bool = False
+    guard: Callable[[bytes, int], bool] | None = None
+
+
+def _rules() -> list[_Rule]:
+    rules = [
+        _Rule("url_password", re.compile(rb"://[^\s\x00:/@\[\]]*:(?P<v>[^\s\x00@/]+)@")),
+        # "Authorization: Bearer|Basic|Token X"; a bare "bearer X" only when X looks like a token
+        _Rule("bearer", re.compile(rb"authorization[ \t]*[:=][ \t]*(?:bearer|basic|token)[ \t]+(?P<v>[a-z0-9._~+/=-]{6,})"),
+              lower=True, guard=_starts_word),
+        _Rule("bearer", re.compile(rb"bearer[ \t]+(?P<v>(?=[a-z0-9._~+/=-]*\d)[a-z0-9._~+/=-]{16,})"),
+              lower=True, guard=_starts_word),
+        _Rule("hf_token", re.compile(rb"(?P<v>hf_[A-Za-z0-9]{20,})"), guard=_starts_word),
+        _Rule("openai_key", re.compile(rb"(?P<v>sk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})"),
+              guard=lambda hay, s: _starts_word(hay, s, b"-")),
+        _Rule("aws_key_id", re.compile(rb"(?P<v>(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Za-z0-9])"),
+              guard=lambda hay, s: s == 0 or hay[s - 1] not in _WORD or hay[s - 1] == ord("_")),
+        _Rule("aws_secret", re.compile(rb"aws_secret_access_key[\"']?[ \t]*[=:][ \t]*[\"']?(?P<v>[a-z0-9/+=]{16,})"),
+              lower=True, guard=_starts_word),
+    ]
+    for word in (b"api-key", b"apikey", b"token", b"secret", b"password", b"passwd"):
+        # --api-key VALUE, --api-key=VALUE, --admin-api-key, --hf-token … (space, '=' or NUL)
+        rules.append(_Rule("cli_secret", re.compile(b"-" + word + rb"(?:=|[ \t]+|\x00)(?!--)(?P<v>" + _VALUE + b")"),
+                           lower=True, guard=_long_flag))
+    for word in (b"TOKEN", b"SECRET", b"PASSWORD", b"PASSWD", b"_KEY", b"APIKEY"):
+        # environment style: HF_TOKEN=…, *_TOKEN=, *_SECRET=, *_PASSWORD=, *_KEY=
+        rules.append(_Rule("env_secret", re.compile(word + rb"=(?P<v>" + _VALUE + b")"), guard=_env_name))
+    for word in (b"api_key", b"apikey", b"token", b"secret", b"password", b"passwd"):
+        # Python reprs and JSON: api_key='…', "hf_token": "…" (SGLang prints server_args this way)
+        rules.append(_Rule("kwarg_secret", re.compile(
+            word + rb"[\"']?[ \t]*[=:][ \t]*(?P<q>[\"'])(?P<v>[^\"'\n\x00]+)(?P=q)"), lower=True))
+    return rules
+
+
+_RULES = _rules()
+_MARKER_BYTES = MARKER_PREFIX.encode()
+
+
+def _apply_rule(data: bytes, rule: _Rule, counts: Counter[str]) -> bytes:
+    hay = data.lower() if rule.lower else data  # bytes.lower() is ASCII-only: offsets unchanged
+    pieces: list[bytes] = []
+    last = 0
+    for m in rule.pattern.finditer(hay):
+        if rule.guard is not None and not rule.guard(hay, m.start()):
+            continue
+        start, end = m.span("v")
+        value = data[start:end]
+        quote = value[:1] if value[:1] in (b'"', b"'") and len(value) >= 2 and value[-1:] == value[:1] else b""
+        inner = value[1:-1] if quote else value
+        if not inner or inner.startswith(_MARKER_BYTES):
+            continue
+        pieces += [data[last:start], quote + marker(rule.kind).encode() + quote]
+        last = end
+        counts[rule.kind] += 1
+    if not pieces:
+        return data
+    pieces.append(data[last:])
+    return b"".join(pieces)
 
 
 def redact_bytes(data: bytes) -> tuple[bytes, Counter[str]]:
-    """:func:`redact_text` on bytes; bytes that are not UTF-8 survive unchanged.
+    """Replace every secret in ``data`` by its marker; return the bytes and counts per kind.
+    Bytes that are not UTF-8 survive unchanged.
 
     >>> redact_bytes(b"\\xff AKIAABCDEFGHIJKLMNOP\\n")
     (b'\\xff [REDACTED:aws_key_id]\\n', Counter({'aws_key_id': 1}))
     """
-    text = data.decode("utf-8", "surrogateescape")
-    new_text, counts = redact_text(text)
-    if not counts:
-        return data, counts
-    return new_text.encode("utf-8", "surrogateescape"), counts
+    counts: Counter[str] = Counter()
+    for _ in range(4):  # to a fixed point: one replacement can expose another shape
+        before = data
+        for rule in _RULES:
+            data = _apply_rule(data, rule, counts)
+        if data == before:
+            break
+    return data, counts
+
+
+def redact_text(text: str) -> tuple[str, Counter[str]]:
+    """:func:`redact_bytes` on text.
+
+    >>> redact_text("curl -H 'Authorization: Bearer abcdefgh12345678' http://bob:pw@example.com/x")[0]
+    "curl -H 'Authorization: Bearer [REDACTED:bearer]' http://bob:[REDACTED:url_password]@example.com/x"
+    """
+    data, counts = redact_bytes(text.encode("utf-8", "surrogatepass"))
+    return (data.decode("utf-8", "surrogatepass") if counts else text), counts
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,6 +176,8 @@ _KEEP_IPS = {"127.0.0.1", "0.0.0.0", "::1", "::", "255.255.255.255"}
 
 
 def _real_ip(candidate: str) -> str | None:
+    if ":" in candidate and "::" not in candidate and candidate.count(":") != 7:
+        return None  # clock times (08:27:07) and MACs: cheap to reject before ipaddress
     try:
         ip = ipaddress.ip_address(candidate)
     except ValueError:
@@ -185,9 +232,10 @@ class Obfuscator:
         text = self._sub_ip(_IPV4, text)
         text = self._sub_ip(_IPV6, text)
         for name in self._hosts:
+            if name not in text:  # a substring test is far cheaper than the regex
+                continue
             pattern = re.compile(r"(?<![A-Za-z0-9-])" + re.escape(name) + r"(?![A-Za-z0-9-])")
-            if pattern.search(text):
-                text = pattern.sub(lambda _m, n=name: self.alias(n, "host"), text)
+            text = pattern.sub(lambda _m, n=name: self.alias(n, "host"), text)
         return text
 
     def apply_bytes(self, data: bytes) -> bytes:
