@@ -456,3 +456,23 @@ def test_subprocess_module_not_left_with_children(host, monkeypatch):
     collect(options(host, timeout_s=1, budget_s=20))
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 1000" not in out
+
+
+def test_big_log_is_redacted_across_chunk_boundaries(host, tmp_path):
+    """Logs are redacted in line-aligned chunks: a secret near a chunk edge must not slip through."""
+    line = b"[2026-11-29 08:00:00 TP0] Decode batch. #running-req: 8, #token: 81664, token usage: 0.97\n"
+    secret_line = f"[2026-11-29 08:00:01 TP0] HF_TOKEN={HF}\n".encode()
+    body = bytearray()
+    planted = 0
+    while len(body) < 2 * collect_mod.CHUNK + 1000:
+        body += line
+        if len(body) % collect_mod.CHUNK < 3 * len(line) or len(body) % 1_000_003 < len(line):
+            body += secret_line
+            planted += 1
+    big = tmp_path / "big.log"
+    big.write_bytes(bytes(body))
+    manifest, members = read_bundle(collect(options(host, logs=[str(big)])))
+    entry = artifact(manifest, "log")
+    assert HF.encode() not in members[entry["path"]]
+    assert entry["redaction_kinds"] == {"hf_token": planted} and planted >= 3
+    assert members[entry["path"]].count(b"\n") == bytes(body).count(b"\n")

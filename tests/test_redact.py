@@ -139,3 +139,15 @@ def test_obfuscator_idempotent():
     ob = Obfuscator(["gpu-node-17"])
     once = ob.apply("gpu-node-17 192.168.1.20")
     assert ob.apply(once) == once
+
+
+@pytest.mark.parametrize("unit", [b"a", b"-", b"=", b"A_", b"hf_", b"x://", b"bearer ", b":", b"-token ", b"TOKEN=",
+                                  b"token='", b"--api-key ", b"\x00", b"\xff"])
+def test_megabyte_lines_stay_linear(unit):
+    import time
+
+    data = unit * (1_000_000 // len(unit))
+    t0 = time.monotonic()
+    out, _ = redact_bytes(data)
+    assert time.monotonic() - t0 < 5
+    assert out.count(b"\n") == 0
