@@ -366,9 +366,9 @@ def kill_commands(tl: Timeline) -> list[CommandRef]:
     return [c for c in commands(tl) if KILL_RE.search(c.text)]
 
 
-def is_sglang_process(comm: str | None, args: str | None = None) -> bool:
-    c = (comm or "").lower()
-    return c.startswith("sglang") or "sglang" in (args or "").lower()
+def is_sglang_process(comm: Any, args: Any = None) -> bool:
+    c = str(comm or "").lower()
+    return c.startswith("sglang") or "sglang" in str(args or "").lower()
 
 
 def end_events(tl: Timeline) -> list[Row]:

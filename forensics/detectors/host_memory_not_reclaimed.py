@@ -8,7 +8,7 @@ Seed phase 3, after ``pkill -9 -f sglang``::
 318 GiB used against ~40 GiB before the launch: pinned HiCache pools of schedulers that have
 not finished dying.
 
->>> excess_threshold(449 * 2**30) / 2**30
+>>> round(excess_threshold(449 * 2**30) / 2**30, 2)
 44.9
 """
 

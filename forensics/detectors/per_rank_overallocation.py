@@ -189,7 +189,7 @@ def detect(tl: Timeline) -> list[Finding]:
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
     for cfg, run, req in cases:
-        refused = [r for r in run if r.get("kind") == "hicache_insufficient"]
+        refused = [r for r in run if r.get("kind") == "hicache_insufficient" and r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
         if found:
             findings.append(found)

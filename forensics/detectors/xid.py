@@ -37,6 +37,15 @@ def _field(info: Any, *names: str) -> Any:
     return None
 
 
+def _is_teardown_noise(info: Any) -> bool:
+    """Catalog entries flagged as logged when a process is killed (Xid 43/45)."""
+    if info is None:
+        return False
+    if hasattr(info, "has"):
+        return bool(info.has("noise_after_kill"))
+    return bool(_field(info, "noise_after_kill"))
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "xid") if r.get("code") is not None]
     if not hits:
@@ -55,7 +64,7 @@ def detect(tl: Timeline) -> list[Finding]:
             except KeyError:
                 infos[code] = None
         after_kill = any(before(e, r) for e in ends)
-        is_noise = bool(_field(infos[code], "noise_after_kill")) and after_kill
+        is_noise = _is_teardown_noise(infos[code]) and after_kill
         (noise if is_noise else real).setdefault(code, []).append(r)
     out = []
     if real:

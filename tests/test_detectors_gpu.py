@@ -1,0 +1,123 @@
+"""GPU detectors on hand-built timelines: CUDA-graph headroom, weights that do not fit, stranded contexts."""
+
+from __future__ import annotations
+
+from test_detectors_common import GIB, MIB, fired, timeline
+
+from forensics.detectors import cuda_graph_headroom, run_all, stranded_context, weights_do_not_fit
+
+
+def _startup(f: float, pre_gib: float, after_capture_gib: float) -> list[dict]:
+    return [
+        {"kind": "server_args", "attrs": {"args": {"mem_fraction_static": f, "tp_size": 8, "chunked_prefill_size": 8192}}},
+        {"kind": "weight_load_begin", "rank": "TP3", "tp_rank": 3, "avail_bytes": int(pre_gib * GIB)},
+        {"kind": "weight_load_end", "rank": "TP3", "tp_rank": 3, "avail_bytes": int(21.07 * GIB)},
+        {"kind": "cuda_graph_end", "rank": "TP3", "tp_rank": 3, "avail_bytes": int(after_capture_gib * GIB)},
+    ]
+
+
+def _oom(tried_gib: float, free_gib: float, gpu: int = 3, **extra) -> dict:
+    return {"kind": "cuda_oom", "rank": f"TP{gpu}", "tp_rank": gpu, "gpu": gpu, "bytes": int(tried_gib * GIB),
+            "free_bytes": int(free_gib * GIB), "total_bytes": 95 * GIB, **extra}
+
+
+def test_serving_oom_lowers_the_fraction_by_shortfall_plus_margin():
+    prefill = {"kind": "prefill_batch", "rank": "TP0", "tp_rank": 0, "tokens": 8192, "ratio": 0.62}
+    tl = timeline(*_startup(0.93, 93.79, 1.89), prefill, _oom(1.41, 1.02))
+    f = fired(cuda_graph_headroom.detect(tl))["SGL-GPU-001"]
+    assert f.severity == "critical" and f.gpus == [3] and f.ranks == [3]
+    need = (1.89 - 1.02 + 1.41) * GIB
+    assert abs(f.figures["need_bytes"] - need) < 2
+    assert f.figures["prefill_new_tokens"] == 8192
+    new = float(f.remediation.flags[0].new)
+    expected = 0.93 - ((need - 1.89 * GIB) + max(GIB, 0.03 * 93.79 * GIB)) / (93.79 * GIB)
+    assert new == int(expected * 100) / 100
+    assert 0.86 <= new <= 0.90
+    assert any("--chunked-prefill-size" in a and "8192" in a for a in f.remediation.actions)
+
+
+def test_thin_headroom_without_oom_is_a_medium_risk():
+    f = fired(cuda_graph_headroom.detect(timeline(*_startup(0.93, 93.79, 0.82))))["SGL-GPU-003"]
+    assert f.severity == "medium"
+    assert float(f.remediation.flags[0].new) < 0.93
+
+
+def test_roomy_headroom_is_quiet():
+    assert cuda_graph_headroom.detect(timeline(*_startup(0.85, 93.79, 9.1))) == []
+
+
+def test_capture_failure_is_its_own_rule():
+    fail = {"kind": "cuda_graph_failed", "rank": "TP2", "tp_rank": 2,
+            "attrs": {"message": "Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 2 has a "
+                                 "total capacity of 95.00 GiB of which 1.12 GiB is free."}}
+    rows = _startup(0.95, 93.79, 2.0)[:3] + [{"kind": "cuda_graph_begin", "avail_bytes": 2 * GIB}, fail]
+    got = fired(cuda_graph_headroom.detect(timeline(*rows)))
+    assert set(got) == {"SGL-GPU-002"}
+    assert float(got["SGL-GPU-002"].remediation.flags[0].new) < 0.95
+
+
+def test_not_enough_memory_is_weights_not_headroom():
+    rows = _startup(0.7, 94.61, 5.0)[:3] + [{"kind": "not_enough_memory", "ratio": 0.7}, _oom(1.0, 0.5)]
+    tl = timeline(*rows)
+    assert cuda_graph_headroom.detect(tl) == []
+    f = fired(weights_do_not_fit.detect(tl))["SGL-GPU-004"]
+    minimum = 1 - 21.07 / 94.61
+    assert abs(f.figures["minimum_viable_fraction"] - round(minimum, 4)) < 1e-9
+    assert float(f.remediation.flags[0].new) > minimum
+
+
+def test_weights_no_kv_room_uses_the_minimum_sglang_names():
+    tl = timeline({"kind": "weights_no_kv_room", "ratio": 0.8, "attrs": {"minimum_fraction": 0.8412}})
+    f = fired(weights_do_not_fit.detect(tl))["SGL-GPU-004"]
+    assert f.remediation.flags[0].new == "0.87"
+
+
+def _smi(line: int, used_mib: list[int], file: str = "session.txt", snapshot: int = 0) -> list[dict]:
+    return [{"kind": "gpu_memory", "source": "nvidia_smi_csv", "file": file, "line": line + i, "snapshot": snapshot,
+             "gpu": i, "used_bytes": u * MIB} for i, u in enumerate(used_mib)]
+
+
+def _cmd(line: int, text: str) -> dict:
+    return {"kind": "command", "source": "transcript", "file": "session.txt", "line": line, "text": text,
+            "attrs": {"command": text}}
+
+
+def test_stranded_gpus_after_pkill_are_named():
+    tl = timeline(_cmd(1, "pkill -9 -f sglang"), *_smi(3, [96413, 99, 96417, 51, 3, 3, 3, 7]))
+    f = fired(stranded_context.detect(tl))["SGL-GPU-005"]
+    assert f.gpus == [0, 2]
+    assert f.figures["held_bytes_per_gpu"] == {"0": 96413 * MIB, "2": 96417 * MIB}
+    assert f.figures["asymmetric"] is True
+    assert any("--gpu-reset -i 0,2" in a for a in f.remediation.actions)
+    assert any("pct exec" in a for a in f.remediation.actions)
+
+
+def test_running_server_is_not_stranded():
+    tl = timeline(*_smi(1, [93000] * 8))
+    assert stranded_context.detect(tl) == []
+
+
+def test_released_later_lowers_severity():
+    tl = timeline(_cmd(1, "pkill -9 -f sglang"), *_smi(3, [96413, 0, 96417, 0], snapshot=0),
+                  _cmd(20, "pct exec 129 -- pkill -9 -f sglang"), *_smi(22, [0, 0, 0, 0], snapshot=1))
+    f = fired(stranded_context.detect(tl))["SGL-GPU-005"]
+    assert f.severity == "low" and "released later" in f.summary
+
+
+def test_relaunch_after_kill_is_not_stranded():
+    tl = timeline(_cmd(1, "pkill -9 -f sglang"), _cmd(2, "python3 -m sglang.launch_server --tp 8"),
+                  *_smi(4, [90000] * 8))
+    assert stranded_context.detect(tl) == []
+
+
+def test_owner_in_d_state_counts_as_stranded_without_a_kill():
+    rows = _smi(1, [96000, 10], file="smi.txt") + [
+        {"kind": "gpu_process", "source": "nvidia_smi_table", "file": "smi.txt", "line": 9, "snapshot": 0, "gpu": 0,
+         "pid": 4242, "comm": "sglang::scheduler_TP0"},
+        {"kind": "process", "source": "ps", "file": "ps.txt", "line": 2, "pid": 4242, "comm": "sglang::scheduler_TP0",
+         "attrs": {"state": "D", "stat": "D"}},
+    ]
+    findings, root = run_all(timeline(*rows))
+    f = fired(findings)["SGL-GPU-005"]
+    assert f.gpus == [0] and f.figures["owner_states"] == {"0": "4242:D"}
+    assert root == "SGL-GPU-005"

@@ -1,0 +1,138 @@
+"""Host-memory detectors on hand-built timelines: per-rank HiCache overallocation, refusal,
+memory not reclaimed after a kill, the kernel OOM killer."""
+
+from __future__ import annotations
+
+import math
+
+from test_detectors_common import GIB, fired, timeline
+
+from forensics.detectors import host_memory_not_reclaimed, kernel_oom_killer, per_rank_overallocation, run_all
+from forensics.detectors.per_rank_overallocation import largest_hicache_gb, pinned_bytes
+
+
+def _allocs(gb: float, ranks: int = 8) -> list[dict]:
+    return [{"kind": "hicache_alloc", "bytes": int(gb * 1e9), "rank": f"TP{r}", "tp_rank": r,
+             "attrs": {"pool": "kv", "kind": "kv"}} for r in range(ranks)]
+
+
+def _host(total_gib: int, used_gib: int, avail_gib: int, **kw) -> dict:
+    return {"kind": "host_memory", "source": "free", "file": kw.pop("file", "free.txt"),
+            "total_bytes": total_gib * GIB, "used_bytes": used_gib * GIB, "avail_bytes": avail_gib * GIB, **kw}
+
+
+def _args(**args) -> dict:
+    return {"kind": "server_args", "attrs": {"args": args, "form": "ServerArgs"}}
+
+
+def test_seed_phase1_fires_critical_with_corrected_size_that_fits():
+    tl = timeline(_args(tp_size=8, hicache_size=300, enable_hierarchical_cache=True), *_allocs(300), _host(449, 439, 9))
+    f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
+    assert f.severity == "critical"
+    assert f.figures["requested_total_bytes"] == 8 * 300 * 10**9
+    assert f.ranks == list(range(8))
+    new = int(f.remediation.flags[0].new)
+    assert 40 <= new <= 52
+    # the corrected value leaves the stated reserve: 8 × new ≤ budget
+    assert 8 * new * 1e9 <= f.figures["budget_bytes"]
+    assert f.remediation.flags[0].old == "300"
+
+
+def test_pre_launch_snapshot_becomes_the_baseline():
+    before = _host(449, 40, 408, file="session.txt", line=1)
+    launch = {"kind": "command", "source": "transcript", "file": "session.txt", "line": 5,
+              "text": "python3 -m sglang.launch_server --tp 8", "attrs": {"command": "python3 -m sglang.launch_server"}}
+    tl = timeline(_args(tp_size=8, hicache_size=300, enable_hierarchical_cache=True), *_allocs(300), before, launch)
+    f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
+    assert f.figures["host_available_before_bytes"] == 408 * GIB
+    assert f.figures["baseline_bytes"] == 41 * GIB
+    assert f.confidence == "high"
+
+
+def test_a_size_that_fits_does_not_fire():
+    tl = timeline(_args(tp_size=8, hicache_size=48, enable_hierarchical_cache=True), *_allocs(48), _host(449, 4, 444),
+                  {"kind": "decode_batch", "text": "[2025-11-20 11:02:41 TP0] Decode batch, #running-req: 4, ", "ratio": 0.1})
+    assert per_rank_overallocation.detect(tl) == []
+
+
+def test_power_of_two_pinning_on_old_versions():
+    from forensics.model import Facts
+
+    tl = timeline(_args(tp_size=8, hicache_size=48, enable_hierarchical_cache=True), *_allocs(48), _host(449, 4, 444),
+                  facts=Facts(sglang_version="0.5.2"))
+    f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
+    assert f.figures["pinned_per_rank_bytes"] == 64 * GIB
+    new = int(f.remediation.flags[0].new)
+    assert 8 * pinned_bytes(new * 1e9, True) <= f.figures["budget_bytes"]
+    assert new == largest_hicache_gb(f.figures["budget_bytes"] / 8, pow2=True)
+
+
+def test_new_versions_split_the_budget_and_refuse_cleanly():
+    from forensics.model import Facts
+
+    refusal = {"kind": "hicache_insufficient", "bytes": 300 * 10**9, "avail_bytes": 54_780_000_000, "rank": "TP0",
+               "tp_rank": 0}
+    tl = timeline(_args(tp_size=8, hicache_size=300, enable_hierarchical_cache=True), refusal, _host(449, 4, 444),
+                  facts=Facts(sglang_version="0.5.19"))
+    got = fired(per_rank_overallocation.detect(tl))
+    assert "SGL-HOST-001" not in got
+    assert got["SGL-HOST-002"].remediation.flags[0].new == str(math.floor(54.78))
+
+
+def test_container_limit_alone_predicts_from_flags():
+    launch = {"kind": "launch_command", "source": "launch", "file": "run.sh",
+              "text": "docker run --memory 128g lmsysorg/sglang:v0.5.6 python3 -m sglang.launch_server",
+              "attrs": {"flags": {"--tp-size": "4", "--enable-hierarchical-cache": True, "--hicache-size": "40"},
+                        "docker_memory_bytes": 128 * GIB, "argv": []}}
+    f = fired(per_rank_overallocation.detect(timeline(launch)))["SGL-HOST-001"]
+    assert f.figures["capacity_bytes"] == 128 * GIB and f.figures["power_of_two_pinning"] == "no"
+    assert f.confidence in ("medium", "low") and f.confidence_reason
+    assert 4 * int(f.remediation.flags[0].new) * 1e9 <= f.figures["budget_bytes"]
+
+
+def test_largest_hicache_gb():
+    assert largest_hicache_gb(0.5e9, False) == 0
+    assert largest_hicache_gb(48.9e9, False) == 48
+    assert pinned_bytes(largest_hicache_gb(48.9e9, True) * 1e9, True) <= 48.9e9
+
+
+def _kill(line: int, text: str = "pkill -9 -f sglang") -> dict:
+    return {"kind": "command", "source": "transcript", "file": "session.txt", "line": line, "text": text,
+            "attrs": {"command": text}}
+
+
+def test_host_memory_after_kill_against_pre_launch_baseline():
+    tl = timeline(
+        _host(449, 40, 408, file="session.txt", line=1),
+        {**_kill(3, "python3 -m sglang.launch_server --tp 8")},
+        _kill(10),
+        _host(449, 318, 130, file="session.txt", line=12),
+    )
+    f = fired(host_memory_not_reclaimed.detect(tl))["SGL-HOST-003"]
+    assert f.figures["baseline_used_bytes"] == 40 * GIB
+    assert f.figures["excess_bytes"] == 278 * GIB
+    assert f.confidence == "high" and not f.figures["baseline_assumed"]
+
+
+def test_host_memory_back_to_baseline_does_not_fire():
+    tl = timeline(_kill(1), _host(449, 4, 444, file="session.txt", line=3))
+    assert host_memory_not_reclaimed.detect(tl) == []
+
+
+def test_host_memory_without_any_end_does_not_fire():
+    assert host_memory_not_reclaimed.detect(timeline(_host(449, 318, 130))) == []
+
+
+def test_oom_killer_victim_decides_severity_and_links_to_the_overallocation():
+    victim = {"kind": "oom_kill", "source": "kernel", "file": "dmesg.txt", "pid": 52216, "comm": "sglang::schedul",
+              "used_bytes": 99 * GIB, "attrs": {"constraint": "CONSTRAINT_NONE", "shmem_rss_bytes": 94 * GIB}}
+    other = {**victim, "comm": "java", "pid": 7}
+    assert kernel_oom_killer.detect(timeline(other))[0].severity == "high"
+    tl = timeline(_args(tp_size=8, hicache_size=120, enable_hierarchical_cache=True), *_allocs(120),
+                  _host(755, 700, 6), victim)
+    findings, root = run_all(tl)
+    got = fired(findings)
+    assert root == "SGL-HOST-001"
+    assert got["SGL-HOST-004"].severity == "critical"
+    assert got["SGL-HOST-004"].consequence_of == "SGL-HOST-001"
+    assert "Follows from SGL-HOST-001" in got["SGL-HOST-004"].summary
