@@ -49,7 +49,7 @@ def corrected_fraction(f: float, *, shortfall: float, gpu_bytes: float) -> tuple
 
 def _is_oom_exception(row: Row) -> bool:
     a = attrs(row)
-    text = f"{a.get('exception_type', '')} {a.get('exception_message', '')}"
+    text = f"{a.get('exception_type', '')} {a.get('exception_message', '')} {(row.get('text') or '')[-3000:]}"
     return "OutOfMemoryError" in text or "CUDA out of memory" in text or "CUDA error: out of memory" in text
 
 
@@ -117,9 +117,9 @@ def detect(tl: Timeline) -> list[Finding]:
         serving = any(r.get("kind") in ("prefill_batch", "decode_batch", "server_ready") for r in run)
         captured = serving or any(r.get("kind") == "cuda_graph_end" for r in run)
         loaded = captured or any(r.get("kind") == "weight_load_end" for r in run)
-        if ooms and loaded:
-            capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed"
-                            or attrs(r).get("during") == "graph_capture"]
+        capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
+                        or "Capture cuda graph failed" in (r.get("text") or "")]
+        if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
             if not captured and not capture_fail:
                 capture_fail = [r for r in ooms if any(b.get("kind") == "cuda_graph_begin" and before(b, r) for b in run)]
             if capture_fail:

@@ -13,6 +13,8 @@ Samples::
 
 from __future__ import annotations
 
+import re
+
 from forensics.model import Finding, Timeline
 
 from ._common import Row, attrs, make_finding, rank_of, server_config, sglang_runs
@@ -41,12 +43,24 @@ def detect(tl: Timeline) -> list[Finding]:
     return out
 
 
+_TRIED_RE = re.compile(r"Try to allocate (\d+) tokens")
+_AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
+
+
 def _exhausted(run: list[Row]) -> list[Finding]:
     hits = [r for r in run if r.get("kind") == "kv_exhausted"]
+    if not hits:  # the message inside a traceback the parser kept whole
+        hits = [r for r in run if r.get("kind") == "scheduler_exception"
+                and "out of memory. Try to lower your batch size" in (r.get("text") or "")]
     if not hits:
         return []
     first = hits[0]
     avail = attrs(first).get("available_tokens")
+    text = first.get("text") or ""
+    if avail is None and _AVAIL_RE.search(text):
+        avail = int(_AVAIL_RE.search(text).group(1))
+    if first.get("tokens") is None and _TRIED_RE.search(text):
+        first = {**first, "tokens": int(_TRIED_RE.search(text).group(1))}
     return [make_finding(
         "SGL-KV-002",
         summary=(f"The KV pool ran out: a {attrs(first).get('phase') or ''} batch needed {first.get('tokens')} tokens"
