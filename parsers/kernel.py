@@ -62,7 +62,8 @@ _DECODE = re.compile(
     r"(?P<lvl>emerg|alert|crit|err|warn|notice|info|debug)\s*: (?P<rest>.*)$")
 _ISO_DMESG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d)(?: (?P<msg>.*))?$")
 _ISO_SYSLOG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) " + _TAG)
-_RFC3164 = re.compile(rf"^(?P<mon>{_MON_RE}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) " + _TAG)
+_RFC3164 = re.compile(
+    rf"^(?P<mon>{_MON_RE}) (?P<day>[ \d]\d) (?:(?P<year>\d{{4}}) )?(?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) " + _TAG)
 _SHORT_FULL = re.compile(
     rf"^(?:{_WDAY_RE}) (?P<date>\d{{4}}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<tz>[A-Za-z][\w+/-]*) " + _TAG)
 _SHORT_UNIX = re.compile(r"^(?P<epoch>\d{9,11}\.\d+) " + _TAG)
@@ -83,7 +84,7 @@ _BULK_SIMPLE = (
     rf"(?:emerg|alert|crit|err|warn|notice|info|debug){_W}*: [^\n]*$"
     rf"|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d(?: [^\n]*)?$"
     rf"|\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d){_BULK_TAG}"
-    rf"|(?:{_MON_RE}) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?{_BULK_TAG}"
+    rf"|(?:{_MON_RE}) [ \d]\d (?:\d{{4}} )?\d\d:\d\d:\d\d(?:\.\d+)?{_BULK_TAG}"
     rf"|(?:{_WDAY_RE}) \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z][\w+/-]*{_BULK_TAG}"
     rf"|\d{{9,11}}\.\d+{_BULK_TAG}"
     rf"|\d+,\d+,\d+,[^,;\n]*(?:,[^;\n]*)?;[^\n]*$")
@@ -305,7 +306,10 @@ def _decode_digit(n: int, line: str) -> _Rec | None:
 def _decode_letter(n: int, line: str) -> _Rec | None:
     m = _RFC3164.match(line)
     if m:
-        return _syslog_rec(n, line, m, ("syslog", _MONTHS[m.group("mon")], int(m.group("day")), m.group("time")))
+        stamp = ("syslog", _MONTHS[m.group("mon")], int(m.group("day")), m.group("time"))
+        if m.group("year"):  # some templates print the year: "Nov 29 2026 08:50:41"
+            stamp = ("iso", f"{m.group('year')}-{stamp[1]:02d}-{stamp[2]:02d}T{stamp[3]}")
+        return _syslog_rec(n, line, m, stamp)
     m = _DECODE.match(line)
     if m:
         return _dmesg_rest(n, line, m.group("rest"), _LEVELS[m.group("lvl")])
