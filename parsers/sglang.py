@@ -173,6 +173,11 @@ _EMBEDDABLE = frozenset({
 _MULTILINE = frozenset({
     "scheduler_exception", "cuda_graph_failed", "kv_exhausted", "cuda_error_oom", "init_failed", "log",
 })
+#: The phase a rank is in after each lifecycle record (the "during" of a later bare CUDA OOM).
+_PHASE_OF_KIND = {
+    "weight_load_begin": "weight_load", "weight_load_end": "init", "cuda_graph_begin": "graph_capture",
+    "cuda_graph_end": "init", "kv_sizing": "init", "prefill_batch": "forward", "decode_batch": "forward",
+}
 _MAX_RECORD_LINES = 400  # text kept of one record; its line count stays exact
 
 # Line statuses (classify_lines): a "record" line is SGLang's own (prefixed, a bare known SGLang
@@ -816,6 +821,7 @@ class _Record:
     blank_tail: int = 0
     saw_capture: bool = False
     saw_forward: bool = False
+    saw_load: bool = False
     embedded: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (row, index into lines)
 
 
@@ -938,21 +944,23 @@ class _Scanner:
         during = None
         if "graph failed" in line or rec is not None and rec.saw_capture:
             during = "graph_capture"
+        elif rec is not None and rec.saw_load:
+            during = "weight_load"
         elif rec is not None and rec.saw_forward:
             during = "forward"
-        else:
+        elif row.get("rank") is not None:
             during = self.phase_by_rank.get(row.get("rank"))
+        else:  # a bare line (prefix stripped): the latest phase of any rank
+            during = self.phase_by_rank.get("*")
         if during:
             row["attrs"]["during"] = during
 
     def _track_phase(self, row: dict[str, Any]) -> None:
         kind = row["kind"]
-        if kind == "cuda_graph_begin":
-            self.phase_by_rank[row.get("rank")] = "graph_capture"
-        elif kind in ("cuda_graph_end", "kv_sizing", "prefill_batch", "decode_batch"):
-            self.phase_by_rank[row.get("rank")] = "forward"
-        elif kind in ("weight_load_begin",):
-            self.phase_by_rank[row.get("rank")] = "weight_load"
+        phase = _PHASE_OF_KIND.get(kind)
+        if phase:
+            self.phase_by_rank[row.get("rank")] = phase
+            self.phase_by_rank["*"] = phase
 
     def _record(self, seg: str, msg: str, base: dict[str, Any], lineno: int, bare: bool) -> str:
         """Start a record from a prefixed (or bare known) message; returns the line status."""
@@ -1010,6 +1018,8 @@ class _Scanner:
         if c == " " or c == "\t":
             if "capture" in seg:
                 rec.saw_capture = True
+            elif "load_model" in seg or "load_weights" in seg or "weight_loader" in seg:
+                rec.saw_load = True
             elif "forward" in seg:
                 rec.saw_forward = True
         else:

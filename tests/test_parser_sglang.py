@@ -627,3 +627,18 @@ def test_random_input_only_raises_not_this_format(seed):
         return
     assert res.recognized + res.unrecognized == res.lines
     sglang.sniff(text)
+
+
+def test_oom_during_weight_load_and_phase_fallback():
+    text = (f"{P}Load weight begin. avail mem=70.00 GB\n"
+            f"{P}Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "/sgl/srt/model_executor/model_runner.py", line 417, in load_model\n'
+            "    self.model = get_model(...)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 3 has a total capacity of "
+            "79.19 GiB of which 1.00 GiB is free.\n"
+            f"{P}Capture cuda graph begin. This can take up to several minutes. avail mem=4.00 GB\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 3 has a total capacity of "
+            "79.19 GiB of which 20.00 MiB is free.\n")
+    ooms = [r for r in rows(text) if r["kind"] == "cuda_oom"]
+    assert [(r["line"], r["attrs"]["during"], r["bytes"]) for r in ooms] == [
+        (5, "weight_load", gib(3.0)), (7, "graph_capture", mib(64))]
