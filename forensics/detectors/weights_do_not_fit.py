@@ -84,7 +84,10 @@ def detect(tl: Timeline) -> list[Finding]:
             "SGL-GPU-004",
             summary=("The weights leave no GPU memory for the KV cache"
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
-                     + (f"; raise it to {new:.2f}" if flags else "; more GPUs, quantisation or a smaller model are needed")
+                     + (f"; raise it to {new:.2f}" if flags
+                        else "; raise it (the log lacks the weight-load memory lines that say how far)"
+                        if minimum is None and hits
+                        else "; more GPUs, quantisation or a smaller model are needed")
                      + "."),
             evidence=[*hits[:3], *load_oom[:2], *cfg.evidence_rows("mem_fraction_static")],
             confidence="high" if not reasons else "medium",
