@@ -21,3 +21,18 @@ def templates_dir() -> Path:
     if installed.is_dir():
         return installed
     return package.parent / "templates"
+
+
+def example_bundle() -> Path:
+    """The seed incident's bundle that ``forensics demo`` reports on.
+
+    The wheel carries ``fixtures/seed_bundle`` as ``forensics/_examples/seed_bundle``.
+
+    >>> (example_bundle() / "manifest.json").is_file()
+    True
+    """
+    package = Path(forensics.__file__).resolve().parent
+    installed = package / "_examples" / "seed_bundle"
+    if installed.is_dir():
+        return installed
+    return package.parent / "fixtures" / "seed_bundle"

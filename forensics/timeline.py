@@ -73,7 +73,7 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
     pieces: list[_Piece] = []
     ordinal = 0
     for seg in segments:
-        if seg.format is None:
+        if seg.format is None or seg.kind != "output":
             continue
         try:
             res = _run_parser(seg.format, seg.text, name, seg.command)
@@ -81,13 +81,15 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
             continue
         pieces.append(_Piece(res, seg.start_line, ordinal, seg.command))
         ordinal += 1
-    if seg_commands := [s for s in segments if s.command and s.format is None]:
-        # commands whose output we could not read are still events: "pkill -9 -f sglang" matters
-        rows = [{"line": s.start_line - 1 if s.start_line > 1 else 1, "kind": "command", "text": s.command,
-                 "attrs": {"command": s.command}} for s in seg_commands]
-        pieces.append(_Piece(ParseResult.from_rows(rows, source="transcript", path=name, lines=0, recognized=0),
-                             1, None))
-    return pieces or None
+    if not pieces:
+        return None
+    # The commands typed matter even without output ("pkill -9 -f sglang" splits before from after);
+    # prose was read as prose by the splitter, so it counts as recognised, not lost.
+    cmd_rows = transcript.command_rows(segments)
+    cmd_lines = sum(s.end_line - s.start_line + 1 for s in segments if s.kind in ("command", "prose"))
+    pieces.append(_Piece(ParseResult.from_rows(cmd_rows, source="transcript", path=name, lines=cmd_lines,
+                                               recognized=cmd_lines), 1, None))
+    return pieces
 
 
 def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:

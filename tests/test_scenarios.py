@@ -1,6 +1,6 @@
 """Scenario tests as data: every fixtures/scenarios/<name>/ is run end to end.
 
-Each folder holds ``input/`` (logs, snapshots, transcripts, launch scripts in the real formats)
+Each folder holds ``input/`` (or names its inputs in ``inputs``) (logs, snapshots, transcripts, launch scripts in the real formats)
 and ``expected.json``:
 
 * ``expect`` / ``forbid`` — rule ids that must / must not fire;
@@ -31,8 +31,15 @@ def scenario_dirs() -> list[Path]:
     return sorted(p for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
 
 
+def inputs_of(folder: Path) -> list[Path]:
+    """``input/``, or the paths listed in expected.json ``inputs`` (relative to the scenario folder),
+    so the shipped example bundle and the scenarios share one copy of the seed's text."""
+    exp = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
+    return [(folder / p).resolve() for p in exp.get("inputs", ["input"])]
+
+
 def analyse(folder: Path):
-    tl = build_timeline([folder / "input"])
+    tl = build_timeline(inputs_of(folder))
     findings, root = run_all(tl)
     return tl, findings, root
 
