@@ -1247,7 +1247,8 @@ def _notes(reader: _Reader, rows: list[dict], unresolved_years: int) -> list[str
         if late:
             notes.append(f"{late} records carry wall-clock stamps more than 2 s after boot+uptime: replayed by "
                          "journald/rsyslog, their wall clock is ingestion time; prefer uptime_s")
-    if any(r["kind"] == "oom_kill" and not r["attrs"].get("complete") for r in rows):
+    if any(r["kind"] == "oom_kill" and not r["attrs"].get("complete") and not r["attrs"].get("no_killable_process")
+           for r in rows):
         notes.append("an OOM-killer block has no Killed line in this text (truncated or lost)")
     return notes
 
