@@ -452,10 +452,13 @@ def test_collect_reads_only(host):
 
 def test_subprocess_module_not_left_with_children(host, monkeypatch):
     """After a hang is handled, no process of the fake nvidia-smi's group survives."""
+    # a duration no other test uses, so a hang test running in parallel can't be mistaken for a leak
+    hang = f"1000.{os.getpid()}{time.monotonic_ns() % 100000}"
     monkeypatch.setenv("FAKE_NVIDIA_SMI", "hang")
+    monkeypatch.setenv("FAKE_HANG_SECONDS", hang)
     collect(options(host, timeout_s=1, budget_s=20))
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "sleep 1000" not in out
+    assert f"sleep {hang}" not in out
 
 
 def test_big_log_is_redacted_across_chunk_boundaries(host, tmp_path):
