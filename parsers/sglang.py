@@ -35,6 +35,7 @@ import ast
 import gc
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -1168,6 +1169,15 @@ class _Scanner:
             return self._continue(s, lineno)  # an unknown record's own continuation: still unknown
         return st
 
+    def skip_records(self, forward_ranks: Iterable[str | None]) -> None:
+        """One-line records read by the fast path sit here: like any prefixed record they close the open
+        record and end an "Exit code" merge; batch lines (of these rank labels) set the phase."""
+        self._close()
+        self.prev_row = None
+        for rank in forward_ranks:
+            self.phase_by_rank[rank] = "forward"
+            self.phase_by_rank["*"] = "forward"
+
     def blank(self) -> None:
         rec = self.rec
         if rec is not None and rec.multiline and rec.row["kind"] != "server_args":
@@ -1205,8 +1215,16 @@ def _split_lines(text: str) -> list[str]:
 
 def _scan(text: str) -> _Scanner:
     sc = _Scanner()
+    scan_lines(sc, enumerate(_split_lines(text), 1))
+    sc._close()
+    return sc
+
+
+def scan_lines(sc: _Scanner, numbered: Iterable[tuple[int, str]]) -> None:
+    """Feed (line number, physical line) pairs to a scanner; ``parsers.sglang_fast`` feeds only the
+    lines it does not read itself, and the scanner may be fed again with the next chunk of a file."""
     status = sc.status
-    for lineno, line in enumerate(_split_lines(text), 1):
+    for lineno, line in numbered:
         if line.endswith("\r"):
             line = line[:-1]
         if not line.strip():
@@ -1229,8 +1247,6 @@ def _scan(text: str) -> _Scanner:
         status.append(st)
         if st in (UNKNOWN, RECORD_UNKNOWN) and len(sc.unrecognized_examples) < MAX_UNRECOGNIZED_EXAMPLES:
             sc.unrecognized_examples.append((lineno, line[:500]))
-    sc._close()
-    return sc
 
 
 def classify_lines(text: str) -> list[str]:
