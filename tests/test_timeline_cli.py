@@ -43,7 +43,7 @@ def test_real_logs_folder_to_parquet_read_by_duckdb_and_polars(tmp_path):
     assert (df["line"] >= 1).all()
     files = {p.name for p in REAL_LOGS.glob("*.log")}
     assert set(df["file"].unique()) == files
-    n, bad = duckdb.sql(f"select count(*), count(*) filter (where line is null or file is null) from '{out}'").fetchone()
+    n, bad = duckdb.sql(f"select count(*), count(*) filter (where line is null or file is null) from '{out}'").fetchall()[0]
     assert (n, bad) == (df.height, 0)
     # a row's file:line points at the very line it came from
     row = df.filter(pl.col("kind") == "weight_load_end").row(0, named=True)
