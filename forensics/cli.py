@@ -27,6 +27,7 @@ app = typer.Typer(
         "cause, the evidence as file:line and corrected launch flags with the arithmetic shown."
     ),
     add_completion=False,
+    rich_markup_mode=None,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -134,7 +135,7 @@ def _headline(doc: dict) -> str:
 
 @app.command()
 def report(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUT...",
+    inputs: list[Path] = typer.Argument(..., metavar="INPUT",
                                         help="Bundles (.tar, .tar.gz, .tgz, .tar.zst), directories or loose files."),
     output: str = typer.Option("forensics-report", "-o", "--output", metavar="DIR",
                                help="Folder for the outputs ('-' writes the one chosen --format to stdout)."),
@@ -146,7 +147,11 @@ def report(
                            help="IANA zone of the host's log stamps when the input does not record it (e.g. Asia/Shanghai)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
 ) -> None:
-    """Analyse a bundle offline: root cause, evidence, corrected flags (report.html, summary.md, findings.json, findings.sarif, timeline.parquet)."""
+    """Analyse a bundle offline and write the postmortem.
+
+    Writes report.html, summary.md, findings.json, findings.sarif and timeline.parquet into DIR:
+    the root cause, evidence as file:line, corrected launch flags with the arithmetic, cleanup steps.
+    """
     fmts = _parse_formats(formats)
     threshold = _severity_threshold(fail_on)
     tl, doc = _analyse(inputs, tz, quiet)
@@ -160,12 +165,15 @@ def report(
 
 @app.command()
 def timeline(
-    inputs: list[Path] = typer.Argument(..., metavar="INPUT...", help="Bundles, directories or loose files."),
+    inputs: list[Path] = typer.Argument(..., metavar="INPUT", help="Bundles, directories or loose files."),
     output: str = typer.Option(..., "-o", "--output", metavar="FILE.parquet", help="Parquet file to write ('-' for stdout)."),
     tz: str = typer.Option(None, "--tz", metavar="ZONE", help="IANA zone of naive host-local stamps."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
 ) -> None:
-    """Write only the timeline: every event with its file and line, in UTC, as zstd Parquet."""
+    """Write only the timeline (zstd Parquet).
+
+    One row per event, each with its file and 1-based line, timestamps in UTC.
+    """
     from .timeline import build_timeline, write_parquet
 
     tl = build_timeline(inputs, tz=tz, progress=None if quiet else _say)
@@ -191,7 +199,7 @@ def collect(
                                help="Bundle to write (.tar.gz default; .tar, .tar.zst by extension; '-' for stdout)."),
     log: list[str] = typer.Option([], "--log", metavar="PATH", help="Rank logs to add: files, folders or globs (repeatable)."),
     add: list[str] = typer.Option([], "--add", metavar="PATH", help="Any other file to attach: a pasted transcript, a launch script (repeatable)."),
-    snapshots: int = typer.Option(1, "--snapshots", min=1, max=1000, help="Take free/meminfo/nvidia-smi/ps this many times."),
+    snapshots: int = typer.Option(1, "--snapshots", min=1, max=1000, metavar="N", help="Take free/meminfo/nvidia-smi/ps this many times."),
     interval: float = typer.Option(0.0, "--interval", min=0.0, metavar="S", help="Seconds between snapshots."),
     timeout: float = typer.Option(10.0, "--timeout", min=0.1, metavar="S", help="Per-command timeout; a command past it is killed (its whole process group)."),
     budget: float = typer.Option(120.0, "--budget", min=1.0, metavar="S", help="Whole-run budget; what was collected by then is written."),
@@ -200,7 +208,12 @@ def collect(
     obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace host names and IPs consistently; the mapping is written next to the bundle, not in it."),
     max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
 ) -> None:
-    """On the host: gather logs, launch argv, free/meminfo, nvidia-smi, kernel log and process states into one bundle."""
+    """Gather the evidence on this host into one bundle.
+
+    Rank logs, launch argv, versions, free/meminfo, nvidia-smi, the kernel log and process states.
+    Every command is bounded by --timeout and the run by --budget; what could not be read is
+    recorded in the manifest. Read-only: it never kills or changes anything.
+    """
     from .collect import CollectOptions
     from .collect import collect as run_collect
 
@@ -217,7 +230,7 @@ def collect(
 
 @app.command()
 def rules() -> None:
-    """List the rule catalog: id, severity, category, title."""
+    """List the rule catalog (id, severity, category, title)."""
     from .rules import format_rules_table
 
     typer.echo(format_rules_table())
@@ -225,7 +238,7 @@ def rules() -> None:
 
 @app.command()
 def explain(rule_id: str = typer.Argument(..., metavar="RULE_ID", help="A rule id from `forensics rules`.")) -> None:
-    """Print one rule's documentation: what it means, how we know, what to do."""
+    """Show one rule: what it means, how we know, what to do."""
     from .rules import format_rule
 
     try:
@@ -238,7 +251,7 @@ def explain(rule_id: str = typer.Argument(..., metavar="RULE_ID", help="A rule i
 def demo(
     output: str = typer.Option("forensics-demo", "-o", "--output", metavar="DIR", help="Folder for the report."),
 ) -> None:
-    """Run `report` on the example bundle shipped with the package (the seed incident)."""
+    """Report on the example incident shipped with the package."""
     from .resources import example_bundle
 
     bundle = example_bundle()
