@@ -132,12 +132,66 @@ def run_groups(sglang_rows: list[Row]) -> dict[tuple[str | None, int], list[Row]
     A file that holds a ``server_args`` dump is one launch log: its runs are its own. Files
     without one (per-rank logs, fragments) are pooled by run index, as ranks of one launch.
     """
-    launch_files = {r["file"] for r in sglang_rows if r.get("kind") == "server_args"}
+    files = launch_files(sglang_rows)
     groups: dict[tuple[str | None, int], list[Row]] = {}
     for r in sglang_rows:
-        key = (r["file"] if r.get("file") in launch_files else None, int(r.get("run") or 0))
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(run_key(r, files), []).append(r)
     return groups
+
+
+def launch_files(sglang_rows: list[Row]) -> set[str]:
+    return {r["file"] for r in sglang_rows if r.get("kind") == "server_args"}
+
+
+def run_key(row: Row, files: set[str]) -> tuple[str | None, int]:
+    """The run a row belongs to, as :func:`run_groups` keys it."""
+    return (row["file"] if row.get("file") in files else None, int(row.get("run") or 0))
+
+
+@dataclass
+class RunRef:
+    """One server run: its key, its index in the file, its first row, and whether it needs naming."""
+
+    key: tuple[str | None, int]
+    index: int
+    first: Row
+    multi: bool  # its file (or the pool of rank logs) holds more than one run
+
+    @property
+    def started(self) -> str:
+        return f"{self.first.get('file')}:{self.first.get('line')}"
+
+    def order(self) -> tuple:
+        """Later runs sort higher: by the first row's UTC stamp when known, else by run index."""
+        ts = self.first.get("ts")
+        return (ts.timestamp() if isinstance(ts, datetime) else float("-inf"), self.index,
+                self.first.get("file") or "", self.first.get("line") or 0)
+
+
+def run_refs(runs: dict[tuple[str | None, int], list[Row]]) -> dict[tuple[str | None, int], RunRef]:
+    per_file: dict[str | None, int] = {}
+    for key in runs:
+        per_file[key[0]] = per_file.get(key[0], 0) + 1
+    return {key: RunRef(key, key[1], min(rs, key=lambda r: (r.get("file") or "", r.get("line") or 0)),
+                        per_file[key[0]] > 1)
+            for key, rs in runs.items()}
+
+
+def tag_run(finding: Finding, ref: RunRef | None) -> Finding:
+    """Name the run a finding is about when its log holds several (figures + the summary's first words)."""
+    if ref is None or not ref.multi:
+        return finding
+    finding.figures["run"] = ref.index
+    finding.figures["run_started"] = ref.started
+    finding.summary = f"Run {ref.index} (started {ref.started}): {finding.summary}"
+    return finding
+
+
+def iter_runs(tl: Timeline) -> list[tuple[RunRef, list[Row]]]:
+    """Every SGLang run with its reference, in the order :func:`sglang_runs` gives them."""
+    runs = sglang_runs(tl)
+    refs = run_refs(runs)
+    return [(refs[k], rs) for k, rs in runs.items()]
 
 
 SGLANG_KINDS = (
@@ -146,7 +200,7 @@ SGLANG_KINDS = (
     "server_ready", "prefill_batch", "decode_batch", "retract", "kv_exhausted", "scheduler_exception",
     "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "not_enough_memory", "weights_no_kv_room",
     "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead", "subprocess_crashed", "sigterm",
-    "init_failed", "memory_imbalance", "dist_init_begin", "dist_init_end",
+    "init_failed", "memory_imbalance", "dist_init_begin", "dist_init_end", "nccl_watchdog", "health_check_failed",
 )
 
 

@@ -23,11 +23,12 @@ from ._common import (
     attrs,
     before,
     fmt_gib,
+    iter_runs,
     make_finding,
     rank_of,
     rows,
     server_config,
-    sglang_runs,
+    tag_run,
 )
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
@@ -51,6 +52,11 @@ def _is_oom_exception(row: Row) -> bool:
     a = attrs(row)
     text = f"{a.get('exception_type', '')} {a.get('exception_message', '')} {(row.get('text') or '')[-3000:]}"
     return "OutOfMemoryError" in text or "CUDA out of memory" in text or "CUDA error: out of memory" in text
+
+
+def _is_oom_failure(row: Row) -> bool:
+    text = f"{attrs(row).get('message', '')} {row.get('text') or ''}".lower()
+    return "out of memory" in text or "outofmemory" in text
 
 
 def _sizes_from_text(text: str) -> tuple[int | None, int | None]:
@@ -107,30 +113,36 @@ def _flag(cfg: ServerConfig, new: float, why: str) -> list[FlagChange]:
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
-    for run in sglang_runs(tl).values():
-        if any(r.get("kind") in WEIGHT_KINDS for r in run):
-            continue  # weights_do_not_fit: the opposite direction
-        ooms = [r for r in run if r.get("kind") in OOM_KINDS
-                or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
-        cfg = server_config(tl, run)
-        # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
-        serving = any(r.get("kind") in ("prefill_batch", "decode_batch", "server_ready") for r in run)
-        captured = serving or any(r.get("kind") == "cuda_graph_end" for r in run)
-        loaded = captured or any(r.get("kind") == "weight_load_end" for r in run)
-        capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
-                        or "Capture cuda graph failed" in (r.get("text") or "")]
-        if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
-            if not captured and not capture_fail:
-                capture_fail = [r for r in ooms if any(b.get("kind") == "cuda_graph_begin" and before(b, r) for b in run)]
-            if capture_fail:
-                out.append(_capture_failed(tl, cfg, run, capture_fail))
-            elif captured:
-                out.append(_serving_oom(tl, cfg, run, ooms))
-        elif captured:
-            thin = _thin(tl, cfg, run)
-            if thin:
-                out.append(thin)
+    for ref, run in iter_runs(tl):
+        found = _detect_run(tl, run)
+        if found:
+            out.append(tag_run(found, ref))
     return out
+
+
+def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
+    if any(r.get("kind") in WEIGHT_KINDS for r in run):
+        return None  # weights_do_not_fit: the opposite direction
+    # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
+    ooms = [r for r in run if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
+            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
+    cfg = server_config(tl, run)
+    # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
+    serving = any(r.get("kind") in ("prefill_batch", "decode_batch", "server_ready") for r in run)
+    captured = serving or any(r.get("kind") == "cuda_graph_end" for r in run)
+    loaded = captured or any(r.get("kind") == "weight_load_end" for r in run)
+    capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
+                    or "Capture cuda graph failed" in (r.get("text") or "")]
+    if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
+        if not captured and not capture_fail:
+            capture_fail = [r for r in ooms if any(b.get("kind") == "cuda_graph_begin" and before(b, r) for b in run)]
+        if capture_fail:
+            return _capture_failed(tl, cfg, run, capture_fail)
+        if captured:
+            return _serving_oom(tl, cfg, run, ooms)
+    elif captured:
+        return _thin(tl, cfg, run)
+    return None
 
 
 def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:

@@ -17,7 +17,7 @@ import re
 
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, make_finding, rank_of, server_config, sglang_runs
+from ._common import Row, attrs, iter_runs, make_finding, rank_of, server_config, tag_run
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
@@ -35,23 +35,46 @@ def _queue(row: Row) -> int | None:
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
-    for run in sglang_runs(tl).values():
+    for ref, run in iter_runs(tl):
         cfg = server_config(tl, run)
-        out += _exhausted(run)
-        out += _pressure(run, cfg)
-        out += _too_long(run)
+        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg), *_too_long(run))]
     return out
 
 
 _TRIED_RE = re.compile(r"Try to allocate (\d+) tokens")
+# a traceback frame and the source line it shows
+_FRAME_RE = re.compile(r'File "[^"]*", line \d+, in (\w+)[ \t]*\n[ \t]*([^\n]*)')
+# SGLang's KV-slot allocators (mem_cache/common.py, schedule_batch.py): a raise there is KV exhaustion
+_KV_ALLOC_FUNC_RE = re.compile(r"^alloc_(?:\w*token_slots\w*|for_(?:extend|decode))$")
+
+
+def raised_in_kv_allocator(text: str) -> bool:
+    """The traceback's innermost frame is an SGLang KV allocator raising (not a CUDA OOM inside it).
+
+    >>> raised_in_kv_allocator('File "x/mem_cache/common.py", line 4, in alloc_paged_token_slots_extend\\n    raise RuntimeError(e')
+    True
+    >>> raised_in_kv_allocator('File "x/mem_cache/common.py", line 4, in alloc_for_extend\\n    t = torch.empty(n)')
+    False
+    """
+    if "OutOfMemoryError" in text or "CUDA out of memory" in text:
+        return False
+    start = text.rfind('File "')
+    m = _FRAME_RE.match(text, start) if start >= 0 else None
+    return bool(m and _KV_ALLOC_FUNC_RE.match(m.group(1)) and m.group(2).startswith("raise"))
+
+
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
 
 
 def _exhausted(run: list[Row]) -> list[Finding]:
     hits = [r for r in run if r.get("kind") == "kv_exhausted"]
+    inferred = False
     if not hits:  # the message inside a traceback the parser kept whole
         hits = [r for r in run if r.get("kind") == "scheduler_exception"
                 and "out of memory. Try to lower your batch size" in (r.get("text") or "")]
+    if not hits:  # a traceback cut before its message: the KV allocator's own raise says it
+        hits = [r for r in run if r.get("kind") == "scheduler_exception" and raised_in_kv_allocator(r.get("text") or "")]
+        inferred = bool(hits)
     if not hits:
         return []
     first = hits[0]
@@ -61,12 +84,19 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         avail = int(_AVAIL_RE.search(text).group(1))
     if first.get("tokens") is None and _TRIED_RE.search(text):
         first = {**first, "tokens": int(_TRIED_RE.search(text).group(1))}
+    phase = attrs(first).get("phase")
+    if phase is None and inferred:
+        phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     return [make_finding(
         "SGL-KV-002",
-        summary=(f"The KV pool ran out: a {attrs(first).get('phase') or ''} batch needed {first.get('tokens')} tokens"
+        summary=("The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
+                 + (f" needed {first.get('tokens')} tokens" if first.get("tokens") is not None else " found no free KV slots")
                  + (f" with only {avail} available" if avail is not None else "") + "; the scheduler raised and the "
                  "server was torn down."),
         evidence=hits[:4],
+        confidence="medium" if inferred else "high",
+        confidence_reason=("the error message is not in the input: inferred from the traceback, whose innermost "
+                           "frame is SGLang's KV-slot allocator raising") if inferred else None,
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
         figures={"tokens_tried": first.get("tokens"), "tokens_available": avail, "events": len(hits)},
         actions=["Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype fp8_e4m3, "

@@ -18,7 +18,7 @@ import re
 
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, make_finding, rank_of, rows, server_config
+from ._common import Row, ServerConfig, attrs, iter_runs, make_finding, rank_of, rows, server_config, tag_run
 
 STARTUP_SEQ = 100  # SeqNum below this: the collective was among the first few of the run
 
@@ -46,10 +46,22 @@ def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None]
     if not hits:
         return []
+    out: list[Finding] = []
+    seen: set[tuple[str, int]] = set()
+    for ref, run in iter_runs(tl):  # each run with its own world size
+        mine = [r for r in run if r.get("kind") == "nccl_watchdog" and _seq(r) is not None]
+        seen |= {(r["file"], r["line"]) for r in mine}
+        out += [tag_run(f, ref) for f in _detect_run(mine, server_config(tl, run))] if mine else []
+    rest = [r for r in hits if (r["file"], r["line"]) not in seen]
+    if rest:
+        out += _detect_run(rest, server_config(tl))
+    return out
+
+
+def _detect_run(hits: list[Row], cfg: ServerConfig) -> list[Finding]:
     by_rule: dict[str, list[Row]] = {}
     for r in hits:
         by_rule.setdefault(phase_of(_seq(r) or 0), []).append(r)
-    cfg = server_config(tl)
     world = int((cfg.num("tp_size") or 1) * (cfg.num("pp_size") or 1)) if cfg.get("tp_size") else None
     out = []
     for rule_id, group in sorted(by_rule.items()):

@@ -21,12 +21,14 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import (
     GIB,
     Row,
+    RunRef,
     ServerConfig,
     attrs,
     before,
     docker_memory_limit,
     fmt_gb,
     fmt_gib,
+    iter_runs,
     launch_moments,
     make_finding,
     rank_label,
@@ -34,8 +36,8 @@ from ._common import (
     ranks_per_host,
     rows,
     server_config,
-    sglang_runs,
     sglang_version,
+    tag_run,
     version_text,
     version_window,
 )
@@ -173,28 +175,27 @@ def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Req
 
 def detect(tl: Timeline) -> list[Finding]:
     findings: list[Finding] = []
-    runs = sglang_runs(tl)
-    cases: list[tuple[ServerConfig, list[Row], Request]] = []
-    for run in runs.values():
+    cases: list[tuple[ServerConfig, list[Row], Request, RunRef | None]] = []
+    for ref, run in iter_runs(tl):
         cfg = server_config(tl, run)
         req = _request_from_log(run) or _request_from_config(cfg, run, tl)
         if req:
-            cases.append((cfg, run, req))
+            cases.append((cfg, run, req, ref))
     if not cases:  # no log: predict from the launch command alone
         cfg = server_config(tl)
         req = _request_from_config(cfg, [], tl)
         if req:
-            cases.append((cfg, [], req))
+            cases.append((cfg, [], req, None))
     host = host_picture(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
-    for cfg, run, req in cases:
+    for cfg, run, req, ref in cases:
         refused = [r for r in run if r.get("kind") == "hicache_insufficient" and r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
         if found:
-            findings.append(found)
+            findings.append(tag_run(found, ref))
         elif refused:
-            findings.append(_refusal(tl, cfg, refused, host, split, version))
+            findings.append(tag_run(_refusal(tl, cfg, refused, host, split, version), ref))
     return findings
 
 

@@ -18,7 +18,7 @@ import math
 
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, fmt_gib, make_finding, rank_of, server_config, sglang_runs
+from ._common import Row, attrs, fmt_gib, iter_runs, make_finding, rank_of, server_config, tag_run
 
 RAISE_MARGIN = 0.02  # above the minimum viable fraction, so a KV pool of useful size remains
 MAX_SENSIBLE_FRACTION = 0.95  # above this there is no headroom left for graphs and activations
@@ -45,7 +45,7 @@ def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, s
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
-    for run in sglang_runs(tl).values():
+    for ref, run in iter_runs(tl):
         hits = [r for r in run if r.get("kind") in ("not_enough_memory", "weights_no_kv_room")]
         load_oom = [r for r in run if r.get("kind") == "cuda_oom" and attrs(r).get("during") in ("weight_load", "load")]
         if not load_oom and not any(r.get("kind") in ("weight_load_end", "cuda_graph_end") for r in run):
@@ -80,7 +80,7 @@ def detect(tl: Timeline) -> list[Finding]:
             reasons.append("the minimum viable fraction is not in the log (no weight-load memory lines)")
         if load_oom and not hits:
             reasons.append("inferred from a CUDA OOM before the weights finished loading")
-        out.append(make_finding(
+        out.append(tag_run(make_finding(
             "SGL-GPU-004",
             summary=("The weights leave no GPU memory for the KV cache"
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
@@ -98,5 +98,5 @@ def detect(tl: Timeline) -> list[Finding]:
                      "corrected_mem_fraction_static": new if flags else None},
             flags=flags,
             actions=actions,
-        ))
+        ), ref))
     return out
