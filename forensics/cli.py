@@ -154,6 +154,8 @@ def report(
     """
     fmts = _parse_formats(formats)
     threshold = _severity_threshold(fail_on)
+    if output == "-" and len(fmts) != 1:
+        raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
     tl, doc = _analyse(inputs, tz, quiet)
     written = _write_report(tl, doc, output, fmts)
     if not quiet:
@@ -270,7 +272,9 @@ def main() -> None:
     from .inputs import InputError
 
     try:
-        app(standalone_mode=False)
+        # without standalone mode click returns the code of a typer.Exit raised in a command
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else EXIT_OK)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except Fail as e:
@@ -282,16 +286,13 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         _say("forensics: interrupted")
         sys.exit(130)
-    except Exception as e:  # click usage errors and anything unexpected: one line, no traceback
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
-            _say(f"forensics: usage error: {e.format_message()}")
-            if e.ctx is not None:
-                _say(f"Try '{e.ctx.command_path} --help'.")
-            sys.exit(EXIT_USAGE)
-        if isinstance(e, click.exceptions.ClickException):
-            _say(f"forensics: error: {e.format_message()}")
+    except Exception as e:  # click's usage errors (typer vendors click) and anything unexpected
+        format_message = getattr(e, "format_message", None)
+        if callable(format_message) and isinstance(getattr(e, "exit_code", None), int):
+            _say(f"forensics: usage error: {format_message()}")
+            ctx = getattr(e, "ctx", None)
+            if ctx is not None:
+                _say(f"Try '{ctx.command_path} --help'.")
             sys.exit(EXIT_USAGE)
         if os.environ.get("FORENSICS_DEBUG"):
             raise
