@@ -111,7 +111,27 @@ def _rules() -> list[_Rule]:
         # Python reprs and JSON: api_key='…', "hf_token": "…" (SGLang prints server_args this way)
         rules.append(_Rule("kwarg_secret", re.compile(
             word + rb"[\"']?[ \t]*[=:][ \t]*(?P<q>[\"'])(?P<v>[^\"'\n\x00]+)(?P=q)"), lower=True))
+    for word in (b"api-key", b"apikey", b"token", b"secret", b"password", b"passwd"):
+        # argv as a list: Python repr / JSON / compose ["--api-key", "X"], and YAML "- --api-key\n- X"
+        rules.append(_Rule("cli_secret", re.compile(
+            b"-" + word + rb"[\"'][ \t]*,[ \t\r\n]*(?P<q>[\"'])(?P<v>[^\"'\n\x00]+)(?P=q)"), lower=True, guard=_long_flag))
+        rules.append(_Rule("cli_secret", re.compile(
+            b"-" + word + rb"[\"']?[ \t]*\r?\n[ \t]*-[ \t]+(?!-)(?P<v>" + _VALUE + b")"), lower=True, guard=_long_flag))
+    for word in (b"password", b"passwd", b"secret", b"api_key", b"apikey"):
+        # unquoted lower-case key=value (config strings, query strings, audit lines); None/null are
+        # Python's and JSON's "unset", not a secret
+        rules.append(_Rule("kwarg_secret", re.compile(
+            word + rb"=(?!(?:none|null)\b)(?P<v>" + _VALUE + b")"), lower=True, guard=_not_after_alnum))
+    # Kubernetes env lists: "- name: HF_TOKEN" then "value: X" on the next line
+    rules.append(_Rule("env_secret", re.compile(
+        rb"name:[ \t]*[\"']?[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|_KEY|APIKEY)[\"']?[ \t]*\r?\n"
+        rb"[ \t]*value:[ \t]*(?P<v>" + _VALUE + b")")))
     return rules
+
+
+def _not_after_alnum(hay: bytes, start: int) -> bool:
+    """``db_password=`` counts, ``nopassword=`` does not: only a letter or digit may not precede."""
+    return start == 0 or not chr(hay[start - 1]).isalnum()
 
 
 _RULES = _rules()
