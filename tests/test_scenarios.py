@@ -9,7 +9,9 @@ and ``expected.json``:
 * ``flags`` — corrected flag values as ranges, e.g. ``{"--hicache-size": {"min": 40, "max": 52}}``;
 * ``gpus`` — GPUs a finding must name, e.g. ``{"SGL-GPU-005": [0, 2]}``;
 * ``consequences`` — ``{"symptom rule": "cause rule"}``;
-* ``confidence`` — ``{"rule": ["medium", "low"]}``, the confidences allowed.
+* ``confidence`` — ``{"rule": ["medium", "low"]}``, the confidences allowed;
+* ``runs`` — ``{"rule": 1}``: the server run (of a log holding several) the rule's finding is about;
+  a flag range may name the ``old`` value, which must come from that run's args.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def analyse(folder: Path):
 def test_scenario(folder: Path) -> None:
     exp = json.loads((folder / "expected.json").read_text(encoding="utf-8"))
     tl, findings, root = analyse(folder)
-    by_rule = {f.rule_id: f for f in findings}
+    by_rule: dict = {}
+    for f in findings:  # the same rule in several runs: the first is the incident run's
+        by_rule.setdefault(f.rule_id, f)
     fired = set(by_rule)
     report = "; ".join(f"{f.rule_id}/{f.severity}/{f.confidence}: {f.summary}" for f in findings)
 
@@ -71,8 +75,18 @@ def test_scenario(folder: Path) -> None:
         root_values = [float(c.new) for c in by_rule[root].remediation.flags if c.flag == flag] if root else []
         value = (root_values or values)[0]
         assert rng["min"] <= value <= rng["max"], f"{flag} = {value}, expected {rng}"
+        if "old" in rng:
+            olds = [c.old for c in (by_rule[root] if root else findings[0]).remediation.flags if c.flag == flag]
+            assert olds == [rng["old"]], (flag, olds)
     for rule, gpus in exp.get("gpus", {}).items():
         assert by_rule[rule].gpus == sorted(gpus), by_rule[rule].gpus
+    for rule, run in exp.get("runs", {}).items():
+        assert by_rule[rule].figures.get("run") == run, by_rule[rule].figures
+        started = str(by_rule[rule].figures.get("run_started"))
+        assert by_rule[rule].summary.startswith(f"Run {run} (started {started})"), by_rule[rule].summary
+        first = [r for r in tl.events.select("file", "line", "run").iter_rows(named=True)
+                 if f"{r['file']}:{r['line']}" == started]
+        assert first and all(r["run"] == run for r in first), (started, first)
     for symptom, cause in exp.get("consequences", {}).items():
         assert by_rule[symptom].consequence_of == cause
     for rule, allowed in exp.get("confidence", {}).items():

@@ -17,6 +17,7 @@ from forensics.model import SEVERITY_RANK, Finding, Timeline
 
 from . import (
     cuda_graph_headroom,
+    fatal_other,
     host_memory_not_reclaimed,
     kernel_oom_killer,
     kv_cache_capacity,
@@ -26,6 +27,7 @@ from . import (
     weights_do_not_fit,
     xid,
 )
+from ._common import iter_runs
 
 DETECTORS = (
     per_rank_overallocation,
@@ -53,6 +55,8 @@ CAUSE_PRIORITY = (
     "SGL-NCCL-002",
     "SGL-GPU-005",
     "SGL-HOST-003",
+    "SGL-HOST-005",
+    "SGL-RUN-001",
 )
 
 #: (cause rule, symptom rule) → how the symptom follows from the cause.
@@ -84,29 +88,62 @@ _link(("SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-GPU-004", "SGL-XID-001")
 _link(("SGL-GPU-005",), ("SGL-HOST-003",),
       "the same stuck processes that hold the GPU contexts hold their host memory (pinned pools)")
 _link(CAUSE_PRIORITY, ("SGL-XID-002",), "Xids from channels torn down when the processes were killed")
+_link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
+      "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
+_link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
+      "a scheduler was SIGKILLed and the others were left waiting or holding memory")
 
 
-def _sort_key(f: Finding) -> tuple[int, str]:
-    return SEVERITY_RANK[f.severity], f.rule_id
+def _run_of(f: Finding) -> str | None:
+    """The run a finding is about (its first line), or None for host-level findings and single-run logs."""
+    v = f.figures.get("run_started")
+    return str(v) if v is not None else None
 
 
-def link_consequences(findings: list[Finding]) -> None:
-    """Set ``consequence_of`` on symptoms whose cause fired too, and say how they follow."""
-    fired = {f.rule_id for f in findings}
+def incident_run(findings: list[Finding], tl: Timeline | None = None) -> str | None:
+    """The run that failed last: the latest run with a critical/high finding (None when no finding names a run)."""
+    failing = {_run_of(f) for f in findings if SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"]} - {None}
+    if not failing:
+        return None
+    order: dict[str, tuple] = {}
+    if tl is not None:
+        order = {ref.started: ref.order() for ref, _ in iter_runs(tl)}
+    # without the timeline, the run's number in the figures orders runs of one file
+    index = {_run_of(f): f.figures.get("run", 0) for f in findings if _run_of(f)}
+    return max(failing, key=lambda r: order.get(r, (float("-inf"), index.get(r, 0), r, 0)))
+
+
+def _sort_key(f: Finding, incident: str | None = None) -> tuple[int, str, int]:
+    # same rule in several runs: the incident's finding first, so it is the one ``root_cause`` names
+    return SEVERITY_RANK[f.severity], f.rule_id, 0 if _run_of(f) in (None, incident) else 1
+
+
+def _same_run(a: Finding, b: Finding) -> bool:
+    return _run_of(a) is None or _run_of(b) is None or _run_of(a) == _run_of(b)
+
+
+def link_consequences(findings: list[Finding], incident: str | None = None) -> None:
+    """Set ``consequence_of`` on symptoms whose cause fired too, and say how they follow.
+
+    A cause and its symptom belong to the same run (or one of them is host-level). A host-level symptom
+    (a stranded GPU, an OOM kill) links to a cause of the incident run first, then of earlier runs.
+    """
+    order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
     for f in findings:
-        for cause in CAUSE_PRIORITY:
-            if cause == f.rule_id or cause not in fired:
-                continue
-            why = FOLLOWS.get((cause, f.rule_id))
-            if why:
-                f.consequence_of = cause
-                f.summary = f"{f.summary} Follows from {cause}: {why}."
-                break
+        causes = [c for c in findings if c is not f and c.rule_id in order and c.rule_id != f.rule_id
+                  and (c.rule_id, f.rule_id) in FOLLOWS and _same_run(c, f)]
+        if not causes:
+            continue
+        cause = min(causes, key=lambda c: (_run_of(c) not in (None, incident), order[c.rule_id]))
+        f.consequence_of = cause.rule_id
+        f.summary = f"{f.summary} Follows from {cause.rule_id}: {FOLLOWS[(cause.rule_id, f.rule_id)]}."
 
 
-def pick_root_cause(findings: list[Finding]) -> str | None:
-    """The most fundamental critical/high finding that is nobody's consequence."""
+def pick_root_cause(findings: list[Finding], incident: str | None = None) -> str | None:
+    """The most fundamental critical/high finding that is nobody's consequence, from the run that failed last."""
     candidates = [f for f in findings if f.consequence_of is None and SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"]]
+    in_incident = [f for f in candidates if _run_of(f) in (None, incident)]
+    candidates = in_incident or candidates
     if not candidates:
         return None
     order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
@@ -115,10 +152,16 @@ def pick_root_cause(findings: list[Finding]) -> str | None:
 
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
-    """Every finding, sorted by severity then rule id, and the root cause's rule id (or None)."""
+    """Every finding, sorted by severity then rule id, and the root cause's rule id (or None).
+
+    Runs of one log stay apart: findings name their run, the root cause comes from the run that failed
+    last, and earlier runs' findings stay as context.
+    """
     findings: list[Finding] = []
     for det in DETECTORS:
         findings.extend(det.detect(tl))
-    findings.sort(key=_sort_key)
-    link_consequences(findings)
-    return findings, pick_root_cause(findings)
+    findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
+    incident = incident_run(findings, tl)
+    findings.sort(key=lambda f: _sort_key(f, incident))
+    link_consequences(findings, incident)
+    return findings, pick_root_cause(findings, incident)

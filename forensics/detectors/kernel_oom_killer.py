@@ -15,9 +15,24 @@ False
 
 from __future__ import annotations
 
+import polars as pl
+
 from forensics.model import Finding, Timeline
 
-from ._common import attrs, fmt_gib, is_sglang_process, make_finding, rows
+from ._common import (
+    attrs,
+    before,
+    fmt_gib,
+    is_sglang_process,
+    iter_runs,
+    kill_commands,
+    make_finding,
+    rank_of,
+    rows,
+    tag_run,
+)
+
+SIGKILL_CODES = (-9, 137)  # multiprocessing's -signal, and a shell's 128 + 9
 
 
 def victim_is_sglang(comm: str | None, args: str | None) -> bool:
@@ -31,7 +46,7 @@ def _args_by_pid(tl: Timeline) -> dict[int, str]:
 def detect(tl: Timeline) -> list[Finding]:
     kills = rows(tl, "oom_kill")
     if not kills:
-        return []
+        return _sigkilled_without_kernel_log(tl)
     args = _args_by_pid(tl)
     victims = []
     for r in kills:
@@ -64,3 +79,41 @@ def detect(tl: Timeline) -> list[Finding]:
                  "victim_rss_bytes": rss, "victim_shmem_rss_bytes": shmem, "constraints": memcg},
         actions=actions,
     )]
+
+
+def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
+    """SGL-HOST-005: a scheduler SIGKILLed (exit -9) and no kernel log to tell who killed it.
+
+    Not when the input has a kernel log (it would show the OOM kill: someone else sent the signal) or a
+    ``kill -9``/``pkill`` typed before the death (the operator did).
+    """
+    ev = tl.events
+    if "source" in ev.columns and not ev.filter(pl.col("source") == "kernel").is_empty():
+        return []
+    kills = kill_commands(tl)
+    out = []
+    for ref, run in iter_runs(tl):
+        dead = [r for r in run if r.get("kind") in ("rank_dead", "subprocess_crashed") and r.get("code") in SIGKILL_CODES
+                and not (r.get("text") or "").lstrip().startswith("#")]
+        dead = [r for r in dead if not any(before(k.as_row(), r) for k in kills)]
+        if not dead:
+            continue
+        first = dead[0]
+        ranks = [x for x in (rank_of(r) for r in dead) if x is not None]
+        out.append(tag_run(make_finding(
+            "SGL-HOST-005",
+            summary=(f"A scheduler{f' (rank {ranks[0]})' if ranks else ''} was killed by SIGKILL (exit code "
+                     f"{first['code']}) without a Python traceback: most often the kernel OOM killer (host RAM or a "
+                     "container memory limit ran out). The input has no kernel log to confirm it."),
+            evidence=dead[:4],
+            confidence="low",
+            confidence_reason="no kernel log (dmesg/journal) in the input: the OOM kill is inferred from exit code -9; "
+                              "`kill -9` or the container runtime give the same code",
+            ranks=ranks,
+            figures={"exit_code": first["code"], "dead_ranks": ranks or None},
+            actions=["Confirm in the kernel log of the same minutes: `dmesg -T | grep -iE 'killed process|oom'` or "
+                     "`journalctl -k --since …`; in a container also `docker inspect -f '{{.State.OOMKilled}}' <ctr>`.",
+                     "If it was the OOM killer: find what filled host memory (HiCache pools per rank: SGL-HOST-001; "
+                     "model loading into host RAM; other tenants) and size it, or raise the container's memory limit."],
+        ), ref))
+    return out
