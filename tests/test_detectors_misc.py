@@ -73,7 +73,7 @@ def test_findings_document_is_byte_stable_and_schema_shaped():
 
 
 KINDS = [*SGLANG_KINDS, "host_memory", "gpu_memory", "gpu_process", "gpu_process_none", "oom_kill", "xid_never",
-         "process", "command", "launch_command", "nccl_watchdog", "version"]
+         "process", "command", "launch_command", "nccl_watchdog", "version", "xid", "gpu_fallen_off_bus"]
 NUM = st.one_of(st.none(), st.integers(min_value=-(2**40), max_value=2**45))
 
 
@@ -84,13 +84,14 @@ def event_rows(draw):
         rows.append({
             "kind": draw(st.sampled_from(KINDS)), "line": i + 1, "file": draw(st.sampled_from(["a.log", "b.txt"])),
             "bytes": draw(NUM), "avail_bytes": draw(NUM), "used_bytes": draw(NUM), "total_bytes": draw(NUM),
-            "tokens": draw(NUM), "count": draw(NUM), "gpu": draw(st.one_of(st.none(), st.integers(0, 7))),
+            "tokens": draw(NUM), "count": draw(NUM), "run": draw(st.one_of(st.none(), st.integers(0, 2))),
+            "code": draw(st.one_of(st.none(), st.sampled_from([-9, 79, 45, 137]))), "gpu": draw(st.one_of(st.none(), st.integers(0, 7))),
             "ratio": draw(st.one_of(st.none(), st.floats(-1, 2, allow_nan=False))),
             "rank": draw(st.one_of(st.none(), st.sampled_from(["TP0", "TP3", "DP1 TP3"]))),
             "text": draw(st.text(max_size=40)),
             "attrs": draw(st.sampled_from(['{"args": {"tp_size": 0, "mem_fraction_static": "x"}}', "not json", "[]",
                                            '{"flags": {"--hicache-size": "300", "--enable-hierarchical-cache": true}}',
-                                           '{"state": "D"}', None])),
+                                           '{"state": "D"}', '{"pci_bus_id": "0000:9B:00.0"}', None])),
         })
     return rows
 

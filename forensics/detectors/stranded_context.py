@@ -43,16 +43,16 @@ def held_threshold(total: int | None) -> float:
 
 
 ESCALATION = [
-    "1. `fuser -v /dev/nvidia*` then `fuser -k -9 /dev/nvidia*` — when fuser lists processes still holding the "
+    "`fuser -v /dev/nvidia*` then `fuser -k -9 /dev/nvidia*` — when fuser lists processes still holding the "
     "device files (survivors of the kill).",
-    "2. Look for processes stuck in uninterruptible sleep or zombies: `ps -eo pid,ppid,stat,comm | awk '$3 ~ /D|Z/'` "
+    "Look for processes stuck in uninterruptible sleep or zombies: `ps -eo pid,ppid,stat,comm | awk '$3 ~ /D|Z/'` "
     "— a D-state scheduler is usually unpinning a large host pool; wait for it or kill its parent; a zombie needs "
     "its parent reaped.",
-    "3. `nvidia-smi --gpu-reset -i N` for each held GPU — only when no process uses it (bare metal, no MIG/"
+    "`nvidia-smi --gpu-reset -i N` for each held GPU — only when no process uses it (bare metal, no MIG/"
     "persistence holder); it fails while a context is alive.",
-    "4. In a container: kill from the host or hypervisor — `docker kill <ctr>`, `pct exec <id> -- pkill -9 -f sglang` "
+    "In a container: kill from the host or hypervisor — `docker kill <ctr>`, `pct exec <id> -- pkill -9 -f sglang` "
     "or stop the container; processes inside cannot always be reached from inside.",
-    "5. Reboot the host (or the VM) when D-state processes never exit.",
+    "Reboot the host (or the VM) when D-state processes never exit.",
 ]
 
 
