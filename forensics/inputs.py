@@ -27,6 +27,8 @@ MAX_TOTAL_BYTES = 32 << 30
 #: Decompressed/compressed ratio above which a large archive is treated as a bomb.
 MAX_RATIO = 200
 RATIO_CHECK_AFTER = 256 << 20
+#: Regular files above this size are streamed in chunks instead of read whole.
+STREAM_BYTES = 64 << 20
 #: Files this many times larger than any sane log are refused outright in directories too.
 MAX_FILES = 100_000
 
@@ -45,6 +47,47 @@ class InputFile:
     data: bytes
     origin: str  # the INPUT argument it came from
     mtime: float | None = None
+    #: a regular file over STREAM_BYTES is not read here: ``data`` stays empty and readers stream ``path``
+    path: Path | None = None
+    size: int | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return self.path is not None
+
+    @property
+    def nbytes(self) -> int:
+        return self.size if self.size is not None else len(self.data)
+
+    def head(self, n: int) -> bytes:
+        if self.path is None:
+            return self.data[:n]
+        with open(self.path, "rb") as fh:
+            return fh.read(n)
+
+    def chunks(self, size: int = 32 << 20) -> Iterator[bytes]:
+        """The content in pieces of about ``size`` bytes, each ending at a line end (but the last)."""
+        if self.path is None:
+            yield self.data
+            return
+        carry = b""
+        try:
+            with open(self.path, "rb") as fh:
+                while True:
+                    block = fh.read(size)
+                    if not block:
+                        break
+                    block = carry + block
+                    cut = block.rfind(b"\n") + 1
+                    if cut == 0:
+                        carry = block
+                        continue
+                    carry = block[cut:]
+                    yield block[:cut]
+        except OSError as e:
+            raise InputError(f"{self.path}: unreadable ({_why(e)})") from None
+        if carry:
+            yield carry
 
 
 @dataclass
@@ -225,6 +268,10 @@ def read_directory(root: Path) -> tuple[list[InputFile], list[str]]:
                 files.extend(sub)
                 skipped.extend(sub_skipped)
                 continue
+            if st.st_size > STREAM_BYTES:
+                files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
+                                       size=st.st_size))
+                continue
             try:
                 data = p.read_bytes()
             except OSError as e:
@@ -252,6 +299,10 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
             files, skipped = read_archive(p)
             _strip_common_top(files)
             prefix = f"{p.name}/" if multi else ""
+        elif p.stat().st_size > STREAM_BYTES and p.name != "manifest.json":
+            st = p.stat()
+            files, skipped, prefix = [InputFile(name=p.name, data=b"", origin=str(arg), mtime=st.st_mtime, path=p,
+                                                size=st.st_size)], [], ""
         else:
             try:
                 data = p.read_bytes()
@@ -299,6 +350,11 @@ def _load_manifest(f: InputFile, arg) -> dict | None:
 
 
 def iter_text(files: list[InputFile]) -> Iterator[tuple[InputFile, str]]:
-    """Decode each file for the parsers: UTF-8 with replacement, never an exception."""
+    """Decode each file for the parsers: UTF-8 with replacement, never an exception.
+
+    Streamed files are read whole here; the timeline streams them itself where their parser can."""
     for f in files:
+        if f.streamed:
+            yield f, b"".join(f.chunks()).decode("utf-8", errors="replace")
+            continue
         yield f, f.data.decode("utf-8", errors="replace")
