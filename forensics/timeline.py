@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from .inputs import InputError, InputFile, iter_text, read_inputs
 from .model import Artifact, Facts, Timeline
 
 Progress = Callable[[str], None]
+#: Big files are parsed this much at a time (cut at a line end).
+CHUNK_BYTES = 32 << 20
 
 
 @dataclass
@@ -59,10 +62,47 @@ def _count_lines(text: str) -> int:
 
 
 def _run_parser(fmt: str, text: str, name: str, command: str | None) -> ParseResult:
+    if fmt == "sglang" and len(text) > 1 << 20:  # same result, column-wise for the bulk lines
+        from parsers import sglang_fast
+
+        return sglang_fast.parse(text, name, command)
     mod = registry.get(fmt)
     if mod is None:
         raise NotThisFormat(f"no parser named {fmt}")
     return mod.parse(text, name, command)
+
+
+def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None
+                   ) -> tuple[list[pl.DataFrame], ParseResult] | None:
+    """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk; None if it is not."""
+    from parsers import sglang_fast
+
+    fmt = art.get("format") if art else None
+    if not (fmt and registry.get(fmt) is not None):
+        head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
+        fmt, _score = registry.best_format(head)
+    if fmt != "sglang":
+        return None
+    st = sglang_fast.Stream(f.name)
+    frames: list[pl.DataFrame] = []
+    done, t0, said = 0, time.monotonic(), time.monotonic()
+    for chunk in f.chunks(CHUNK_BYTES):
+        fr = st.feed(chunk)
+        if fr.height:
+            frames.append(fr)
+        done += len(chunk)
+        now = time.monotonic()
+        if progress and now - said >= 2:
+            said = now
+            rate = done / max(now - t0, 1e-9) / (1 << 20)
+            progress(f"  {f.name}: {done / (1 << 20):,.0f} of {f.nbytes / (1 << 20):,.0f} MiB ({rate:,.0f} MiB/s)")
+    try:
+        last, res = st.finish()
+    except NotThisFormat:
+        return None
+    if last.height:
+        frames.append(last)
+    return frames, res
 
 
 def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
@@ -216,23 +256,43 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
-    for f, text in iter_text(inp.files):
+    for f in inp.files:
         art = arts_by_path.get(f.name)
-        n_lines = _count_lines(text)
-        artifact = Artifact(path=f.name, format=None, bytes=len(f.data), lines=n_lines,
+        artifact = Artifact(path=f.name, format=None, bytes=f.nbytes, lines=0,
                             timed_out=bool(art and art.get("timed_out")),
                             truncated=bool(art and art.get("truncated")),
                             rc=art.get("rc") if art else None, error=art.get("error") if art else None)
         artifacts.append(artifact)
-        if _is_binary(f.data):
+        text = None if f.streamed else next(iter_text([f]))[1]
+        if text is not None:
+            artifact.lines = _count_lines(text)
+        if _is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0})
             continue
         if progress:
-            progress(f"reading {f.name} ({len(f.data):,} bytes)")
+            progress(f"reading {f.name} ({f.nbytes:,} bytes)")
+        capture = _parse_dt(art.get("started")) if art else None
+        streamed = _stream_sglang(f, art, progress) if f.streamed else None
+        if streamed is not None:
+            s_frames, res = streamed
+            artifact.format = "sglang"
+            artifact.lines = res.lines
+            notes.extend(res.notes)
+            snap = art.get("snapshot") if art else None
+            frames.extend(_resolve_time(_shift(fr, 1, snap), facts, tz, capture) for fr in s_frames)
+            if res.unrecognized_examples:
+                unrec[f.name] = sorted(res.unrecognized_examples)[:20]
+            coverage.append({"file": f.name, "format": "sglang", "lines": res.lines,
+                             "recognized": min(res.recognized, res.lines),
+                             "unrecognized": res.lines - min(res.recognized, res.lines)})
+            continue
+        if text is None:
+            text = next(iter_text([f]))[1]
+        n_lines = _count_lines(text)
+        artifact.lines = n_lines
         pieces, label = _parse_file(f, text, art)
         artifact.format = label
-        capture = _parse_dt(art.get("started")) if art else None
         recognized = 0
         examples: list[tuple[int, str]] = []
         for piece in pieces:
@@ -253,6 +313,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
             unrec[f.name] = sorted(examples)[:20]
         coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
                          "unrecognized": n_lines - recognized})
+        del text
     events = pl.concat(frames, how="vertical") if frames else empty_frame()
     if facts.host:
         events = events.with_columns(pl.col("host").fill_null(facts.host))
