@@ -763,12 +763,13 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
 
 def _findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
     ids = {f.get("rule_id") for f in doc.get("findings") or []}
+    root = root_finding(doc)  # one finding, even when its rule fired in several server runs
     out = []
     for f in ordered_findings(doc):
         out.append({
             "f": f,
             "rule": rule_info(catalog, str(f.get("rule_id"))),
-            "is_root": f.get("rule_id") == doc.get("root_cause"),
+            "is_root": f is root,
             "consequence_known": f.get("consequence_of") in ids,
             "followers": [g.get("rule_id") for g in ordered_findings(doc) if g.get("consequence_of") == f.get("rule_id")],
         })
