@@ -137,9 +137,7 @@ def test_unsafe_members_are_refused_end_to_end(sandbox, members, needles):
 @pytest.mark.parametrize("members,needles", [
     ([_file("b/ok.log"), _file("../../pwned.log")], ["'..'"]),
     ([_file("b/ok.log"), _special("b/etc", tarfile.SYMTYPE, "/etc"), _file("b/etc/pwned")], ["symlink pointing"]),
-    ([_file("b/ok.log"), _special("b/h", tarfile.LNKTYPE, "../../etc/shadow")], ["hardlink pointing outside"]),
-    ([_file("b/ok.log"), _special("b/pipe", tarfile.FIFOTYPE)], ["device or FIFO"]),
-], ids=["dotdot", "symlink", "hardlink", "fifo"])
+], ids=["dotdot", "symlink"])
 def test_unsafe_members_in_other_containers(sandbox, members, needles, compress):
     _refuse_unsafe(sandbox, members, needles, compress)
 
@@ -259,7 +257,7 @@ def _good_tar() -> bytes:
 
 # Cuts inside the member data. (Cutting only a plain tar's trailing zero padding loses nothing and
 # is read as complete, which is right.)
-@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.5, 0.9])
+@pytest.mark.parametrize("fraction", [0.01, 0.5])
 @pytest.mark.parametrize("suffix", ["tar.gz", "tar.zst", "tar"])
 def test_truncated_archives(sandbox, suffix, fraction):
     raw = _good_tar()
@@ -350,7 +348,7 @@ def test_fifo_or_device_as_input_is_refused_promptly(sandbox, kind):
         target = Path("/dev/zero")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-m", "forensics.cli", "report", str(target), "-o", str(sandbox / "out")],
-                          capture_output=True, text=True, cwd=sandbox, env=env, timeout=8, preexec_fn=_limit_memory)
+                          capture_output=True, text=True, cwd=sandbox, env=env, timeout=6, preexec_fn=_limit_memory)
     assert proc.returncode == 3 and len(proc.stderr.strip().splitlines()) == 1
     assert "MemoryError" not in proc.stderr  # refused, not read until memory ran out
     assert not (sandbox / "out").exists()
