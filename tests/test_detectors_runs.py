@@ -160,3 +160,19 @@ def test_report_shows_the_run_and_marks_one_root():
     assert f"Run 1 (started {LOG}:20)" in md and "`SGL-GPU-001` (run 0)" in md
     view = _findings_view(doc, rules.load_catalog())
     assert [v["f"]["figures"].get("run") for v in view if v["is_root"]] == [1]
+
+
+def test_confidence_below_high_always_says_why_and_high_has_no_caveat():
+    """Partial evidence lowers the confidence with a reason, the same way in every rule."""
+    from test_real_logs_findings import _real_files
+    from test_scenarios import SCENARIOS, analyse, scenario_dirs
+
+    from forensics.timeline import build_timeline
+
+    results = [(d.name, analyse(d)[1]) for d in scenario_dirs()]
+    results += [(p.name, run_all(build_timeline([p]))[0]) for p in _real_files()]
+    assert results and SCENARIOS.is_dir()
+    for name, findings in results:
+        for f in findings:
+            assert (f.confidence == "high") == (not f.confidence_reason), (name, f.rule_id, f.confidence,
+                                                                           f.confidence_reason)

@@ -81,12 +81,16 @@ def _detect_run(hits: list[Row], cfg: ServerConfig) -> list[Finding]:
                        + ": one rank stopped joining collectives (crash, hang or hardware fault).")
             actions = ["Find the first rank that failed (its traceback, an OOM kill, an Xid) and fix that; py-spy dump a "
                        "hung rank. --watchdog-timeout only changes how long the others wait."]
+        reasons = [m for m, bad in (("the timeout lines do not name their rank", not ranks),
+                                    ("the world size is unknown (no server_args or launch command): the rank that "
+                                     "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None))
+                   if bad]
         out.append(make_finding(
             rule_id,
             summary=summary,
             evidence=group,
-            confidence="high" if ranks else "medium",
-            confidence_reason=None if ranks else "the timeout lines do not name their rank",
+            confidence="high" if not reasons else "medium" if len(reasons) == 1 else "low",
+            confidence_reason="; ".join(reasons) or None,
             ranks=ranks,
             figures={"seq_nums": seqs, "op_types": ops, "reporting_ranks": ranks, "silent_ranks": silent,
                      "timeout_s": max((float(attrs(r).get("timeout_s") or 0) for r in group), default=None) or None},

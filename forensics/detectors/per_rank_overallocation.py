@@ -275,8 +275,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         reasons.append("no host snapshot before the launch: the baseline is assumed")
     if only_if_pow2:
         reasons.append(f"fits unless SGLang is 0.4.5–0.5.4 (version {version})")
-    gaps = (req.source != "log") + (host.total is None)
-    confidence = "low" if only_if_pow2 or gaps == 2 else ("medium" if gaps else "high")
+    gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None)
+    confidence = "low" if only_if_pow2 or gaps >= 2 else ("medium" if gaps else "high")
     severity = "medium" if only_if_pow2 else None
     consequence_rows = [r for r in run if r.get("kind") in ("rank_dead", "sigquit", "hicache_insufficient")]
     summary = (

@@ -146,7 +146,8 @@ def detect(tl: Timeline) -> list[Finding]:
     if not owner_info:
         reasons.append("no process list from nvidia-smi: owners not checked")
     kill = end is not None and end.get("kind") == "command"
-    confidence = "high" if kill and (clean or owner_info) else ("medium" if len(reasons) <= 1 else "low")
+    # high only with a kill and the owners checked; an asymmetric picture after a kill without owners is medium
+    confidence = "high" if kill and not reasons else ("medium" if len(reasons) <= 1 or (kill and clean) else "low")
     per_gpu = {str(int(r["gpu"])): int(r["used_bytes"]) for r in held}
     summary = (
         f"GPU{'s' if len(held_gpus) > 1 else ''} {', '.join(map(str, held_gpus))} still "
