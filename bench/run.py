@@ -156,11 +156,15 @@ def files_of(d: Path) -> list[str]:
 
 def timed(argv: list[str]) -> tuple[float, int, int]:
     """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    # stdout and stderr go to files: GNU grep stops at the first match when stdout is /dev/null, and a
+    # pipe nobody reads while we wait could fill up
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errf:
+        t = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=out, stderr=errf)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
     rc = os.waitstatus_to_exitcode(status)
     if rc not in (0, 1):
         print(f"  ! {' '.join(argv[:3])} … exited {rc}: {err.strip().splitlines()[-1:] }", file=sys.stderr)
