@@ -186,12 +186,8 @@ def read_archive(path: Path) -> tuple[list[InputFile], list[str]]:
             if member.size > MAX_MEMBER_BYTES:
                 raise InputError(f"{arch}: refusing member {member.name!r}: declares {member.size} bytes, over the {MAX_MEMBER_BYTES >> 30} GiB cap")
             fobj = tf.extractfile(member)
-            data = _read_capped(fobj, member.size, arch, member.name) if fobj else b""
+            data = _read_capped(fobj, member.size, arch, member.name, total, counter) if fobj else b""
             total += len(data)
-            if total > MAX_TOTAL_BYTES:
-                raise InputError(f"{arch}: refusing archive: expands past {MAX_TOTAL_BYTES >> 30} GiB")
-            if total > RATIO_CHECK_AFTER and counter.count and total / counter.count > MAX_RATIO:
-                raise InputError(f"{arch}: refusing archive: expands {total // max(counter.count, 1)}× (decompression bomb?)")
             files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime)))
         if members_seen == 0:
             raise InputError(f"{arch}: empty archive: nothing to read")
@@ -206,7 +202,16 @@ def read_archive(path: Path) -> tuple[list[InputFile], list[str]]:
     return files, skipped
 
 
-def _read_capped(fobj, declared: int, arch: str, member: str) -> bytes:
+def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:
+    """Stop a decompression bomb while it expands, not after it has filled memory."""
+    if total > MAX_TOTAL_BYTES:
+        raise InputError(f"{arch}: refusing archive: expands past {MAX_TOTAL_BYTES >> 30} GiB")
+    if total > RATIO_CHECK_AFTER and counter.count and total / counter.count > MAX_RATIO:
+        raise InputError(f"{arch}: refusing archive: expands {total // max(counter.count, 1)}× (decompression bomb?)")
+
+
+def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader) -> bytes:
+    """Read one member in 1 MiB steps, checking the size and ratio caps after every step."""
     chunks = []
     got = 0
     while True:
@@ -216,6 +221,7 @@ def _read_capped(fobj, declared: int, arch: str, member: str) -> bytes:
         got += len(chunk)
         if got > MAX_MEMBER_BYTES:
             raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
+        _check_expansion(before + got, counter, arch)
         chunks.append(chunk)
     if got < declared:
         raise InputError(f"{arch}: archive is truncated inside member {member!r}")
@@ -290,8 +296,15 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
     multi = len(paths) > 1
     for arg in paths:
         p = Path(arg)
-        if not p.exists():
-            raise InputError(f"{arg}: no such file or directory")
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            raise InputError(f"{arg}: no such file or directory") from None
+        except OSError as e:
+            raise InputError(f"{arg}: unreadable ({_why(e)})") from None
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            # a FIFO would block the read forever, /dev/zero never ends: only files and folders
+            raise InputError(f"{arg}: not a regular file or directory (device, FIFO or socket)")
         if p.is_dir():
             files, skipped = read_directory(p)
             prefix = f"{p.name}/" if multi else ""

@@ -233,9 +233,6 @@ def _peak_rss_of(cmd: list[str], cwd: Path, env: dict) -> tuple[subprocess.Compl
     return proc, int(proc.stdout.strip() or 0)
 
 
-@pytest.mark.xfail(strict=True, reason="forensics/inputs.py bug: _read_capped reads a whole member into memory "
-                   "before the ratio cap is checked, so one 600 MiB member of zeros (a few KB compressed) costs "
-                   "1.2 GiB of RAM (chunks + join); an 8 GiB member would be read whole before refusal")
 def test_single_member_bomb_is_stopped_while_streaming(sandbox):
     evil = sandbox / "bomb.tar.zst"
     evil.write_bytes(_zstd_bomb(members=1, member_bytes=600 << 20))
@@ -335,10 +332,6 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a bug here must not take the runner down
 
 
-@pytest.mark.xfail(strict=True, raises=(AssertionError, subprocess.TimeoutExpired),
-                   reason="forensics/inputs.py bug: a FIFO or character device given directly as INPUT is opened "
-                   "and read (FIFO: _looks_like_archive blocks forever; /dev/zero: read_bytes reads until memory "
-                   "runs out) instead of being refused as not a regular file")
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_fifo_or_device_as_input_is_refused_promptly(sandbox, kind):
     if kind == "fifo":
