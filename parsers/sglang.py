@@ -1162,6 +1162,8 @@ class _Scanner:
             return self._continue(s, lineno)
         if _PY_WARNING.match(s):
             return FOREIGN
+        if s.startswith("# "):
+            return UNKNOWN  # a shell/markdown comment quoting a message is not that message
         base["attrs"] = attrs
         st = self._record(seg, s, base, lineno, bare=True)
         if st == UNKNOWN and rec is not None and self.rec is rec and rec.row["kind"] == "log" \

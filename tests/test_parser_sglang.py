@@ -642,3 +642,12 @@ def test_oom_during_weight_load_and_phase_fallback():
     ooms = [r for r in rows(text) if r["kind"] == "cuda_oom"]
     assert [(r["line"], r["attrs"]["during"], r["bytes"]) for r in ooms] == [
         (5, "weight_load", gib(3.0)), (7, "graph_capture", mib(64))]
+
+
+def test_comment_line_quoting_a_failure_is_not_that_failure():
+    text = ("# what: TP1 could finish the model loading, but there are other ranks that didn't finish loading\n"
+            "[2025-03-17 17:15:55 TP1] Load weight end. type=X, dtype=torch.bfloat16, avail mem=20.00 GB, "
+            "mem usage=60.00 GB.\n")
+    res = sglang.parse(text, "x.log")
+    assert res.events["kind"].to_list() == ["weight_load_end"]
+    assert res.unrecognized == 1 and res.unrecognized_examples[0][0] == 1
