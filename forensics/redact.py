@@ -278,3 +278,49 @@ def chain(*steps: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
         return data
 
     return run
+
+
+# ----------------------------------------------------------------------------------------------
+# Event frames: the report redacts what it reads, so a raw log handed to `report` leaks nothing
+
+#: A cheap superset of every rule's trigger (case-insensitive). Rows that don't match it cannot
+#: hold a secret the rules would find, so only the few that do go through the byte rules.
+FRAME_PREFILTER = (
+    r"(?i)hf_|sk-|akia|asia|bearer|://[^\s/@]*:[^\s/@]*@|api.?key|-token|token=|token['\"]?\s*[=:]\s*['\"]"
+    r"|secret|passw|aws_|_key"
+)
+
+
+def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
+    """Redact string columns of a polars frame; returns the frame and the counts per kind.
+
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"text": ["Decode batch, #token: 12, token usage: 0.50", "--api-key s3cret"],
+    ...                    "attrs": [None, '{"args": {"api_key": "s3cret"}}']})
+    >>> out, counts = redact_frame(df)
+    >>> out["text"].to_list()
+    ['Decode batch, #token: 12, token usage: 0.50', '--api-key [REDACTED:cli_secret]']
+    >>> out["attrs"].to_list()[1]
+    '{"args": {"api_key": "[REDACTED:kwarg_secret]"}}'
+    >>> sum(counts.values())
+    2
+    """
+    import polars as pl
+
+    counts: Counter[str] = Counter()
+    updates = []
+    for name in columns:
+        if name not in frame.columns or frame.height == 0:
+            continue
+        col = frame.get_column(name)
+        hits = col.str.contains(FRAME_PREFILTER).fill_null(False)
+        idx = hits.arg_true()
+        if idx.len() == 0:
+            continue
+        new_values = []
+        for value in col.gather(idx).to_list():
+            red, c = redact_text(value)
+            counts.update(c)
+            new_values.append(red)
+        updates.append(col.scatter(idx, pl.Series(new_values, dtype=pl.Utf8)))
+    return (frame.with_columns(updates) if updates else frame), counts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from forensics.redact import Obfuscator, marker, redact_bytes, redact_text
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
+API = "launch-" + "s3cret-42"
 SK = "sk-" + "abcdefghijklmnopqrstuvwxyzABCD1234"
 SK_PROJ = "sk-proj-" + "Abc123_def456-GHI789jkl012MNO345"
 AKIA = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -151,3 +153,40 @@ def test_megabyte_lines_stay_linear(unit):
     out, _ = redact_bytes(data)
     assert time.monotonic() - t0 < 5
     assert out.count(b"\n") == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Frames: the prefilter must never hide a line the rules would redact
+
+_FRAGMENTS = ["hf_", "Q7xK2mZpL9vR4tYwB8nC3dF6gH1jS5aE0u", "sk-proj-", "AKIA", "Z7Q2M5X8N3L6P9R4", "Bearer ",
+              "Authorization: ", "--api-key", "=", " ", "'", '"', "api_key", "HF_TOKEN", "password", "secret",
+              "http://bob:", "pw@host", "aws_secret_access_key", ": ", "token", "_KEY", "\n", "- name: A_TOKEN",
+              "value: ", "x1y2z3w4v5u6t7s8", "#token: 12", "token usage: 0.5", "--hf-token", ",", "[", "]"]
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=12).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_frame_prefilter_is_a_superset_of_the_rules(text):
+    import re as _re
+
+    from forensics.redact import FRAME_PREFILTER
+
+    red, counts = redact_text(text)
+    if counts:
+        assert _re.search(FRAME_PREFILTER.replace("(?i)", ""), text, _re.IGNORECASE), text
+
+
+def test_redact_frame_changes_only_secret_rows():
+    import polars as pl
+
+    from forensics.redact import redact_frame
+
+    rows = ["[2025-11-20 11:02:41 TP0] Decode batch, #running-req: 41, #token: 199472, token usage: 0.90",
+            f"[2025-11-20 09:14:02] server_args=ServerArgs(model_path='/m', api_key='{API}', tp_size=8)",
+            f"python3 -m sglang.launch_server --api-key {API} --hf-token {HF}"]
+    df = pl.DataFrame({"text": rows, "attrs": [None, json.dumps({"args": {"api_key": API}}), None]})
+    out, counts = redact_frame(df)
+    assert out["text"][0] == rows[0]
+    assert all(API not in (v or "") and HF not in (v or "") for v in out["text"].to_list() + out["attrs"].to_list())
+    assert json.loads(out["attrs"][1])["args"]["api_key"].startswith("[REDACTED:")
+    assert sum(counts.values()) == 4
