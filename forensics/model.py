@@ -69,6 +69,16 @@ class Timeline:
     coverage: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[Artifact] = field(default_factory=list)
     unrecognized_examples: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    #: exact rows per kind in the whole timeline (``events`` may hold fewer of the bulk kinds, see below)
+    kind_counts: dict[str, int] = field(default_factory=dict)
+    #: when set, the complete timeline.parquet already written (a big input was streamed to it) and
+    #: ``events`` keeps every non-bulk row but only a min/max-preserving sample of the batch/access rows
+    parquet_path: str | None = None
+
+    @property
+    def n_events(self) -> int:
+        """Rows in the whole timeline (``events.height`` unless bulk rows were sampled)."""
+        return sum(self.kind_counts.values()) if self.parquet_path else self.events.height
 
     def of_kind(self, *kinds: str) -> pl.DataFrame:
         """Rows of the given kinds, in timeline order."""

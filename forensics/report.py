@@ -916,7 +916,11 @@ def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set
     written = []
     for fmt in wanted:
         target = _target(out_dir, OUTPUT_FILES[fmt])
-        if fmt == "parquet":
+        if fmt == "parquet" and tl.parquet_path:  # a big input: every row was streamed there already
+            from forensics.timeline import place_parquet
+
+            place_parquet(tl.parquet_path, target)
+        elif fmt == "parquet":
             frame: pl.DataFrame = tl.events
             _write_atomic(target, lambda p, fr=frame: fr.write_parquet(p, compression="zstd"))
         else:

@@ -8,11 +8,18 @@ assumed (DESIGN.md §5 "Time").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import shutil
+import tempfile
 import time
+import weakref
 import zoneinfo
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +34,18 @@ from .model import Artifact, Facts, Timeline
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 16 << 20
+#: The one-line records a long-running server's log is made of; in a streamed file only a sample of
+#: them stays in memory (every row is in timeline.parquet).
+BULK_KINDS = ("decode_batch", "prefill_batch", "http_access")
+#: Rows of one (kind, rank, run) of a streamed file kept whole before sampling starts: a log this
+#: short (every scenario, every real sample) is analysed exactly as if it were read whole.
+KEEP_ALL = 4096
+#: Sample buckets per (kind, rank, run) of a streamed file, whatever its size, so memory stays flat.
+BUCKETS = 2000
+#: Batch rows at or above this token usage are all kept (up to MAX_EXTREME per file): KV pressure.
+EXTREME_RATIO = 0.9
+MAX_EXTREME = 50_000
 
 
 @dataclass
@@ -72,9 +90,10 @@ def _run_parser(fmt: str, text: str, name: str, command: str | None) -> ParseRes
     return mod.parse(text, name, command)
 
 
-def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None
-                   ) -> tuple[list[pl.DataFrame], ParseResult] | None:
-    """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk; None if it is not."""
+def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
+                   emit: Callable[[pl.DataFrame], None]) -> ParseResult | None:
+    """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
+    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted)."""
     from parsers import sglang_fast
 
     fmt = art.get("format") if art else None
@@ -84,13 +103,13 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None
     if fmt != "sglang":
         return None
     st = sglang_fast.Stream(f.name)
-    frames: list[pl.DataFrame] = []
     done, t0, said = 0, time.monotonic(), time.monotonic()
     for chunk in f.chunks(CHUNK_BYTES):
         fr = st.feed(chunk)
-        if fr.height:
-            frames.append(fr)
         done += len(chunk)
+        del chunk
+        if fr.height:
+            emit(fr)
         now = time.monotonic()
         if progress and now - said >= 2:
             said = now
@@ -101,8 +120,8 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None
     except NotThisFormat:
         return None
     if last.height:
-        frames.append(last)
-    return frames, res
+        emit(last)
+    return res
 
 
 def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
@@ -239,15 +258,134 @@ def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
     return facts
 
 
+class _Sampler:
+    """Which bulk rows of one file stay in memory: all of a short log; of a long one, per (kind, rank, run)
+    bucket of consecutive rows its first, last and extreme rows (token usage, tokens, running and queued
+    requests), and every row at or above EXTREME_RATIO token usage."""
+
+    KEYS = ("kind", "rank", "run")
+
+    def __init__(self, nbytes: int) -> None:
+        # ~150 bytes a bulk line: the whole file makes about BUCKETS buckets, whatever its size
+        self.bucket = max(1, nbytes // 150 // BUCKETS)
+        self.seen = pl.DataFrame(schema={"kind": pl.Utf8, "rank": pl.Utf8, "run": pl.Int32, "_n": pl.Int64})
+        self.extreme = 0
+        self.bulk = 0
+        self.kept = 0
+
+    def keep(self, frame: pl.DataFrame) -> pl.DataFrame:
+        is_bulk = pl.col("kind").is_in(BULK_KINDS)
+        bulk = frame.filter(is_bulk)
+        if not bulk.height:
+            return frame
+        keys = list(self.KEYS)
+        b = bulk.select(*keys, "ratio", "tokens", "count", "attrs").with_row_index("_i") \
+            .join(self.seen, on=keys, how="left", nulls_equal=True, maintain_order="left")
+        b = b.with_columns(_o=pl.col("_n").fill_null(0) + pl.int_range(pl.len(), dtype=pl.Int64).over(keys))
+        self.seen = pl.concat([self.seen, b.group_by(keys).agg(pl.len().cast(pl.Int64).alias("_n"))]) \
+            .group_by(keys).agg(pl.col("_n").sum()).sort(keys, nulls_last=True)
+        extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
+        b = b.with_columns(_x=extreme.fill_null(False),
+                           _q=pl.col("attrs").str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1).cast(pl.Int64),
+                           _b=pl.col("_o") // self.bucket)
+        b = b.with_columns(_xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
+
+        def at_max(col: str, desc: bool = True) -> pl.Expr:
+            c = pl.col(col)
+            return pl.col("_i").filter(c == (c.max() if desc else c.min())).first().alias(f"{col}{desc}")
+
+        g = b.group_by([*keys, "_b"]).agg(pl.col("_i").first().alias("a"), pl.col("_i").last().alias("z"),
+                                          at_max("ratio"), at_max("ratio", False), at_max("tokens"),
+                                          at_max("count"), at_max("_q"))
+        ids = pl.concat([g.get_column(c) for c in g.columns[len(keys) + 1:]]).drop_nulls().unique()
+        mask = b.select((pl.col("_o") < KEEP_ALL) | (pl.col("_x") & (pl.col("_xn") <= MAX_EXTREME))
+                        | pl.col("_i").is_in(ids.implode())).to_series()
+        self.extreme = min(int(b.get_column("_xn")[-1]), MAX_EXTREME + 1)
+        kept = bulk.filter(mask)
+        self.bulk += bulk.height
+        self.kept += kept.height
+        return pl.concat([frame.filter(~is_bulk), kept], how="vertical")
+
+
+class _Sink:
+    """timeline.parquet written as the rows come (zstd, EVENT_SCHEMA) in a private folder under ``where``;
+    one write at a time runs on a thread while the next chunk is parsed."""
+
+    def __init__(self, where: str | os.PathLike | None) -> None:
+        import pyarrow.parquet as pq
+
+        if where is not None:
+            os.makedirs(where, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix=".forensics-", dir=where)
+        self.path = os.path.join(self.dir, "timeline.parquet")
+        self.schema = empty_frame().to_arrow().schema
+        # no ARROW:schema blob: readers then take the facts (added at close) as the schema's metadata too
+        self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", store_schema=False)
+        self.pool = ThreadPoolExecutor(1)
+        self.busy: Future | None = None
+        self.counts: Counter[str] = Counter()
+        self.bases: set[str] = set()
+        self.n_up = 0
+
+    def write(self, frame: pl.DataFrame) -> None:
+        if not frame.height:
+            return
+        for kind, n in frame.group_by("kind").len().iter_rows():
+            self.counts[kind] += n
+        self.bases.update(frame.get_column("ts_basis").drop_nulls().unique().to_list())
+        table = frame.to_arrow()
+        if table.schema != self.schema:
+            table = table.cast(self.schema)
+        self._wait()
+        self.busy = self.pool.submit(self.writer.write_table, table)
+
+    def _wait(self) -> None:
+        if self.busy is not None:
+            busy, self.busy = self.busy, None
+            busy.result()
+
+    def close(self, meta: dict[bytes, bytes]) -> None:
+        try:
+            self._wait()
+            self.writer.add_key_value_metadata(meta)
+        finally:
+            self.writer.close()
+            self.pool.shutdown()
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):  # the folder goes anyway
+            self.close({})
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
-                   progress: Progress | None = None) -> Timeline:
-    """Read INPUT paths and return the assembled timeline. Raises InputError for bad input."""
+                   progress: Progress | None = None, spill_dir: str | os.PathLike | None = None) -> Timeline:
+    """Read INPUT paths and return the assembled timeline. Raises InputError for bad input.
+
+    When a file is too big to read whole, every row is streamed to a timeline.parquet in a temporary
+    folder under ``spill_dir`` (the system's temp folder if None; give the output's folder) and the
+    returned timeline's ``events`` keeps all rows but a sample of the bulk kinds (``parquet_path``).
+    """
     if tz:
         try:
             zoneinfo.ZoneInfo(tz)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
     inp = read_inputs([str(p) for p in paths])
+    sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
+    try:
+        tl = _assemble(inp, paths, tz, progress, sink)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    if sink is not None:
+        weakref.finalize(tl, shutil.rmtree, sink.dir, True)
+    return tl
+
+
+def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress: Progress | None,
+              sink: _Sink | None) -> Timeline:
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
     facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
@@ -256,6 +394,18 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
+    n_bulk = n_kept = 0
+
+    def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
+        """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
+        if facts.host and fr.height:
+            fr = fr.with_columns(pl.col("host").fill_null(facts.host))
+        if sink is None or sampler is None:
+            frames.append(fr)
+            return
+        sink.write(fr)
+        frames.append(sampler.keep(fr))
+
     for f in inp.files:
         art = arts_by_path.get(f.name)
         artifact = Artifact(path=f.name, format=None, bytes=f.nbytes, lines=0,
@@ -273,59 +423,78 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         if progress:
             progress(f"reading {f.name} ({f.nbytes:,} bytes)")
         capture = _parse_dt(art.get("started")) if art else None
-        streamed = _stream_sglang(f, art, progress) if f.streamed else None
+        sampler = _Sampler(f.nbytes) if sink is not None else None
+        streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
+            _resolve_time(_shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s)
+        ) if f.streamed else None
         if streamed is not None:
-            s_frames, res = streamed
+            res = streamed
             artifact.format = "sglang"
             artifact.lines = res.lines
             notes.extend(res.notes)
-            snap = art.get("snapshot") if art else None
-            frames.extend(_resolve_time(_shift(fr, 1, snap), facts, tz, capture) for fr in s_frames)
             if res.unrecognized_examples:
                 unrec[f.name] = sorted(res.unrecognized_examples)[:20]
             coverage.append({"file": f.name, "format": "sglang", "lines": res.lines,
                              "recognized": min(res.recognized, res.lines),
                              "unrecognized": res.lines - min(res.recognized, res.lines)})
-            continue
-        if text is None:
-            text = next(iter_text([f]))[1]
-        n_lines = _count_lines(text)
-        artifact.lines = n_lines
-        pieces, label = _parse_file(f, text, art)
-        artifact.format = label
-        recognized = 0
-        examples: list[tuple[int, str]] = []
-        for piece in pieces:
-            res = piece.result
-            recognized += res.recognized
-            examples += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
-            notes.extend(res.notes)
-            if piece.command or piece.snapshot is not None:
-                artifact.segments.append({"start_line": piece.start_line, "format": res.source,
-                                          "command": piece.command, "lines": res.lines})
-            fr = _shift(res.events, piece.start_line, piece.snapshot)
-            fr = _resolve_time(fr, facts, tz, capture)
-            frames.append(fr)
-        recognized = min(recognized, n_lines)
-        if not pieces:
-            examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:20]) if ln.strip()]
-        if examples:
-            unrec[f.name] = sorted(examples)[:20]
-        coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
-                         "unrecognized": n_lines - recognized})
-        del text
+        else:
+            if text is None:
+                text = next(iter_text([f]))[1]
+            n_lines = _count_lines(text)
+            artifact.lines = n_lines
+            pieces, label = _parse_file(f, text, art)
+            artifact.format = label
+            recognized = 0
+            examples: list[tuple[int, str]] = []
+            parts = []
+            for piece in pieces:
+                res = piece.result
+                recognized += res.recognized
+                examples += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
+                notes.extend(res.notes)
+                if piece.command or piece.snapshot is not None:
+                    artifact.segments.append({"start_line": piece.start_line, "format": res.source,
+                                              "command": piece.command, "lines": res.lines})
+                fr = _shift(res.events, piece.start_line, piece.snapshot)
+                parts.append(_resolve_time(fr, facts, tz, capture))
+            if sink is None:
+                for fr in parts:
+                    emit(fr, None)
+            elif parts:
+                whole = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
+                emit(whole.sort("line", maintain_order=True), sampler)
+            recognized = min(recognized, n_lines)
+            if not pieces:
+                examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:20]) if ln.strip()]
+            if examples:
+                unrec[f.name] = sorted(examples)[:20]
+            coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
+                             "unrecognized": n_lines - recognized})
+            del text
+        if sampler is not None:
+            n_bulk += sampler.bulk
+            n_kept += sampler.kept
     events = pl.concat(frames, how="vertical") if frames else empty_frame()
-    if facts.host:
-        events = events.with_columns(pl.col("host").fill_null(facts.host))
+    frames.clear()
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)
-    _derive_facts(events, facts, tz)
+    _derive_facts(events, facts, tz, sink.bases if sink is not None else None)
     facts.notes.extend(dict.fromkeys(notes))
+    if n_kept < n_bulk:
+        facts.notes.append(f"{n_bulk:,} batch/access rows are in timeline.parquet; {n_kept:,} kept for analysis "
+                           "(every row of other kinds; per rank the first, last and extreme rows).")
+    if sink is not None:
+        counts = dict(sorted(sink.counts.items()))
+        sink.close(_parquet_meta(facts, coverage))
+        return Timeline(events=events, facts=facts, coverage=coverage, artifacts=artifacts,
+                        unrecognized_examples=unrec, kind_counts=counts, parquet_path=sink.path)
+    counts = dict(events.group_by("kind").len().sort("kind").iter_rows()) if events.height else {}
     return Timeline(events=events, facts=facts, coverage=coverage, artifacts=artifacts,
-                    unrecognized_examples=unrec)
+                    unrecognized_examples=unrec, kind_counts=counts)
 
 
-def _derive_facts(events: pl.DataFrame, facts: Facts, tz: str | None) -> None:
-    """Facts the events themselves reveal: versions, host, and which clocks were assumed."""
+def _derive_facts(events: pl.DataFrame, facts: Facts, tz: str | None, bases: set[str] | None = None) -> None:
+    """Facts the events themselves reveal: versions, host, and which clocks were assumed (``bases``: the
+    ts_basis values of every row when ``events`` holds a sample)."""
     if events.is_empty():
         return
     ver = events.filter(pl.col("kind") == "version")
@@ -339,7 +508,8 @@ def _derive_facts(events: pl.DataFrame, facts: Facts, tz: str | None) -> None:
         hosts = events.get_column("host").drop_nulls().unique().sort().to_list()
         if len(hosts) == 1:
             facts.host = hosts[0]
-    bases = set(events.get_column("ts_basis").drop_nulls().unique().to_list())
+    if bases is None:
+        bases = set(events.get_column("ts_basis").drop_nulls().unique().to_list())
     if "local-assumed" in bases:
         facts.tz_assumed = "UTC"
         facts.notes.append("Log stamps are host-local without a zone and the input gives no UTC offset: "
@@ -356,12 +526,36 @@ def write_parquet(tl: Timeline, path: str | os.PathLike) -> None:
     """timeline.parquet: zstd, the event schema, plus the facts as file metadata."""
     import pyarrow.parquet as pq
 
+    if tl.parquet_path:
+        place_parquet(tl.parquet_path, path)
+        return
     table = tl.events.to_arrow()
     meta = dict(table.schema.metadata or {})
-    meta[b"forensics.facts"] = json.dumps(_facts_json(tl.facts), sort_keys=True).encode()
-    meta[b"forensics.coverage"] = json.dumps(tl.coverage, sort_keys=True).encode()
+    meta.update(_parquet_meta(tl.facts, tl.coverage))
     table = table.replace_schema_metadata(meta)
     pq.write_table(table, str(path), compression="zstd")
+
+
+def _parquet_meta(facts: Facts, coverage: list[dict[str, Any]]) -> dict[bytes, bytes]:
+    return {b"forensics.facts": json.dumps(_facts_json(facts), sort_keys=True).encode(),
+            b"forensics.coverage": json.dumps(coverage, sort_keys=True).encode()}
+
+
+def place_parquet(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Put the streamed timeline.parquet at ``dst``: a hard link when it can (same disk, no copy), else a
+    copy; through a temporary name in dst's folder, then renamed over it."""
+    dst = os.fspath(dst)
+    tmp = os.path.join(os.path.dirname(dst) or ".", f".{os.path.basename(dst)}.{secrets.token_hex(6)}.tmp")
+    try:
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _facts_json(f: Facts) -> dict[str, Any]:

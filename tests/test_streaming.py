@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import random
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 from polars.testing import assert_frame_equal
 
 from forensics import inputs, timeline
@@ -47,3 +50,68 @@ def test_chunks_end_at_line_ends(tmp_path) -> None:
     assert b"".join(parts) == data
     assert all(c.endswith(b"\n") for c in parts[:-1]) and len(parts) > 10
     assert f.head(5) == data[:5] and f.nbytes == len(data)
+
+
+def _streamed(tmp_path: Path, monkeypatch, seed: int = 11, **over) -> timeline.Timeline:
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
+    for k, v in over.items():
+        monkeypatch.setattr(timeline, k, v)
+    return timeline.build_timeline([tmp_path / "in"], spill_dir=tmp_path / "spill")
+
+
+def test_streamed_parquet_holds_every_row_in_file_then_line_order(tmp_path, monkeypatch) -> None:
+    _write_set(tmp_path / "in", 11)
+    whole = timeline.build_timeline([tmp_path / "in"])
+    tl = _streamed(tmp_path, monkeypatch)
+    assert tl.parquet_path and Path(tl.parquet_path).parent.parent == tmp_path / "spill"
+    full = pl.read_parquet(tl.parquet_path)
+    # files in input order, lines in order; rows of one line (a glued tqdm line) in parse order
+    assert_frame_equal(full, full.sort(["file", "line"], maintain_order=True))
+    key = ["file", "line", "kind"]
+    assert_frame_equal(full.sort(key, maintain_order=True), whole.events.sort(key, maintain_order=True))
+    assert tl.kind_counts == dict(full.group_by("kind").len().sort("kind").iter_rows()) == whole.kind_counts
+    assert tl.n_events == full.height == whole.n_events
+    out = tmp_path / "t.parquet"
+    timeline.write_parquet(tl, out)
+    meta = pq.read_schema(out).metadata
+    assert json.loads(meta[b"forensics.facts"])["notes"] == tl.facts.notes
+    assert json.loads(meta[b"forensics.coverage"]) == tl.coverage
+    # the same input twice: the same bytes
+    again = _streamed(tmp_path, monkeypatch)
+    timeline.write_parquet(again, tmp_path / "u.parquet")
+    assert out.read_bytes() == (tmp_path / "u.parquet").read_bytes()
+
+
+def test_long_logs_keep_a_sample_with_the_extremes(tmp_path, monkeypatch) -> None:
+    _write_set(tmp_path / "in", 12)
+    whole = timeline.build_timeline([tmp_path / "in"])
+    tl = _streamed(tmp_path, monkeypatch, KEEP_ALL=10, BUCKETS=4)
+    bulk = pl.col("kind").is_in(timeline.BULK_KINDS)
+    full = pl.read_parquet(tl.parquet_path)
+    kept = tl.events.filter(bulk)
+    assert 0 < kept.height < full.filter(bulk).height
+    # every other row stays; the sample is a subset of the real rows, in timeline order
+    assert_frame_equal(tl.events.filter(~bulk), whole.events.filter(~bulk))
+    assert kept.join(full, on=list(full.columns), how="anti", nulls_equal=True).height == 0
+    assert_frame_equal(tl.events, tl.events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True))
+    keys = ["file", "kind", "rank", "run"]
+    for col, agg in (("line", "min"), ("line", "max"), ("ratio", "max"), ("ratio", "min"), ("tokens", "max"),
+                     ("count", "max")):
+        want = full.filter(bulk).group_by(keys).agg(getattr(pl.col(col), agg)()).sort(keys, nulls_last=True)
+        got = kept.group_by(keys).agg(getattr(pl.col(col), agg)()).sort(keys, nulls_last=True)
+        assert_frame_equal(want, got, check_row_order=True), (col, agg)
+    high = full.filter(bulk & (pl.col("ratio") >= timeline.EXTREME_RATIO))
+    assert high.height and high.join(kept, on=["file", "line"], how="anti").height == 0
+    assert tl.kind_counts == whole.kind_counts
+    assert any("kept for analysis" in n for n in tl.facts.notes)
+
+
+def test_spill_folder_is_removed(tmp_path, monkeypatch) -> None:
+    _write_set(tmp_path / "in", 13)
+    tl = _streamed(tmp_path, monkeypatch)
+    spill = Path(tl.parquet_path).parent
+    assert spill.is_dir()
+    del tl
+    gc.collect()
+    assert not spill.exists() and not any((tmp_path / "spill").iterdir())
