@@ -84,13 +84,13 @@ def _severity_threshold(name: str | None) -> str | None:
     return n
 
 
-def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False):
+def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Path | None = None):
     from .detectors import run_all
     from .findings import to_document
     from .timeline import build_timeline
 
     progress = None if quiet else _say
-    tl = build_timeline(inputs, tz=tz, progress=progress)
+    tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
     findings, root = run_all(tl)
     doc = to_document(findings, root, tl)
     return tl, doc
@@ -156,7 +156,8 @@ def report(
     threshold = _severity_threshold(fail_on)
     if output == "-" and len(fmts) != 1:
         raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
-    tl, doc = _analyse(inputs, tz, quiet)
+    # a big input's timeline.parquet is streamed into a temporary folder next to the output
+    tl, doc = _analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent)
     written = _write_report(tl, doc, output, fmts)
     if not quiet:
         _say(_headline(doc))
@@ -178,7 +179,8 @@ def timeline(
     """
     from .timeline import build_timeline, write_parquet
 
-    tl = build_timeline(inputs, tz=tz, progress=None if quiet else _say)
+    spill = None if output == "-" else Path(output).absolute().parent
+    tl = build_timeline(inputs, tz=tz, progress=None if quiet else _say, spill_dir=spill)
     if output == "-":
         with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
             p = Path(tmp) / "timeline.parquet"
@@ -192,7 +194,7 @@ def timeline(
     write_parquet(tl, out)
     if not quiet:
         unrec = sum(c["unrecognized"] for c in tl.coverage)
-        _say(f"wrote {out}: {tl.events.height:,} events from {len(tl.coverage)} file(s), {unrec:,} unrecognised line(s)")
+        _say(f"wrote {out}: {tl.n_events:,} events from {len(tl.coverage)} file(s), {unrec:,} unrecognised line(s)")
 
 
 @app.command()
