@@ -34,18 +34,18 @@ from .model import Artifact, Facts, Timeline
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 8 << 20
 #: The one-line records a long-running server's log is made of; in a streamed file only a sample of
 #: them stays in memory (every row is in timeline.parquet).
 BULK_KINDS = ("decode_batch", "prefill_batch", "http_access")
 #: Rows of one (kind, rank, run) of a streamed file kept whole before sampling starts: a log this
 #: short (every scenario, every real sample) is analysed exactly as if it were read whole.
-KEEP_ALL = 4096
+KEEP_ALL = 2048
 #: Sample buckets per (kind, rank, run) of a streamed file, whatever its size, so memory stays flat.
-BUCKETS = 2000
+BUCKETS = 500
 #: Batch rows at or above this token usage are all kept (up to MAX_EXTREME per file): KV pressure.
 EXTREME_RATIO = 0.9
-MAX_EXTREME = 50_000
+MAX_EXTREME = 2_000
 
 
 @dataclass
@@ -304,7 +304,10 @@ class _Sampler:
         kept = bulk.filter(mask)
         self.bulk += bulk.height
         self.kept += kept.height
-        return pl.concat([frame.filter(~is_bulk), kept], how="vertical")
+        out = pl.concat([frame.filter(~is_bulk), kept], how="vertical")
+        # a filtered string column still points into the whole chunk's buffers: copy what is kept so
+        # the chunk can be freed (else memory grows by the chunk, not by the sample)
+        return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
 
 
 class _Sink:
@@ -359,12 +362,14 @@ class _Sink:
 
 
 def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
-                   progress: Progress | None = None, spill_dir: str | os.PathLike | None = None) -> Timeline:
+                   progress: Progress | None = None, spill_dir: str | os.PathLike | None = None,
+                   transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> Timeline:
     """Read INPUT paths and return the assembled timeline. Raises InputError for bad input.
 
     When a file is too big to read whole, every row is streamed to a timeline.parquet in a temporary
     folder under ``spill_dir`` (the system's temp folder if None; give the output's folder) and the
     returned timeline's ``events`` keeps all rows but a sample of the bulk kinds (``parquet_path``).
+    ``transform`` (e.g. redaction) is applied to every frame of rows before it is written or kept.
     """
     if tz:
         try:
@@ -374,7 +379,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
     inp = read_inputs([str(p) for p in paths])
     sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
     try:
-        tl = _assemble(inp, paths, tz, progress, sink)
+        tl = _assemble(inp, paths, tz, progress, sink, transform)
     except BaseException:
         if sink is not None:
             sink.abort()
@@ -385,7 +390,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
 
 
 def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress: Progress | None,
-              sink: _Sink | None) -> Timeline:
+              sink: _Sink | None, transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> Timeline:
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
     facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
@@ -400,6 +405,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
         if facts.host and fr.height:
             fr = fr.with_columns(pl.col("host").fill_null(facts.host))
+        if transform is not None and fr.height:
+            fr = transform(fr)
         if sink is None or sampler is None:
             frames.append(fr)
             return
