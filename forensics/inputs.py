@@ -9,6 +9,7 @@ stderr and the CLI exits with code 3.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -29,6 +30,9 @@ MAX_RATIO = 200
 RATIO_CHECK_AFTER = 256 << 20
 #: Regular files above this size are streamed in chunks instead of read whole.
 STREAM_BYTES = 64 << 20
+#: When all inputs together pass STREAM_BYTES, files above this size are streamed too: eight 32 MiB
+#: rank logs are as big an input as one 256 MiB log and must not be held whole either.
+STREAM_BYTES_BIG_INPUT = 1 << 20
 #: Files this many times larger than any sane log are refused outright in directories too.
 MAX_FILES = 100_000
 
@@ -237,7 +241,7 @@ def _strip_common_top(files: list[InputFile]) -> None:
             f.name = f.name[cut:]
 
 
-def read_directory(root: Path) -> tuple[list[InputFile], list[str]]:
+def read_directory(root: Path, stream_over: int = STREAM_BYTES) -> tuple[list[InputFile], list[str]]:
     files: list[InputFile] = []
     skipped: list[str] = []
     root_real = root.resolve()
@@ -274,7 +278,7 @@ def read_directory(root: Path) -> tuple[list[InputFile], list[str]]:
                 files.extend(sub)
                 skipped.extend(sub_skipped)
                 continue
-            if st.st_size > STREAM_BYTES:
+            if st.st_size > stream_over and fn != "manifest.json":
                 files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
                                        size=st.st_size))
                 continue
@@ -292,6 +296,8 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
     if not paths:
         raise InputError("no input given")
     out = InputSet()
+    big = _total_size(paths) > STREAM_BYTES
+    stream_over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big else STREAM_BYTES
     used_names: set[str] = set()
     multi = len(paths) > 1
     for arg in paths:
@@ -306,13 +312,13 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
             # a FIFO would block the read forever, /dev/zero never ends: only files and folders
             raise InputError(f"{arg}: not a regular file or directory (device, FIFO or socket)")
         if p.is_dir():
-            files, skipped = read_directory(p)
+            files, skipped = read_directory(p, stream_over)
             prefix = f"{p.name}/" if multi else ""
         elif is_archive_name(p) or _looks_like_archive(p):
             files, skipped = read_archive(p)
             _strip_common_top(files)
             prefix = f"{p.name}/" if multi else ""
-        elif p.stat().st_size > STREAM_BYTES and p.name != "manifest.json":
+        elif st.st_size > stream_over and p.name != "manifest.json":
             st = p.stat()
             files, skipped, prefix = [InputFile(name=p.name, data=b"", origin=str(arg), mtime=st.st_mtime, path=p,
                                                 size=st.st_size)], [], ""
@@ -339,6 +345,26 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
     if not out.files:
         raise InputError("input holds no files to read")
     return out
+
+
+def _total_size(paths: list[str | os.PathLike]) -> int:
+    """Bytes of the regular files under all inputs (stat only, links not followed)."""
+    total = 0
+    for arg in paths:
+        p = Path(arg)
+        try:
+            if p.is_dir():
+                for dirpath, _dirs, names in os.walk(p, followlinks=False):
+                    for n in names:
+                        with contextlib.suppress(OSError):
+                            st = os.lstat(os.path.join(dirpath, n))
+                            if stat.S_ISREG(st.st_mode):
+                                total += st.st_size
+            elif p.is_file():
+                total += p.stat().st_size
+        except OSError:
+            continue
+    return total
 
 
 def _looks_like_archive(p: Path) -> bool:

@@ -107,10 +107,13 @@ def _rules() -> list[_Rule]:
     for word in (b"TOKEN", b"SECRET", b"PASSWORD", b"PASSWD", b"_KEY", b"APIKEY"):
         # environment style: HF_TOKEN=…, *_TOKEN=, *_SECRET=, *_PASSWORD=, *_KEY=
         rules.append(_Rule("env_secret", re.compile(word + rb"=(?P<v>" + _VALUE + b")"), guard=_env_name))
-    for word in (b"api_key", b"apikey", b"token", b"secret", b"password", b"passwd"):
-        # Python reprs and JSON: api_key='…', "hf_token": "…" (SGLang prints server_args this way)
+    for word in (b"api_key", b"api-key", b"apikey", b"token", b"secret", b"password", b"passwd"):
+        # Python reprs and JSON: api_key='…', "hf_token": "…" (SGLang prints server_args this way), a
+        # parsed flag map {"--api-key": "…"}. A
+        # "token" that is only digits is a count (a batch line's #token), never a credential.
+        letters = rb"(?=[^\"'\n\x00]*[a-z_/+=-])" if word == b"token" else b""
         rules.append(_Rule("kwarg_secret", re.compile(
-            word + rb"[\"']?[ \t]*[=:][ \t]*(?P<q>[\"'])(?P<v>[^\"'\n\x00]+)(?P=q)"), lower=True))
+            word + rb"[\"']?[ \t]*[=:][ \t]*(?P<q>[\"'])(?P<v>" + letters + rb"[^\"'\n\x00]+)(?P=q)"), lower=True))
     for word in (b"api-key", b"apikey", b"token", b"secret", b"password", b"passwd"):
         # argv as a list: Python repr / JSON / compose ["--api-key", "X"], and YAML "- --api-key\n- X"
         rules.append(_Rule("cli_secret", re.compile(

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import polars as pl
 from markupsafe import Markup, escape
 
 from forensics.model import SEVERITY_RANK, Timeline
@@ -916,13 +915,12 @@ def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set
     written = []
     for fmt in wanted:
         target = _target(out_dir, OUTPUT_FILES[fmt])
-        if fmt == "parquet" and tl.parquet_path:  # a big input: every row was streamed there already
-            from forensics.timeline import place_parquet
+        if fmt == "parquet":
+            # the same file `forensics timeline` writes: facts and coverage in the metadata; a big
+            # input's streamed file is linked into place rather than rewritten
+            from forensics.timeline import write_parquet
 
-            place_parquet(tl.parquet_path, target)
-        elif fmt == "parquet":
-            frame: pl.DataFrame = tl.events
-            _write_atomic(target, lambda p, fr=frame: fr.write_parquet(p, compression="zstd"))
+            _write_atomic(target, lambda p: write_parquet(tl, p))
         else:
             text = _render_text(fmt, doc, tl, catalog)
             _write_atomic(target, lambda p, t=text: p.write_text(t, encoding="utf-8", newline="\n"))

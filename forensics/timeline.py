@@ -31,6 +31,7 @@ from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
 from .inputs import InputError, InputFile, iter_text, read_inputs
 from .model import Artifact, Facts, Timeline
+from .redact import redact_frame, redact_text
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
@@ -363,8 +364,12 @@ class _Sink:
 
 def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
                    progress: Progress | None = None, spill_dir: str | os.PathLike | None = None,
-                   transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> Timeline:
+                   transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+                   redact: bool = True) -> Timeline:
     """Read INPUT paths and return the assembled timeline. Raises InputError for bad input.
+
+    ``redact`` (the default) masks credentials in every row's text and attrs and in the examples of
+    unrecognised lines, so a raw log handed straight to ``report`` carries no secret into its outputs.
 
     When a file is too big to read whole, every row is streamed to a timeline.parquet in a temporary
     folder under ``spill_dir`` (the system's temp folder if None; give the output's folder) and the
@@ -378,8 +383,12 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
     inp = read_inputs([str(p) for p in paths])
     sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
+    redactions: Counter[str] = Counter()
+    if redact:
+        transform = _redacting(transform, redactions)
+    finish = (lambda facts, unrec: _redact_examples(facts, unrec, redactions)) if redact else None
     try:
-        tl = _assemble(inp, paths, tz, progress, sink, transform)
+        tl = _assemble(inp, paths, tz, progress, sink, transform, finish)
     except BaseException:
         if sink is not None:
             sink.abort()
@@ -389,8 +398,34 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
     return tl
 
 
+def _redacting(inner: Callable[[pl.DataFrame], pl.DataFrame] | None,
+               counts: Counter[str]) -> Callable[[pl.DataFrame], pl.DataFrame]:
+    def apply(fr: pl.DataFrame) -> pl.DataFrame:
+        fr, c = redact_frame(inner(fr) if inner else fr)
+        counts.update(c)
+        return fr
+
+    return apply
+
+
+def _redact_examples(facts: Facts, unrec: dict[str, list[tuple[int, str]]], counts: Counter[str]) -> None:
+    """Mask the examples of unrecognised lines too, and say how much was masked (before the facts are
+    sealed into the Parquet metadata)."""
+    for name, examples in unrec.items():
+        cleaned = []
+        for line, text in examples:
+            red, c = redact_text(text)
+            counts.update(c)
+            cleaned.append((line, red))
+        unrec[name] = cleaned
+    if counts:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items()))
+        facts.notes.append(f"{sum(counts.values())} credential(s) in the input were masked before analysis ({kinds}).")
+
+
 def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress: Progress | None,
-              sink: _Sink | None, transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> Timeline:
+              sink: _Sink | None, transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+              finish: Callable[[Facts, dict[str, list[tuple[int, str]]]], None] | None = None) -> Timeline:
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
     facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
@@ -429,7 +464,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             continue
         if progress:
             progress(f"reading {f.name} ({f.nbytes:,} bytes)")
-        capture = _parse_dt(art.get("started")) if art else None
+        # the collector's stamp dates what it captured itself (a snapshot), not a file it copied in
+        capture = _parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
         streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
             _resolve_time(_shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s)
@@ -486,6 +522,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)
     _derive_facts(events, facts, tz, sink.bases if sink is not None else None)
     facts.notes.extend(dict.fromkeys(notes))
+    if finish is not None:
+        finish(facts, unrec)
     if n_kept < n_bulk:
         facts.notes.append(f"{n_bulk:,} batch/access rows are in timeline.parquet; {n_kept:,} kept for analysis "
                            "(every row of other kinds; per rank the first, last and extreme rows).")

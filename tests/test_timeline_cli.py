@@ -106,3 +106,40 @@ def test_stdout_output_and_unknown_zone(tmp_path):
     assert proc.returncode == 0 and proc.stdout[:4] == b"PAR1"
     bad = run_cli("timeline", str(tmp_path), "-o", str(tmp_path / "x.parquet"), "--tz", "Mars/Olympus")
     assert bad.returncode == 3 and "unknown time zone" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_raw_input_handed_to_report_leaks_no_secret(tmp_path):
+    """Redaction is not only collect's job: a raw log given straight to report is masked too."""
+    key, hf = "launch-" + "k3y-9931", "hf_" + "Zz8Yy7Xx6Ww5Vv4Uu3Tt2Ss1Rr0Qq9Pp"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "rank.log").write_text(
+        f"[2025-11-20 09:14:02] server_args=ServerArgs(model_path='/m', api_key='{key}', tp_size=2)\n"
+        f"[2025-11-20 09:14:03 TP0] export HF_TOKEN={hf} and --api-key {key}\n"
+        "[2025-11-20 09:14:11 TP0] Load weight begin. avail mem=94.61 GB\n")
+    (tmp_path / "in" / "launch.sh").write_text(f"python3 -m sglang.launch_server --model-path /m --api-key {key} --tp 2\n")
+    out = tmp_path / "out"
+    proc = run_cli("report", str(tmp_path / "in"), "-o", str(out), "-q")
+    assert proc.returncode == 0, proc.stderr
+    written = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(written) == {"report.html", "summary.md", "findings.json", "findings.sarif", "timeline.parquet"}
+    text_cols = pl.read_parquet(out / "timeline.parquet").select("text", "attrs").to_dicts()
+    for secret in (key, hf):
+        for name, data in written.items():
+            assert secret.encode() not in data, name
+        assert not any(secret in (r["text"] or "") + (r["attrs"] or "") for r in text_cols)
+    assert any("credential" in n for n in json.loads(pq.read_schema(out / "timeline.parquet")
+                                                     .metadata[b"forensics.facts"])["notes"])
+
+
+def test_capture_time_dates_snapshots_only(tmp_path):
+    b = tmp_path / "bundle"
+    (b / "added").mkdir(parents=True)
+    (b / "added" / "notes.txt").write_text(
+        "$ free -g\n               total        used        free      shared  buff/cache   available\n"
+        "Mem:             449          40         396           0          13         408\n")
+    (b / "manifest.json").write_text(json.dumps({"schema_version": 1, "artifacts": [
+        {"path": "added/notes.txt", "format": None, "started": "2025-11-20T09:41:01Z"}]}))
+    tl = build_timeline([b])
+    row = tl.of_kind("host_memory").row(0, named=True)
+    # an operator's paste is not from the moment of collection
+    assert row["ts"] is None and row["ts_basis"] == "none"
