@@ -289,7 +289,7 @@ def chain(*steps: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
 #: A cheap superset of every rule's trigger (case-insensitive). Rows that don't match it cannot
 #: hold a secret the rules would find, so only the few that do go through the byte rules.
 FRAME_PREFILTER = (
-    r"(?i)hf_|sk-|akia|asia|bearer|://[^\s/@]*:[^\s/@]*@|api.?key|-token|token=|token['\"]?\s*[=:]\s*['\"]"
+    r"(?i)hf_|sk-|akia|asia|bearer|://[^\s/@]*:[^\s/@]*@|api.?key|-token[=\s\x00\"',]|token=|token['\"]?\s*[=:]\s*['\"]"
     r"|secret|passw|aws_|_key"
 )
 
