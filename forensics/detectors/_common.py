@@ -52,13 +52,41 @@ def attrs(row: Row) -> dict[str, Any]:
     return cached
 
 
+def _row_key(r: Row) -> tuple:
+    return (r.get("file") or "", r.get("line") or 0, r.get("kind") or "")
+
+
+def _cache(tl: Timeline) -> dict[str, Any]:
+    """Per-Timeline memo of converted rows: ~60 ``rows`` calls per analysis each turned the frame into
+    dicts again. Keyed on the events frame itself, so a Timeline given new events is read afresh."""
+    memo = tl.__dict__.get("_detector_cache")
+    if memo is None or memo["frame"] is not tl.events:
+        memo = {"frame": tl.events, "kinds": {}}
+        tl.__dict__["_detector_cache"] = memo
+    return memo
+
+
 def rows(tl: Timeline, *kinds: str) -> list[Row]:
-    """Rows of these kinds as dicts, in a stable order: file, line, then kind."""
+    """Rows of these kinds as dicts, in a stable order: file, line, then kind.
+
+    The list is the caller's own; the dicts are shared between calls (only ``attrs`` caches into them)."""
     frame = tl.events
     if frame.is_empty() or "kind" not in frame.columns:
         return []
-    out = list(frame.filter(pl.col("kind").is_in(list(kinds))).iter_rows(named=True))
-    out.sort(key=lambda r: (r.get("file") or "", r.get("line") or 0, r.get("kind") or ""))
+    by_kind: dict[str, list[Row]] = _cache(tl)["kinds"]
+    missing = [k for k in dict.fromkeys(kinds) if k not in by_kind]
+    if missing:
+        for k in missing:
+            by_kind[k] = []
+        for r in frame.filter(pl.col("kind").is_in(missing)).iter_rows(named=True):
+            by_kind[r["kind"]].append(r)
+        for k in missing:  # stable: rows of one kind tied on (file, line) keep the frame's order
+            by_kind[k].sort(key=_row_key)
+    wanted = list(dict.fromkeys(kinds))
+    if len(wanted) == 1:
+        return list(by_kind[wanted[0]])
+    out = [r for k in wanted for r in by_kind[k]]
+    out.sort(key=_row_key)
     return out
 
 
@@ -205,7 +233,12 @@ SGLANG_KINDS = (
 
 
 def sglang_runs(tl: Timeline) -> dict[tuple[str | None, int], list[Row]]:
-    return run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in (None, "sglang")])
+    memo = _cache(tl)
+    runs = memo.get("sglang_runs")
+    if runs is None:
+        runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in (None, "sglang")])
+        memo["sglang_runs"] = runs
+    return {k: list(v) for k, v in runs.items()}  # callers may reorder or extend their lists
 
 
 @dataclass
