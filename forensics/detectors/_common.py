@@ -218,7 +218,10 @@ def tag_run(finding: Finding, ref: RunRef | None) -> Finding:
 def iter_runs(tl: Timeline) -> list[tuple[RunRef, list[Row]]]:
     """Every SGLang run with its reference, in the order :func:`sglang_runs` gives them."""
     runs = sglang_runs(tl)
-    refs = run_refs(runs)
+    memo = _cache(tl)
+    refs = memo.get("run_refs")
+    if refs is None:  # each ref scans its whole run for the first row
+        refs = memo["run_refs"] = run_refs(runs)
     return [(refs[k], rs) for k, rs in runs.items()]
 
 
