@@ -362,6 +362,10 @@ class _Sink:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+#: Files from this size on get a "reading …" line on stderr.
+PROGRESS_FILE_BYTES = 1 << 20
+
+
 def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
                    progress: Progress | None = None, spill_dir: str | os.PathLike | None = None,
                    transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
@@ -462,8 +466,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0})
             continue
-        if progress:
-            progress(f"reading {f.name} ({f.nbytes:,} bytes)")
+        if progress and f.nbytes >= PROGRESS_FILE_BYTES:  # small files are read faster than a line is printed
+            progress(f"reading {f.name} ({f.nbytes / (1 << 20):,.1f} MiB)")
         # the collector's stamp dates what it captured itself (a snapshot), not a file it copied in
         capture = _parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
