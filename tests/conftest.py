@@ -18,7 +18,10 @@ FUZZ_EXAMPLES = 10_000
 
 # deadline=None: a parse of a 1 MB line on a loaded 2-core CI runner can take a second; that is
 # not a bug, a hang is (and the suite-level timeouts catch those).
-settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the default suite is deterministic (the same examples every run, no example database);
+# the fuzz profile is where new inputs are searched for.
+settings.register_profile("default", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz", deadline=None, max_examples=FUZZ_EXAMPLES,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                  HealthCheck.filter_too_much])
