@@ -36,7 +36,15 @@ SECRETS = [HF, SK, AKIA, API_KEY, URL_PW, AWS_SECRET]
 # Fixtures: a fake /proc with one SGLang server whose stdout goes to a log holding secrets
 
 
-def make_proc(root: Path, log: Path, environ_is_dir: bool = False) -> Path:
+DEFAULT_ARGV = ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp-size", "8",
+                "--api-key", API_KEY, "--hicache-size", "300"]
+
+
+def make_proc(root: Path, log: Path, environ_is_dir: bool = False, *, argv: list[str] | None = None,
+              environ: list[str] | None = None, init_environ: list[str] | None = None, state: str = "D") -> Path:
+    """A fake /proc: pid 1, one SGLang server (pid 4242) whose stdout/stderr go to ``log``, and a grep
+    whose argv merely mentions sglang. ``init_environ`` None makes /proc/1/environ unreadable (a
+    folder); ``environ_is_dir`` does the same to the server's."""
     proc = root / "proc"
     proc.mkdir()
     (proc / "meminfo").write_text("MemTotal:       470000000 kB\nMemFree:         9000000 kB\n")
@@ -47,20 +55,22 @@ def make_proc(root: Path, log: Path, environ_is_dir: bool = False) -> Path:
     (init / "cmdline").write_bytes(b"/sbin/init\x00")
     (init / "comm").write_text("systemd\n")
     (init / "cgroup").write_text("0::/init.scope\n")
-    (init / "environ").mkdir()  # unreadable as a file: must be a gap, not a failure
+    if init_environ is None:
+        (init / "environ").mkdir()  # unreadable as a file: must be a gap, not a failure
+    else:
+        (init / "environ").write_bytes("\x00".join(init_environ).encode() + b"\x00")
     server = proc / "4242"
     (server / "fd").mkdir(parents=True)
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp-size", "8",
-            "--api-key", API_KEY, "--hicache-size", "300"]
-    (server / "cmdline").write_bytes("\x00".join(argv).encode() + b"\x00")
+    (server / "cmdline").write_bytes("\x00".join(argv or DEFAULT_ARGV).encode() + b"\x00")
     (server / "comm").write_text("python3\n")
-    (server / "stat").write_text("4242 (python3) D 4000 4242 4242 0 -1\n")
+    (server / "stat").write_text(f"4242 (python3) {state} 4000 4242 4242 0 -1\n")
     (server / "cgroup").write_text("0::/system.slice/sglang.service\n")
     if environ_is_dir:
         (server / "environ").mkdir()
     else:
-        (server / "environ").write_bytes(
-            f"PATH=/usr/bin\x00HF_TOKEN={HF}\x00AWS_SECRET_ACCESS_KEY={AWS_SECRET}\x00TZ=Asia/Shanghai\x00".encode())
+        env = environ if environ is not None else [
+            "PATH=/usr/bin", f"HF_TOKEN={HF}", f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}", "TZ=Asia/Shanghai"]
+        (server / "environ").write_bytes("\x00".join(env).encode() + b"\x00")
     (server / "cwd").symlink_to(root)
     (server / "fd" / "0").symlink_to("/dev/null")
     (server / "fd" / "1").symlink_to(log)

@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_collect import make_proc
 
 from forensics.collect import CollectOptions, collect
 from forensics.redact import redact_bytes, redact_text
@@ -92,30 +93,11 @@ def _fake_commands(bindir: Path) -> None:
 
 
 def _fake_proc(root: Path, log: Path) -> Path:
-    proc = root / "proc"
-    proc.mkdir()
-    (proc / "meminfo").write_text("MemTotal:       470000000 kB\nMemFree:         9000000 kB\n")
-    (proc / "stat").write_text("cpu  1 2 3 4\nbtime 1795942200\n")
-    (proc / "uptime").write_text("734.56 1312.77\n")
-    init = proc / "1"
-    init.mkdir()
-    (init / "cmdline").write_bytes(b"/sbin/init\x00")
-    (init / "comm").write_text("systemd\n")
-    (init / "environ").write_bytes(f"container=docker\x00HUGGING_FACE_HUB_TOKEN={HF}\x00".encode())
-    server = proc / "4242"
-    (server / "fd").mkdir(parents=True)
-    (server / "cmdline").write_bytes("\x00".join(SERVER_ARGV).encode() + b"\x00")
-    (server / "comm").write_text("python3\n")
-    (server / "stat").write_text("4242 (python3) S 4000 4242 4242 0 -1\n")
-    (server / "cgroup").write_text("0::/system.slice/sglang.service\n")
-    (server / "environ").write_bytes("\x00".join([
+    return make_proc(root, log, argv=SERVER_ARGV, state="S", init_environ=[
+        "container=docker", f"HUGGING_FACE_HUB_TOKEN={HF}"], environ=[
         "PATH=/usr/bin", f"HF_TOKEN={HF}", f"OPENAI_API_KEY={SK}", f"AWS_ACCESS_KEY_ID={AKIA}",
         f"AWS_SECRET_ACCESS_KEY={AWS}", f"SGLANG_API_KEY={API_KEY}", f"DATABASE_URL=postgres://u:{DB_PW}@db/x",
-        f"HTTP_AUTH=Bearer {BEARER}", "TZ=UTC"]).encode() + b"\x00")
-    (server / "cwd").symlink_to(root)
-    (server / "fd" / "1").symlink_to(log)
-    (server / "fd" / "2").symlink_to(log)
-    return proc
+        f"HTTP_AUTH=Bearer {BEARER}", "TZ=UTC"])
 
 
 def _added_files(root: Path) -> list[Path]:
