@@ -1,7 +1,14 @@
 """Read every input the commands accept: bundles (tar, tar.gz/tgz, tar.zst), directories, loose files.
 
-Archives are streamed member by member and never extracted to disk. A member that could
-escape (absolute path, ``..``, a link pointing outside, a device or FIFO), a member or archive
+Archives are streamed member by member; no member is ever written under its own name. Small
+members are read into memory. A member over the streaming threshold (see :func:`read_archive`) is
+spooled, as it streams out of the archive and under the same caps, into an anonymous file
+(``mkstemp``, mode 0600) in a private folder (``mkdtemp``, mode 0700) next to the output when one is
+known, else in the system's temp folder; the timeline then streams it like a big loose file. The
+folder goes when the :class:`InputSet` is closed (``with read_inputs(...) as inp``), when nothing
+refers to it any more, or at exit, whichever comes first, and on every error while reading.
+
+A member that could escape (absolute path, ``..``, a link pointing outside, a device or FIFO), a member or archive
 whose decompressed size passes the caps (decompression bombs), a truncated or corrupt archive,
 or an archive with nothing in it stops the command: :class:`InputError` carries one line for
 stderr and the CLI exits with code 3.
@@ -14,8 +21,11 @@ import io
 import json
 import os
 import posixpath
+import shutil
 import stat
 import tarfile
+import tempfile
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +64,8 @@ class InputFile:
     #: a regular file over STREAM_BYTES is not read here: ``data`` stays empty and readers stream ``path``
     path: Path | None = None
     size: int | None = None
+    #: the spool a spooled archive member's ``path`` lies in: kept alive as long as the file is
+    spool: _Spool | None = field(default=None, repr=False, compare=False)
 
     @property
     def streamed(self) -> bool:
@@ -94,11 +106,47 @@ class InputFile:
             yield carry
 
 
+class _Spool:
+    """A private folder for big archive members, made on first use. ``close()`` removes it; so does
+    the garbage collector once no InputSet or InputFile refers to it, and the interpreter at exit."""
+
+    def __init__(self, where: str | os.PathLike | None) -> None:
+        self.where = where
+        self.dir: str | None = None
+        self._gone: weakref.finalize | None = None
+
+    def new_file(self) -> tuple[int, Path]:
+        if self.dir is None:
+            # next to the output when it exists, not a folder made here that could outlive the run
+            where = self.where if self.where is not None and os.path.isdir(self.where) else None
+            self.dir = tempfile.mkdtemp(prefix=".forensics-spool-", dir=where)
+            self._gone = weakref.finalize(self, shutil.rmtree, self.dir, True)
+        # an anonymous name: nothing from the archive reaches the filesystem
+        fd, name = tempfile.mkstemp(suffix=".member", dir=self.dir)
+        return fd, Path(name)
+
+    def close(self) -> None:
+        if self._gone is not None:
+            self._gone()
+
+
 @dataclass
 class InputSet:
     files: list[InputFile] = field(default_factory=list)
     manifest: dict | None = None
     skipped: list[str] = field(default_factory=list)  # links inside the tree, empty files… in words
+    spool: _Spool | None = field(default=None, repr=False, compare=False)
+
+    def close(self) -> None:
+        """Remove the spooled archive members (their InputFiles cannot be read afterwards)."""
+        if self.spool is not None:
+            self.spool.close()
+
+    def __enter__(self) -> InputSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def is_archive_name(path: str | os.PathLike) -> bool:
@@ -160,11 +208,19 @@ def _why(e: BaseException) -> str:
     return msg[:200]
 
 
-def read_archive(path: Path) -> tuple[list[InputFile], list[str]]:
-    """Stream one archive; return its regular files and what was skipped (in words)."""
+def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> tuple[list[InputFile], list[str]]:
+    """Stream one archive; return its regular files and what was skipped (in words).
+
+    With a ``spool``, a member declaring more than STREAM_BYTES is spooled to a private file instead
+    of read into memory; so is one over STREAM_BYTES_BIG_INPUT once the input is ``big`` (the inputs
+    on disk pass STREAM_BYTES) or the sizes the archive's headers declared so far, this member's
+    included, pass STREAM_BYTES. The members held in memory thus add up to at most about
+    STREAM_BYTES, plus members under STREAM_BYTES_BIG_INPUT — as for a directory.
+    """
     files: list[InputFile] = []
     skipped: list[str] = []
     total = 0
+    declared = 0
     tf, counter, raw = _open_archive_stream(path)
     arch = str(path)
     try:
@@ -189,7 +245,17 @@ def read_archive(path: Path) -> tuple[list[InputFile], list[str]]:
                 raise InputError(f"{arch}: refusing member {member.name!r}: not a regular file")
             if member.size > MAX_MEMBER_BYTES:
                 raise InputError(f"{arch}: refusing member {member.name!r}: declares {member.size} bytes, over the {MAX_MEMBER_BYTES >> 30} GiB cap")
+            declared += member.size
+            over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big or declared > STREAM_BYTES else STREAM_BYTES
+            # a bundle's manifest is read whole (it is small; a huge one is spooled and not taken as one)
+            manifest = posixpath.basename(name) == "manifest.json" and member.size <= STREAM_BYTES
             fobj = tf.extractfile(member)
+            if spool is not None and fobj is not None and member.size > over and not manifest:
+                got, where = _spool_capped(fobj, member.size, arch, member.name, total, counter, spool)
+                total += got
+                files.append(InputFile(name=name, data=b"", origin=arch, mtime=float(member.mtime), path=where,
+                                       size=got, spool=spool))
+                continue
             data = _read_capped(fobj, member.size, arch, member.name, total, counter) if fobj else b""
             total += len(data)
             files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime)))
@@ -232,6 +298,35 @@ def _read_capped(fobj, declared: int, arch: str, member: str, before: int, count
     return b"".join(chunks)
 
 
+def _spool_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
+                  spool: _Spool) -> tuple[int, Path]:
+    """Copy one member to a new file in the spool in 1 MiB steps, under the caps of _read_capped."""
+    fd, where = spool.new_file()
+    got = 0
+    try:
+        with open(fd, "wb") as out:
+            while True:
+                chunk = fobj.read(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+                if got > MAX_MEMBER_BYTES:
+                    raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
+                _check_expansion(before + got, counter, arch)
+                out.write(chunk)
+        if got < declared:
+            raise InputError(f"{arch}: archive is truncated inside member {member!r}")
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            where.unlink()
+        raise InputError(f"{arch}: cannot spool member {member!r} to {where.parent} ({_why(e)})") from None
+    except BaseException:
+        with contextlib.suppress(OSError):  # the folder goes too; the partial copy need not wait for it
+            where.unlink()
+        raise
+    return got, where
+
+
 def _strip_common_top(files: list[InputFile]) -> None:
     """Bundles have one top folder (forensics-host-stamp/); names inside the bundle drop it."""
     tops = {f.name.split("/", 1)[0] for f in files}
@@ -241,7 +336,8 @@ def _strip_common_top(files: list[InputFile]) -> None:
             f.name = f.name[cut:]
 
 
-def read_directory(root: Path, stream_over: int = STREAM_BYTES) -> tuple[list[InputFile], list[str]]:
+def read_directory(root: Path, stream_over: int = STREAM_BYTES,
+                   spool: _Spool | None = None) -> tuple[list[InputFile], list[str]]:
     files: list[InputFile] = []
     skipped: list[str] = []
     root_real = root.resolve()
@@ -271,7 +367,7 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES) -> tuple[list[In
             if len(files) >= MAX_FILES:
                 raise InputError(f"{root}: more than {MAX_FILES} files")
             if is_archive_name(p):
-                sub, sub_skipped = read_archive(p)
+                sub, sub_skipped = read_archive(p, spool, stream_over < STREAM_BYTES)
                 _strip_common_top(sub)
                 for f in sub:
                     f.name = f"{rel}/{f.name}"
@@ -291,11 +387,23 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES) -> tuple[list[In
     return files, skipped
 
 
-def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
-    """Read all INPUT arguments into one set of named files (plus the bundle manifest, if any)."""
+def read_inputs(paths: list[str | os.PathLike], spool_dir: str | os.PathLike | None = None) -> InputSet:
+    """Read all INPUT arguments into one set of named files (plus the bundle manifest, if any).
+
+    Big archive members are spooled into a private folder under ``spool_dir`` (the system's temp
+    folder if None or missing); close the set, or use it as a context manager, to remove it."""
     if not paths:
         raise InputError("no input given")
-    out = InputSet()
+    out = InputSet(spool=_Spool(spool_dir))
+    try:
+        _read_into(out, paths)
+    except BaseException:  # a refusal, an unreadable file, Ctrl-C: nothing spooled stays behind
+        out.close()
+        raise
+    return out
+
+
+def _read_into(out: InputSet, paths: list[str | os.PathLike]) -> None:
     big = _total_size(paths) > STREAM_BYTES
     stream_over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big else STREAM_BYTES
     used_names: set[str] = set()
@@ -312,10 +420,10 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
             # a FIFO would block the read forever, /dev/zero never ends: only files and folders
             raise InputError(f"{arg}: not a regular file or directory (device, FIFO or socket)")
         if p.is_dir():
-            files, skipped = read_directory(p, stream_over)
+            files, skipped = read_directory(p, stream_over, out.spool)
             prefix = f"{p.name}/" if multi else ""
         elif is_archive_name(p) or _looks_like_archive(p):
-            files, skipped = read_archive(p)
+            files, skipped = read_archive(p, out.spool, big)
             _strip_common_top(files)
             prefix = f"{p.name}/" if multi else ""
         elif st.st_size > stream_over and p.name != "manifest.json":
@@ -344,7 +452,6 @@ def read_inputs(paths: list[str | os.PathLike]) -> InputSet:
         out.skipped.extend(skipped)
     if not out.files:
         raise InputError("input holds no files to read")
-    return out
 
 
 def _total_size(paths: list[str | os.PathLike]) -> int:
@@ -379,6 +486,8 @@ def _looks_like_archive(p: Path) -> bool:
 
 
 def _load_manifest(f: InputFile, arg) -> dict | None:
+    if f.streamed:  # too big to be a manifest
+        return None
     try:
         doc = json.loads(f.data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
