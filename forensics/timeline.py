@@ -385,7 +385,8 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
             zoneinfo.ZoneInfo(tz)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
-    inp = read_inputs([str(p) for p in paths])
+    # big archive members are spooled next to the output, and removed once the rows are read
+    inp = read_inputs([str(p) for p in paths], spool_dir=spill_dir)
     sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
     redactions: Counter[str] = Counter()
     if redact:
@@ -397,6 +398,8 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         if sink is not None:
             sink.abort()
         raise
+    finally:
+        inp.close()
     if sink is not None:
         weakref.finalize(tl, shutil.rmtree, sink.dir, True)
     return tl
