@@ -3,6 +3,8 @@
 
     python bench/run.py                      # 1 GB
     python bench/run.py --size 256MB --size 1GB --size 4GB
+    python bench/run.py --bundle             # also `report` on the same set as a .tar.zst bundle
+    python bench/run.py --bundle gz          # … as a .tar.gz
 
 For each size it generates (once, cached under bench/_data/) a synthetic multi-rank SGLang log
 set — 8 rank logs with every line kind in realistic proportions (mostly Decode/Prefill batch
@@ -150,6 +152,32 @@ def dataset(total: int) -> Path:
     return dest
 
 
+def bundle_of(d: Path, kind: str) -> Path:
+    """The set as a collect-style bundle (one top folder), made once and cached next to the set."""
+    dest = d.parent / f"{d.name}.tar.{kind}"
+    if dest.exists():
+        return dest
+    import tarfile
+
+    import zstandard
+
+    print(f"packing {dest.name} …", file=sys.stderr)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as raw:
+        if kind == "zst":  # as `forensics collect -o x.tar.zst` writes it: zstd level 10, one stream
+            out = zstandard.ZstdCompressor(level=10, threads=-1).stream_writer(raw, closefd=False)
+            mode = "w|"
+        else:
+            out, mode = raw, "w|gz"
+        with tarfile.open(fileobj=out, mode=mode, format=tarfile.PAX_FORMAT) as tf:
+            for f in files_of(d):
+                tf.add(f, arcname=f"forensics-bench-{d.name}/{Path(f).relative_to(d).as_posix()}", recursive=False)
+        if kind == "zst":
+            out.close()
+    tmp.rename(dest)
+    return dest
+
+
 def files_of(d: Path) -> list[str]:
     return sorted(str(p) for p in d.rglob("*") if p.is_file() and p.name != ".complete")
 
@@ -179,14 +207,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", action="append", help="input size, e.g. 256MB, 1GB, 4GB (repeatable; default 1GB)")
     ap.add_argument("--no-report", action="store_true", help="time only grep and `forensics timeline`")
+    ap.add_argument("--bundle", nargs="?", const="zst", choices=["zst", "gz"],
+                    help="also time `forensics report` on the set packed as a .tar.zst (default) or .tar.gz bundle")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in (args.size or ["1GB"])]
-    if not all((DATA / f"set-{t}" / ".complete").exists() for t in sizes):
+    ready = all((DATA / f"set-{t}" / ".complete").exists() for t in sizes)
+    if args.bundle:
+        ready = ready and all((DATA / f"set-{t}.tar.{args.bundle}").exists() for t in sizes)
+    if not ready:
         for total in sizes:
-            dataset(total)
+            d = dataset(total)
+            if args.bundle:
+                bundle_of(d, args.bundle)
         # start afresh: a child's peak RSS counts the parent's memory at fork, and generating grew it
         os.execv(sys.executable, [sys.executable, *sys.argv])
     rows = []
+    bundles = []
     for total in sizes:
         d = dataset(total)
         files = files_of(d)
@@ -203,6 +239,14 @@ def main() -> int:
             else:
                 r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(d), "-o", f"{tmp}/r", "-q"])
         rows.append((nbytes, g_wall, g_rss, t_wall, t_rss, r_wall, r_rss))
+        if args.bundle:
+            b = bundle_of(d, args.bundle)
+            with open(b, "rb") as fh:  # warm, as the files were
+                while fh.read(1 << 24):
+                    pass
+            with tempfile.TemporaryDirectory() as tmp:
+                b_wall, b_rss, _ = timed([*forensics_cmd(), "report", str(b), "-o", f"{tmp}/r", "-q"])
+            bundles.append((nbytes, b, b_wall, b_rss))
     seed = None
     try:
         from forensics.resources import example_bundle
@@ -216,6 +260,9 @@ def main() -> int:
     for nbytes, g, _grss, t, trss, r, rrss in rows:
         print(f"{nbytes / (1 << 30):>8.2f}GB {g:>8.2f}s {t:>8.2f}s {t / g:>6.1f}× {trss / (1 << 20):>6.0f}MB "
               f"{r:>8.2f}s {r / g:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
+    for nbytes, b, wall, rss in bundles:
+        print(f"{nbytes / (1 << 30):>8.2f}GB as {b.name} ({b.stat().st_size / (1 << 20):,.0f} MB): "
+              f"forensics report {wall:.2f}s, peak RSS {rss / (1 << 20):.0f} MB")
     if seed:
         print(f"seed bundle: forensics report {seed[0]:.2f}s, peak RSS {seed[1] / (1 << 20):.0f} MB")
     return 0
