@@ -269,27 +269,40 @@ class _Sampler:
     def __init__(self, nbytes: int) -> None:
         # ~150 bytes a bulk line: the whole file makes about BUCKETS buckets, whatever its size
         self.bucket = max(1, nbytes // 150 // BUCKETS)
-        self.seen = pl.DataFrame(schema={"kind": pl.Utf8, "rank": pl.Utf8, "run": pl.Int32, "_n": pl.Int64})
+        #: rows seen so far per (kind, rank, run)
+        self.seen: dict[tuple[Any, Any, Any], int] = {}
         self.extreme = 0
         self.bulk = 0
         self.kept = 0
 
     def keep(self, frame: pl.DataFrame) -> pl.DataFrame:
-        is_bulk = pl.col("kind").is_in(BULK_KINDS)
-        bulk = frame.filter(is_bulk)
-        if not bulk.height:
+        is_bulk = frame.get_column("kind").is_in(BULK_KINDS)
+        n_bulk = int(is_bulk.sum())
+        if not n_bulk:
             return frame
         keys = list(self.KEYS)
-        b = bulk.select(*keys, "ratio", "tokens", "count", "attrs").with_row_index("_i") \
-            .join(self.seen, on=keys, how="left", nulls_equal=True, maintain_order="left")
-        b = b.with_columns(_o=pl.col("_n").fill_null(0) + pl.int_range(pl.len(), dtype=pl.Int64).over(keys))
-        self.seen = pl.concat([self.seen, b.group_by(keys).agg(pl.len().cast(pl.Int64).alias("_n"))]) \
-            .group_by(keys).agg(pl.col("_n").sum()).sort(keys, nulls_last=True)
+        # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
+        b = frame.select(*keys, "ratio", "tokens", "count", "attrs").with_row_index("_i").filter(is_bulk)
+        groups = b.group_by(keys, maintain_order=True).len()
+        before = [self.seen.get(k, 0) for k in groups.select(keys).iter_rows()]
+        for k, n0, n in zip(groups.select(keys).iter_rows(), before, groups.get_column("len"), strict=True):
+            self.seen[k] = n0 + n
+        o = pl.int_range(pl.len(), dtype=pl.Int64).over(keys)
+        if any(before):  # a later chunk of a (kind, rank, run): its ordinals go on from the rows seen
+            offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
+            b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
+            o = o + pl.col("_n")
+        # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of every
+        # string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
+        attrs = pl.col("attrs")
+        at = attrs.str.find('"queue_req": ', literal=True)
+        q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
         extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
-        b = b.with_columns(_x=extreme.fill_null(False),
-                           _q=pl.col("attrs").str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1).cast(pl.Int64),
-                           _b=pl.col("_o") // self.bucket)
-        b = b.with_columns(_xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
+        b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
+        if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
+            b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
+        b = b.with_columns(_q=pl.col("_q").cast(pl.Int64), _b=pl.col("_o") // self.bucket,
+                           _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
 
         def at_max(col: str, desc: bool = True) -> pl.Expr:
             c = pl.col(col)
@@ -298,15 +311,15 @@ class _Sampler:
         g = b.group_by([*keys, "_b"]).agg(pl.col("_i").first().alias("a"), pl.col("_i").last().alias("z"),
                                           at_max("ratio"), at_max("ratio", False), at_max("tokens"),
                                           at_max("count"), at_max("_q"))
-        ids = pl.concat([g.get_column(c) for c in g.columns[len(keys) + 1:]]).drop_nulls().unique()
-        mask = b.select((pl.col("_o") < KEEP_ALL) | (pl.col("_x") & (pl.col("_xn") <= MAX_EXTREME))
-                        | pl.col("_i").is_in(ids.implode())).to_series()
+        ids = pl.concat([g.get_column(c) for c in g.columns[len(keys) + 1:]])
+        kept = b.filter((pl.col("_o") < KEEP_ALL) | (pl.col("_x") & (pl.col("_xn") <= MAX_EXTREME))
+                        | pl.col("_i").is_in(ids.drop_nulls().implode())).get_column("_i")
         self.extreme = min(int(b.get_column("_xn")[-1]), MAX_EXTREME + 1)
-        kept = bulk.filter(mask)
-        self.bulk += bulk.height
-        self.kept += kept.height
-        out = pl.concat([frame.filter(~is_bulk), kept], how="vertical")
-        # a filtered string column still points into the whole chunk's buffers: copy what is kept so
+        self.bulk += n_bulk
+        self.kept += kept.len()
+        # the other rows, then the kept bulk rows, each in line order
+        out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
+        # a gathered string column still points into the whole chunk's buffers: copy what is kept so
         # the chunk can be freed (else memory grows by the chunk, not by the sample)
         return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
 
