@@ -5,7 +5,7 @@ PYTEST_ARGS ?= -q -n auto
 
 .PHONY: demo test lint bench
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml hatch_build.py parsers/_native/bulkscan.c
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

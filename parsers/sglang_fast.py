@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from parsers import _bulkscan
 from parsers import sglang as S
 from parsers.schema import (
     COLUMNS,
@@ -356,6 +357,44 @@ def _lines(data: bytes | str) -> tuple[pl.DataFrame, bool]:
 
 
 # --------------------------------------------------------------------------------------------
+# The compiled path
+
+
+def _odd_labels(labels: list[str | None]) -> list[str]:
+    """Labels with a rank part that has no column (ATTN_CP, MOE_DP): their rows add attrs, so the
+    scanner reads them."""
+    sc = S._Scanner()
+    return [lab for lab in labels if lab and sc._labels(lab)["_extra"]]
+
+
+def _native_chunk(data: bytes | str) -> tuple[int, pl.DataFrame, pl.Series, list[str]]:
+    """(lines in the chunk, bulk rows as _bulk gives them, line index and text of every other line)."""
+    is_str = isinstance(data, str)
+    raw = data.encode("utf-8", "surrogatepass") if is_str else data
+    got = _bulkscan.scan(raw)
+    errors = "surrogatepass" if is_str else "replace"
+    others = [raw[a:b].decode("utf-8", errors) for a, b in got.other_spans]
+    idx = got.other_line
+    bulk = pl.from_arrow(_bulkscan.table(got.rows))
+    assert isinstance(bulk, pl.DataFrame)
+    bulk = bulk.select(pl.col("i").cast(pl.UInt32), "l", "labels",
+                       pl.col("k").replace_strict(_bulkscan.KIND_NAMES, return_dtype=pl.Utf8).alias("kind"),
+                       "tokens", "ratio", "count", "code", "attrs",
+                       pl.col("ts").cast(pl.Datetime("us")).alias("ts_local"))
+    if bulk.height:
+        odd = _odd_labels(bulk.get_column("labels").unique().to_list())
+        if odd:
+            is_odd = pl.col("labels").is_in(odd).fill_null(False)
+            moved = bulk.filter(is_odd)
+            bulk = bulk.filter(~is_odd)
+            pairs = sorted([*zip(idx, others, strict=True),
+                            *zip(moved.get_column("i").to_list(), moved.get_column("l").to_list(), strict=True)])
+            idx = [i for i, _ in pairs]
+            others = [t for _, t in pairs]
+    return got.n_lines, bulk, pl.Series("i", idx, dtype=pl.UInt32), others
+
+
+# --------------------------------------------------------------------------------------------
 # The stream
 
 
@@ -371,6 +410,7 @@ class Stream:
         self.recognized = 0
         self.has_sglang = False
         self.n_rows = 0
+        self.native = _bulkscan.available()
 
     def feed(self, data: bytes | str) -> pl.DataFrame:
         """A chunk that ends at a line end (or the last chunk); the rows now final, in line order."""
@@ -383,20 +423,23 @@ class Stream:
                 gc.enable()
 
     def _feed(self, data: bytes | str) -> pl.DataFrame:
-        lines, clean = _lines(data)
-        n = lines.height
-        if not n:
-            return empty_frame()
-        bulk = _bulk(lines, clean)
+        if self.native:
+            n, bulk, py_i, py_lines = _native_chunk(data)
+            if not n:
+                return empty_frame()
+        else:
+            lines, clean = _lines(data)
+            n = lines.height
+            if not n:
+                return empty_frame()
+            bulk = _bulk(lines, clean)
+            py = lines.join(bulk.select("i"), on="i", how="anti").sort("i") if bulk.height else lines
+            py_i = py.get_column("i")
+            py_lines = py.get_column("l").to_list()
         sc = self.sc
         off = self.offset
         if bulk.height:
             self.has_sglang = True
-            py = lines.join(bulk.select("i"), on="i", how="anti").sort("i")
-        else:
-            py = lines
-        py_i = py.get_column("i")
-        py_lines = py.get_column("l").to_list()
         gaps: dict[int, list[Any]] = {}
         gap_run: dict[int, int] = {}
         if bulk.height:

@@ -1,4 +1,7 @@
-"""The vectorised SGLang path (parsers.sglang_fast) gives exactly what parsers.sglang.parse gives.
+"""The fast SGLang paths (parsers.sglang_fast) give exactly what parsers.sglang.parse gives.
+
+Every test runs twice: with the compiled bulk-line scanner (parsers/_native, skipped where it was not
+built) and with the polars path that stands in for it.
 
 Real logs from ../shared (skipped when absent), our fixtures, and generated text that mixes every odd
 case the fast path must either read identically or leave to the scanner: multi-line records between
@@ -15,8 +18,18 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from parsers import sglang, sglang_fast
+from parsers import _bulkscan, sglang, sglang_fast
 from parsers.schema import NotThisFormat
+
+
+@pytest.fixture(autouse=True, params=["native", "polars"])
+def fast_path(request, monkeypatch) -> str:
+    if request.param == "native":
+        if not _bulkscan.available():
+            pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+    else:
+        monkeypatch.setattr(_bulkscan, "available", lambda: False)
+    return request.param
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "sglang_real_logs"
@@ -170,13 +183,18 @@ def test_chunk_boundaries_anywhere(seed: int) -> None:
     _same(text, chunks=list(range(1, n, 3)))  # a few lines per chunk
 
 
-def test_fast_path_takes_the_bulk() -> None:
-    """The point of it all: plain batch and access lines are read column-wise, not by the scanner."""
+def test_fast_path_takes_the_bulk(fast_path: str) -> None:
+    """The point of it all: plain batch and access lines are read in bulk, not by the Python scanner."""
     rng = random.Random(3)
     lines = [_decode(rng, " TP0", k) for k in range(300)] + [ODD[16]]
-    frame, clean = sglang_fast._lines("\n".join(lines) + "\n")
-    assert clean
-    bulk = sglang_fast._bulk(frame, clean)
+    text = "\n".join(lines) + "\n"
+    if fast_path == "native":
+        n, bulk, py_i, py_lines = sglang_fast._native_chunk(text.encode())
+        assert (n, py_lines) == (301, [])
+    else:
+        frame, clean = sglang_fast._lines(text)
+        assert clean
+        bulk = sglang_fast._bulk(frame, clean)
     assert bulk.height == 301
 
 

@@ -1,0 +1,171 @@
+"""ctypes binding of ``parsers/_native/bulkscan.c``, the one-pass reader of SGLang's bulk lines.
+
+The shared library is compiled when the package is installed (``hatch_build.py``); where there is no
+C compiler it is absent and :func:`available` is False, and ``parsers.sglang_fast`` falls back to its
+polars path, which gives the same rows more slowly. ``FORENSICS_NATIVE=0`` turns it off (tests use
+that to hold both paths to the same output). The library's buffers come back as Arrow arrays without
+a copy: pyarrow is here only for that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+#: The C side's FX_ABI: a library built from another revision of the source is not used.
+ABI = 1
+HERE = Path(__file__).resolve().parent
+LIBRARY = HERE / "_native" / "bulkscan.so"
+SOURCE = HERE / "_native" / "bulkscan.c"
+#: Why the library is not used, when it is not (for ``forensics --version``-style diagnostics and tests).
+why_not: str | None = None
+
+KIND_NAMES = {1: "decode_batch", 2: "prefill_batch", 3: "http_access"}
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+
+
+class _Scan(ctypes.Structure):
+    _fields_ = [
+        ("buf", _P), ("n", _I), ("renames", _P), ("cap_rows", _I), ("cap_attrs", _I),
+        ("row_line", _P), ("row_kind", _P), ("row_ts", _P), ("row_tokens", _P), ("row_count", _P),
+        ("row_code", _P), ("row_ratio", _P),
+        ("bm_tokens", _P), ("bm_count", _P), ("bm_code", _P), ("bm_ratio", _P), ("bm_attrs", _P),
+        ("bm_labels", _P),
+        ("text_view", _P), ("attrs_off", _P), ("attrs", _P), ("label_view", _P),
+        ("other_line", _P), ("other_start", _P), ("other_end", _P),
+        ("n_rows", _I), ("n_other", _I), ("n_lines", _I),
+    ]
+
+
+_lib: ctypes.CDLL | None = None
+_tried = False
+_renames: ctypes.Array | None = None
+
+
+def _load() -> ctypes.CDLL | None:
+    global _lib, _tried, why_not
+    if _tried:
+        return _lib
+    _tried = True
+    if not LIBRARY.is_file():
+        why_not = f"{LIBRARY} not built (no C compiler at install?)"
+        return None
+    from parsers.sglang import _KEY_RENAMES
+
+    set_renames(_KEY_RENAMES)
+    try:
+        lib = ctypes.CDLL(str(LIBRARY))
+        lib.fx_abi.restype = ctypes.c_int
+        lib.fx_source.restype = ctypes.c_char_p
+        built_from = lib.fx_source().decode()
+        lib.fx_scan.argtypes = [ctypes.POINTER(_Scan)]
+        lib.fx_scan.restype = ctypes.c_int
+    except (OSError, AttributeError) as e:  # a foreign or broken build: the polars path reads the same
+        why_not = f"{LIBRARY} unusable ({e})"
+        return None
+    if lib.fx_abi() != ABI:
+        why_not = f"{LIBRARY} is of another ABI"
+        return None
+    if SOURCE.is_file() and hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16] != built_from:
+        why_not = f"{LIBRARY} is stale: rebuild it with `python hatch_build.py`"
+        return None
+    _lib = lib
+    return lib
+
+
+def available() -> bool:
+    """Whether the compiled scanner is there and enabled."""
+    if os.environ.get("FORENSICS_NATIVE", "1") == "0":
+        return False
+    return _load() is not None
+
+
+def set_renames(renames: dict[str, str]) -> None:
+    """The raw batch keys whose snake name is not the generic one (parsers.sglang._KEY_RENAMES)."""
+    global _renames
+    blob = b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in renames.items()) + b"\0"
+    _renames = ctypes.create_string_buffer(blob, len(blob))
+
+
+@dataclass
+class Scanned:
+    """What one chunk holds: the bulk rows as Arrow arrays, and the spans of every other line."""
+
+    n_lines: int
+    rows: dict[str, pa.Array]
+    other_line: list[int]
+    other_spans: list[tuple[int, int]]
+
+
+def table(rows: dict[str, pa.Array]) -> pa.Table:
+    return pa.table(rows)
+
+
+def _addr(b: bytearray) -> int:
+    return ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b)) if b else 0
+
+
+def scan(raw: bytes) -> Scanned:
+    """Read one chunk (whole lines). Raises RuntimeError if the library is not available."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError("native scanner not available")
+    n = len(raw)
+    cap = raw.count(b"\n") + 2
+    bm = cap // 8 + 1
+    cap_attrs = n + 4096  # a batch line's JSON is about as long as the line; retried bigger if not
+    while True:
+        a = {k: bytearray(cap * 8) for k in ("row_line", "row_ts", "row_tokens", "row_count", "row_code",
+                                              "row_ratio", "other_line", "other_start", "other_end")}
+        a["row_kind"] = bytearray(cap)
+        for k in ("bm_tokens", "bm_count", "bm_code", "bm_ratio", "bm_attrs", "bm_labels"):
+            a[k] = bytearray(bm)
+        a["attrs_off"] = bytearray((cap + 1) * 8)
+        a["text_view"] = bytearray(cap * 16)
+        a["label_view"] = bytearray(cap * 16)
+        a["attrs"] = bytearray(cap_attrs)
+        src = ctypes.c_char_p(raw)  # points into the bytes object, no copy; kept alive by ``raw``
+        st = _Scan(buf=ctypes.cast(src, ctypes.c_void_p).value, n=n, renames=ctypes.addressof(_renames) if _renames else None,
+                   cap_rows=cap, cap_attrs=cap_attrs, **{k: _addr(v) for k, v in a.items()})
+        rc = lib.fx_scan(ctypes.byref(st))
+        if rc == 0:
+            break
+        if rc != -1:
+            raise RuntimeError(f"native scanner failed ({rc})")
+        cap_attrs *= 4
+    m = st.n_rows
+    buf = pa.py_buffer
+
+    def num(kind: pa.DataType, vals: str, valid: str | None) -> pa.Array:
+        return pa.Array.from_buffers(kind, m, [buf(a[valid]) if valid else None, buf(a[vals])])
+
+    chunk = buf(raw)
+
+    def views(vals: str, valid: str | None) -> pa.Array:  # zero-copy: the views point into the chunk
+        return pa.Array.from_buffers(pa.string_view(), m, [buf(a[valid]) if valid else None, buf(a[vals]), chunk])
+
+    rows = {
+        "i": num(pa.int64(), "row_line", None),
+        "k": pa.Array.from_buffers(pa.uint8(), m, [None, buf(a["row_kind"])]),
+        "ts": num(pa.int64(), "row_ts", None),
+        "tokens": num(pa.int64(), "row_tokens", "bm_tokens"),
+        "ratio": num(pa.float64(), "row_ratio", "bm_ratio"),
+        "count": num(pa.int64(), "row_count", "bm_count"),
+        "code": num(pa.int64(), "row_code", "bm_code"),
+        "l": views("text_view", None),
+        "attrs": pa.Array.from_buffers(pa.large_string(), m, [buf(a["bm_attrs"]), buf(a["attrs_off"]),
+                                                              buf(a["attrs"])]),
+        "labels": views("label_view", "bm_labels"),
+    }
+    k = st.n_other
+    lines = memoryview(a["other_line"]).cast("q")[:k].tolist()
+    starts = memoryview(a["other_start"]).cast("q")[:k].tolist()
+    ends = memoryview(a["other_end"]).cast("q")[:k].tolist()
+    return Scanned(n_lines=st.n_lines, rows=rows, other_line=lines, other_spans=list(zip(starts, ends, strict=True)))

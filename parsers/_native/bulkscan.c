@@ -1,0 +1,641 @@
+/* bulkscan: the bulk lines of an SGLang log (Decode/Prefill batch, uvicorn access) read in one pass.
+ *
+ * A long-running server's log is >99% these three one-line records. This reads a chunk of bytes,
+ * classifies every physical line, and for each bulk line writes the columns parsers/sglang.py would
+ * give it (stamp, labels, typed tokens/ratio/count/code, the sorted-key JSON of its fields, the text)
+ * into caller-owned Arrow-layout buffers; every other line is returned as (index, start, end) for the
+ * Python scanner. A line is taken only when it is provably read the same way as the Python scanner
+ * reads it (printable ASCII, no glued record, a valid stamp, every field `key: value` with a value
+ * class whose JSON is known); anything else is left to the scanner, so this can only be slower than
+ * the scanner for a line, never different. tests/test_perf_equivalence.py holds it to that.
+ *
+ * No global state (one small allocation a call): safe to call from any thread on separate buffers.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FX_ABI 1
+#define MAX_LINE 2000
+#define MAX_FIELDS 64
+
+enum { K_OTHER = 0, K_DECODE = 1, K_PREFILL = 2, K_ACCESS = 3 };
+enum { V_BAD = 0, V_INT, V_DEC, V_PCT, V_BOOL, V_WORD };
+
+typedef struct {
+    /* in */
+    const uint8_t *buf;
+    int64_t n;
+    const char *renames; /* "raw\0snake\0raw\0snake\0\0" */
+    int64_t cap_rows, cap_attrs;
+    /* bulk rows (cap_rows each; bitmaps cap_rows/8+1 bytes, zeroed by the caller) */
+    int64_t *row_line;
+    uint8_t *row_kind;
+    int64_t *row_ts;
+    int64_t *row_tokens, *row_count, *row_code;
+    double *row_ratio;
+    uint8_t *bm_tokens, *bm_count, *bm_code, *bm_ratio, *bm_attrs, *bm_labels;
+    uint8_t *text_view; /* Arrow string views into buf, 16 bytes a row */
+    int64_t *attrs_off;  /* cap_rows + 1 */
+    uint8_t *attrs;      /* cap_attrs */
+    uint8_t *label_view; /* views into buf */
+    /* other lines (cap_rows each) */
+    int64_t *other_line, *other_start, *other_end;
+    /* out */
+    int64_t n_rows, n_other, n_lines;
+} fx_scan_t;
+
+#ifndef FX_SOURCE_HASH
+#define FX_SOURCE_HASH "unknown"
+#endif
+
+int fx_abi(void) { return FX_ABI; }
+/* the hash of the source it was built from (hatch_build.py): a stale build is not used */
+const char *fx_source(void) { return FX_SOURCE_HASH; }
+
+static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+static inline int is_alpha(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+static inline int is_label_char(uint8_t c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '.'; }
+static inline void bit_set(uint8_t *bm, int64_t i) { bm[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+
+/* an Arrow string view of buf[at, at+len) (data buffer 0 = the chunk) */
+static void view(uint8_t *v, const uint8_t *buf, int64_t at, int32_t len) {
+    memset(v, 0, 16);
+    memcpy(v, &len, 4);
+    if (len <= 12) {
+        memcpy(v + 4, buf + at, (size_t)len);
+    } else {
+        int32_t zero = 0, off = (int32_t)at;
+        memcpy(v + 4, buf + at, 4);
+        memcpy(v + 8, &zero, 4);
+        memcpy(v + 12, &off, 4);
+    }
+}
+
+static int digits(const uint8_t *s, int n) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!is_digit(s[i])) return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil) */
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* "[YYYY-MM-DD HH:MM:SS(.ffffff)?( Label){0,8}] " at s; returns the offset after it, or -1.
+ * The date must be one datetime.fromisoformat accepts. */
+static int prefix(const uint8_t *s, int len, int64_t *ts, int *lab_a, int *lab_b) {
+    if (len < 22 || s[0] != '[') return -1;
+    const uint8_t *p = s + 1;
+    if (p[4] != '-' || p[7] != '-' || p[10] != ' ' || p[13] != ':' || p[16] != ':') return -1;
+    int y = digits(p, 4), mo = digits(p + 5, 2), d = digits(p + 8, 2);
+    int h = digits(p + 11, 2), mi = digits(p + 14, 2), se = digits(p + 17, 2);
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 59) return -1;
+    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int dim = mdays[mo - 1] + (mo == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
+    if (d > dim) return -1;
+    int i = 20;
+    int64_t us = 0;
+    if (i < len && (s[i] == '.' || s[i] == ',')) {
+        int j = i + 1, nd = 0;
+        while (j < len && is_digit(s[j]) && nd < 7) { j++; nd++; }
+        if (nd < 1 || nd > 6) return -1;
+        for (int k = 0; k < 6; k++) us = us * 10 + (k < nd ? s[i + 1 + k] - '0' : 0);
+        i = j;
+    }
+    *ts = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 * 1000000LL + (int64_t)se * 1000000LL + us;
+    int la = i, nl = 0;
+    while (i + 1 < len && s[i] == ' ' && is_alpha(s[i + 1])) {
+        if (++nl > 8) return -1;
+        i += 2;
+        while (i < len && is_label_char(s[i])) i++;
+    }
+    if (i + 1 >= len || s[i] != ']' || s[i + 1] != ' ') return -1;
+    *lab_a = nl ? la + 1 : -1; /* labels stripped of the leading space */
+    *lab_b = i;
+    return i + 2;
+}
+
+/* snake_case of a raw batch key, as parsers.sglang._snake; out needs 5*klen+8 bytes */
+static int snake(const uint8_t *k, int klen, char *out, const char *renames) {
+    for (const char *r = renames; r && *r;) {
+        size_t rl = strlen(r);
+        const char *to = r + rl + 1;
+        size_t tl = strlen(to);
+        if ((int)rl == klen && memcmp(r, k, rl) == 0) {
+            memcpy(out, to, tl);
+            return (int)tl;
+        }
+        r = to + tl + 1;
+    }
+    char tmp[5 * MAX_LINE + 8];
+    int t = 0;
+    for (int i = 0; i < klen;) {
+        if (i + 8 <= klen) {
+            static const char tf[] = "tflops/s";
+            int hit = 1;
+            for (int j = 0; j < 8; j++) {
+                uint8_t c = k[i + j];
+                if (c >= 'A' && c <= 'Z') c += 32;
+                if (c != (uint8_t)tf[j]) { hit = 0; break; }
+            }
+            if (hit) { memcpy(tmp + t, "tflops", 6); t += 6; i += 8; continue; }
+        }
+        uint8_t c = k[i++];
+        if (c == '/') { memcpy(tmp + t, "_per_", 5); t += 5; continue; }
+        if (c >= 'A' && c <= 'Z') c += 32;
+        tmp[t++] = (char)c;
+    }
+    int o = 0, sep = 0;
+    for (int i = 0; i < t; i++) {
+        uint8_t c = (uint8_t)tmp[i];
+        if ((c >= 'a' && c <= 'z') || is_digit(c)) {
+            if (sep && o) out[o++] = '_';
+            sep = 0;
+            out[o++] = (char)c;
+        } else {
+            sep = 1;
+        }
+    }
+    if (!o) { memcpy(out, "field", 5); o = 5; }
+    return o;
+}
+
+/* repr(float) of sign+ip.fp when provable (≤15 digits, not below 1e-4); returns length or -1 */
+static int canon_decimal(int neg, const uint8_t *ip, int ni, const uint8_t *fp, int nf, char *out) {
+    while (ni && *ip == '0') { ip++; ni--; }
+    while (nf && fp[nf - 1] == '0') nf--;
+    if (ni + nf > 15) return -1;
+    if (!ni && nf >= 4 && fp[0] == '0' && fp[1] == '0' && fp[2] == '0' && fp[3] == '0') return -1;
+    int o = 0;
+    if (neg) out[o++] = '-';
+    if (ni) { memcpy(out + o, ip, ni); o += ni; } else out[o++] = '0';
+    out[o++] = '.';
+    if (nf) { memcpy(out + o, fp, nf); o += nf; } else out[o++] = '0';
+    return o;
+}
+
+typedef struct {
+    int cls;
+    int64_t i;
+    const char *num; /* V_DEC, V_PCT: the decimal text whose float is the value (parsed on demand) */
+    int numlen;
+} value_t;
+
+static double as_double(const value_t *v) {
+    if (v->cls == V_INT) return (double)v->i;
+    char tmp[64];
+    memcpy(tmp, v->num, (size_t)v->numlen);
+    tmp[v->numlen] = 0;
+    return strtod(tmp, NULL);
+}
+
+/* the class, JSON text and typed value of one raw value, as parsers.sglang._value; V_BAD: leave the
+ * line to the scanner */
+static int value(const uint8_t *v, int n, char *out, value_t *val) {
+    if (n < 0 || n > MAX_LINE) return -1;
+    while (n && *v == ' ') { v++; n--; }
+    while (n && v[n - 1] == ' ') n--;
+    val->cls = V_BAD;
+    if (n == 0) { out[0] = '"'; out[1] = '"'; val->cls = V_WORD; return 2; }
+    int neg = v[0] == '-';
+    int a = neg, j = a;
+    while (j < n && is_digit(v[j])) j++;
+    int ni = j - a;
+    if (j == n && ni >= 1 && ni <= 15) { /* int */
+        int64_t x = 0;
+        for (int k = a; k < n; k++) x = x * 10 + (v[k] - '0');
+        if (neg) x = -x;
+        val->cls = V_INT;
+        val->i = x;
+        char tmp[24];
+        int t = 0;
+        uint64_t ux = x < 0 ? (uint64_t)(-x) : (uint64_t)x;
+        do { tmp[t++] = (char)('0' + ux % 10); ux /= 10; } while (ux);
+        int o = 0;
+        if (x < 0) out[o++] = '-';
+        while (t) out[o++] = tmp[--t];
+        return o;
+    }
+    if (ni >= 1 && j < n && v[j] == '.') { /* plain decimal */
+        int fs = j + 1, k = fs;
+        while (k < n && is_digit(v[k])) k++;
+        if (k == n && k > fs) {
+            int o = canon_decimal(neg, v + a, ni, v + fs, k - fs, out);
+            if (o < 0 || n >= 64) return -1;
+            val->cls = V_DEC;
+            val->num = (const char *)v;
+            val->numlen = n;
+            return o;
+        }
+    }
+    if (!neg && ni >= 1 && ni <= 6) { /* percent: N% or N.M% -> 0..1 */
+        int fs = -1, k = j;
+        if (k < n && v[k] == '.') {
+            fs = ++k;
+            while (k < n && is_digit(v[k])) k++;
+            if (k == fs) k = -1;
+        }
+        if (k == n - 1 && v[k] == '%') {
+            int nf = fs < 0 ? 0 : k - fs;
+            char pip[8];
+            int z = ni < 3 ? 3 - ni : 0;
+            memset(pip, '0', z);
+            memcpy(pip + z, v, ni);
+            int np = ni + z;
+            uint8_t pfrac[MAX_LINE + 4];
+            pfrac[0] = (uint8_t)pip[np - 2];
+            pfrac[1] = (uint8_t)pip[np - 1];
+            if (nf) memcpy(pfrac + 2, v + fs, nf);
+            int nfs = nf;
+            while (nfs && v[fs + nfs - 1] == '0') nfs--;
+            if (nfs > 4) return -1;
+            int o = canon_decimal(0, (const uint8_t *)pip, np - 2, pfrac, nf + 2, out);
+            if (o < 0) return -1;
+            int pi = 0;
+            while (pi < np - 2 && pip[pi] == '0') pi++;
+            int pfn = nf + 2;
+            while (pfn && pfrac[pfn - 1] == '0') pfn--;
+            if (pi == np - 2 && pfn > 6) return -1;
+            if (o >= 64) return -1;
+            val->cls = V_PCT;
+            val->num = out;
+            val->numlen = o;
+            return o;
+        }
+    }
+    if (n == 4 && memcmp(v, "True", 4) == 0) { memcpy(out, "true", 4); val->cls = V_BOOL; return 4; }
+    if (n == 5 && memcmp(v, "False", 5) == 0) { memcpy(out, "false", 5); val->cls = V_BOOL; return 5; }
+    if (is_alpha(v[0])) {
+        for (int k = 0; k < n; k++)
+            if (v[k] == '"' || v[k] == '\\') return -1;
+        out[0] = '"';
+        memcpy(out + 1, v, (size_t)n);
+        out[n + 1] = '"';
+        val->cls = V_WORD;
+        return n + 2;
+    }
+    return -1;
+}
+
+/* A batch line's shape: its kind, whether it has an iteration number, and its raw keys in order. Lines
+ * of one shape give the same snake keys in the same sorted order, so that work is done once a shape. */
+#define SHAPES 8
+#define SHAPE_KEYS 1024
+typedef struct {
+    int kind, has_iter, nr, rk_total;
+    int rk_len[MAX_FIELDS];
+    uint8_t rk[SHAPE_KEYS];
+    int nout;
+    int out_src[MAX_FIELDS + 1]; /* raw field index, or -1 for the iteration number */
+    int out_klen[MAX_FIELDS + 1], out_koff[MAX_FIELDS + 1];
+    char keys[6 * SHAPE_KEYS + 32];
+    int tok, rat, cnt; /* raw field index of the typed columns, or -1 */
+} shape_t;
+
+typedef struct {
+    int n, next;
+    shape_t s[SHAPES];
+} shapes_t;
+
+typedef struct { int ka, kb, va, vb; } span_t;
+
+/* snake keys, last-one-wins dedup (a dict), sorted as json.dumps(sort_keys=True); 0 if it does not fit */
+static int build_shape(shape_t *sh, const uint8_t *s, const span_t *f, int nr, int has_iter, int kind,
+                       const char *renames) {
+    sh->kind = kind;
+    sh->has_iter = has_iter;
+    sh->nr = nr;
+    int t = 0;
+    for (int q = 0; q < nr; q++) {
+        int kl = f[q].kb - f[q].ka;
+        if (t + kl > SHAPE_KEYS) return 0;
+        memcpy(sh->rk + t, s + f[q].ka, (size_t)kl);
+        sh->rk_len[q] = kl;
+        t += kl;
+    }
+    sh->rk_total = t;
+    /* candidate entries: iteration first, then each raw field; a later equal key replaces the source */
+    int ne = 0, kp = 0;
+    if (has_iter) {
+        memcpy(sh->keys, "iteration", 10);
+        sh->out_koff[0] = 0;
+        sh->out_klen[0] = 9;
+        sh->out_src[0] = -1;
+        kp = 10;
+        ne = 1;
+    }
+    for (int q = 0; q < nr; q++) {
+        char *key = sh->keys + kp;
+        int kl = snake(s + f[q].ka, f[q].kb - f[q].ka, key, renames);
+        key[kl] = 0;
+        int found = -1;
+        for (int e = 0; e < ne; e++)
+            if (sh->out_klen[e] == kl && memcmp(sh->keys + sh->out_koff[e], key, (size_t)kl) == 0) { found = e; break; }
+        if (found >= 0) {
+            sh->out_src[found] = q;
+            continue;
+        }
+        sh->out_koff[ne] = kp;
+        sh->out_klen[ne] = kl;
+        sh->out_src[ne] = q;
+        ne++;
+        kp += kl + 1;
+    }
+    for (int x = 1; x < ne; x++) { /* insertion sort by key */
+        int ko = sh->out_koff[x], kl = sh->out_klen[x], src = sh->out_src[x];
+        int y = x - 1;
+        while (y >= 0 && strcmp(sh->keys + sh->out_koff[y], sh->keys + ko) > 0) {
+            sh->out_koff[y + 1] = sh->out_koff[y];
+            sh->out_klen[y + 1] = sh->out_klen[y];
+            sh->out_src[y + 1] = sh->out_src[y];
+            y--;
+        }
+        sh->out_koff[y + 1] = ko;
+        sh->out_klen[y + 1] = kl;
+        sh->out_src[y + 1] = src;
+    }
+    sh->nout = ne;
+    int tok = -1, tok2 = -1, rat = -1, rat2 = -1, cnt = -1;
+    const char *tk = kind == K_PREFILL ? "new_token" : "token";
+    for (int e = 0; e < ne; e++) {
+        const char *k = sh->keys + sh->out_koff[e];
+        if (strcmp(k, tk) == 0) tok = sh->out_src[e];
+        else if (strcmp(k, "full_token") == 0) tok2 = sh->out_src[e];
+        else if (strcmp(k, "token_usage") == 0) rat = sh->out_src[e];
+        else if (strcmp(k, "full_token_usage") == 0) rat2 = sh->out_src[e];
+        else if (strcmp(k, "running_req") == 0) cnt = sh->out_src[e];
+    }
+    sh->tok = tok >= 0 ? tok : tok2;
+    sh->rat = rat >= 0 ? rat : rat2;
+    sh->cnt = cnt;
+    return 1;
+}
+
+static shape_t *find_shape(shapes_t *ss, const uint8_t *s, const span_t *f, int nr, int has_iter, int kind) {
+    for (int x = 0; x < ss->n; x++) {
+        shape_t *sh = &ss->s[x];
+        if (sh->nr != nr || sh->has_iter != has_iter || sh->kind != kind) continue;
+        int t = 0, ok = 1;
+        for (int q = 0; q < nr && ok; q++) {
+            int kl = f[q].kb - f[q].ka;
+            ok = sh->rk_len[q] == kl && memcmp(sh->rk + t, s + f[q].ka, (size_t)kl) == 0;
+            t += kl;
+        }
+        if (ok) return sh;
+    }
+    return NULL;
+}
+
+/* Decode/Prefill batch body after "Decode batch"/"Prefill batch"; 0 = leave to the scanner */
+static int batch(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int at, int len, int kind) {
+    span_t f[MAX_FIELDS];
+    int nr = 0, has_iter = 0;
+    int64_t iter = 0;
+    int i = at;
+    if (i < len && s[i] == '(') return 0; /* (mixed …) */
+    if (i + 1 < len && s[i] == ' ' && s[i + 1] == '[') {
+        int j = i + 2;
+        while (j < len && is_digit(s[j])) j++;
+        int nd = j - (i + 2);
+        if (nd < 1 || nd > 18 || j >= len || s[j] != ']') return 0;
+        for (int k = i + 2; k < j; k++) iter = iter * 10 + (s[k] - '0');
+        has_iter = 1;
+        i = j + 1;
+    }
+    if (i < len && (s[i] == '.' || s[i] == ',' || s[i] == ':')) i++;
+    if (i < len && s[i] == ' ') i++;
+    while (i < len) {
+        if (s[i] == ' ') i++;
+        int ka = i;
+        while (i < len && s[i] != ':' && s[i] != ',') i++;
+        if (i == ka || i + 1 >= len || s[i] != ':' || s[i + 1] != ' ') return 0;
+        if (nr == MAX_FIELDS) return 0;
+        int vb = i + 2;
+        while (vb < len && s[vb] != ',') vb++;
+        f[nr].ka = ka;
+        f[nr].kb = i;
+        f[nr].va = i + 2;
+        f[nr].vb = vb;
+        nr++;
+        if (vb == len) break;
+        i = vb + 1;
+        if (i == len || (i == len - 1 && s[i] == ' ')) break;
+    }
+    shape_t local;
+    shape_t *sh = find_shape(ss, s, f, nr, has_iter, kind);
+    if (!sh) {
+        sh = ss->n < SHAPES ? &ss->s[ss->n] : &local;
+        if (!build_shape(sh, s, f, nr, has_iter, kind, c->renames)) return 0;
+        if (sh != &local) ss->n++;
+    }
+    /* every value must be of a known class, overridden duplicates too (as the polars path demands) */
+    char js[2 * MAX_LINE + 64];
+    int joff[MAX_FIELDS], jlen[MAX_FIELDS];
+    value_t v[MAX_FIELDS];
+    int jp = 0;
+    for (int q = 0; q < nr; q++) {
+        int jl = value(s + f[q].va, f[q].vb - f[q].va, js + jp, &v[q]);
+        if (jl < 0) return 0;
+        joff[q] = jp;
+        jlen[q] = jl;
+        jp += jl;
+    }
+    /* typed columns; a boolean where a count belongs is left to the scanner (bool is an int there) */
+    if ((sh->tok >= 0 && v[sh->tok].cls == V_BOOL) || (sh->cnt >= 0 && v[sh->cnt].cls == V_BOOL)) return 0;
+    if (sh->tok >= 0 && v[sh->tok].cls == V_INT) { c->row_tokens[r] = v[sh->tok].i; bit_set(c->bm_tokens, r); }
+    if (sh->cnt >= 0 && v[sh->cnt].cls == V_INT) { c->row_count[r] = v[sh->cnt].i; bit_set(c->bm_count, r); }
+    if (sh->rat >= 0) {
+        int cl = v[sh->rat].cls;
+        if (cl == V_INT || cl == V_DEC || cl == V_PCT) {
+            /* a V_PCT's text lives in js: point it there */
+            if (cl == V_PCT) v[sh->rat].num = js + joff[sh->rat];
+            c->row_ratio[r] = as_double(&v[sh->rat]);
+            bit_set(c->bm_ratio, r);
+        }
+    }
+    int64_t w = c->attrs_off[r];
+    if (sh->nout) {
+        char itxt[24];
+        int il = 0;
+        if (has_iter) {
+            char tmp[24];
+            int t = 0;
+            uint64_t ux = (uint64_t)iter;
+            do { tmp[t++] = (char)('0' + ux % 10); ux /= 10; } while (ux);
+            while (t) itxt[il++] = tmp[--t];
+        }
+        int64_t need = 2 + jp + il;
+        for (int e = 0; e < sh->nout; e++) need += sh->out_klen[e] + 6;
+        if (w + need > c->cap_attrs) return -1;
+        uint8_t *o = c->attrs + w;
+        *o++ = '{';
+        for (int e = 0; e < sh->nout; e++) {
+            if (e) { *o++ = ','; *o++ = ' '; }
+            *o++ = '"';
+            memcpy(o, sh->keys + sh->out_koff[e], (size_t)sh->out_klen[e]);
+            o += sh->out_klen[e];
+            *o++ = '"'; *o++ = ':'; *o++ = ' ';
+            int src = sh->out_src[e];
+            if (src < 0) {
+                memcpy(o, itxt, (size_t)il);
+                o += il;
+            } else {
+                memcpy(o, js + joff[src], (size_t)jlen[src]);
+                o += jlen[src];
+            }
+        }
+        *o++ = '}';
+        w = o - c->attrs;
+        bit_set(c->bm_attrs, r);
+    }
+    c->attrs_off[r + 1] = w;
+    return kind;
+}
+
+static const char *LEVELS[] = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "TRACE"};
+
+/* uvicorn access line after the prefix: LEVEL: +CLIENT - "METHOD PATH( PROTO)?" NNN… */
+static int access(fx_scan_t *c, int64_t r, const uint8_t *s, int at, int len) {
+    int i = at, lv = -1;
+    for (int q = 0; q < 6; q++) {
+        int n = (int)strlen(LEVELS[q]);
+        if (at + n < len && memcmp(s + at, LEVELS[q], n) == 0 && s[at + n] == ':') { lv = q; i = at + n + 1; break; }
+    }
+    if (lv < 0 || i >= len || s[i] != ' ') return 0;
+    while (i < len && s[i] == ' ') i++;
+    int ca = i;
+    while (i < len && s[i] != ' ' && s[i] != '"' && s[i] != '\\') i++;
+    int cb = i;
+    if (cb == ca || i + 4 > len || memcmp(s + i, " - \"", 4) != 0) return 0;
+    i += 4;
+    int ma = i;
+    while (i < len && s[i] >= 'A' && s[i] <= 'Z') i++;
+    int mb = i;
+    if (mb == ma || i >= len || s[i] != ' ') return 0;
+    i++;
+    int pa = i;
+    while (i < len && s[i] != ' ' && s[i] != '"' && s[i] != '\\') i++;
+    int pb = i;
+    if (i < len && s[i] == ' ')
+        while (i < len && s[i] != '"') i++;
+    if (i >= len || s[i] != '"') return 0;
+    i++;
+    if (i + 4 > len || s[i] != ' ' || !is_digit(s[i + 1]) || !is_digit(s[i + 2]) || !is_digit(s[i + 3])) return 0;
+    int code = (s[i + 1] - '0') * 100 + (s[i + 2] - '0') * 10 + (s[i + 3] - '0');
+    for (int k = i + 4; k < len; k++)
+        if (s[k] == '"') return 0;
+    int64_t w = c->attrs_off[r];
+    int64_t need = 64 + (cb - ca) + (mb - ma) + (pb - pa) + 8;
+    if (w + need > c->cap_attrs) return -1;
+    uint8_t *o = c->attrs + w;
+#define PUT(lit) do { memcpy(o, lit, sizeof(lit) - 1); o += sizeof(lit) - 1; } while (0)
+#define SPAN(a, b) do { memcpy(o, s + (a), (b) - (a)); o += (b) - (a); } while (0)
+    PUT("{\"client\": \"");
+    SPAN(ca, cb);
+    PUT("\", \"level\": \"");
+    memcpy(o, LEVELS[lv], strlen(LEVELS[lv]));
+    o += strlen(LEVELS[lv]);
+    PUT("\", \"method\": \"");
+    SPAN(ma, mb);
+    PUT("\", \"path\": \"");
+    SPAN(pa, pb);
+    PUT("\"}");
+#undef PUT
+#undef SPAN
+    c->attrs_off[r + 1] = o - c->attrs;
+    bit_set(c->bm_attrs, r);
+    c->row_code[r] = code;
+    bit_set(c->bm_code, r);
+    return K_ACCESS;
+}
+
+/* one physical line (without \n; a final \r excluded): its kind, with row r filled, or 0 */
+static int line(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int64_t len64) {
+    if (len64 < 22 || len64 > MAX_LINE || s[0] != '[' || !is_digit(s[1])) return 0;
+    int len = (int)len64;
+    for (int i = 0; i < len; i++) {
+        uint8_t ch = s[i];
+        if (ch < 0x20 || ch > 0x7e) return 0;
+        /* a record glued after this one: the scanner splits it */
+        if (ch == '[' && i && i + 2 < len && s[i + 1] == '2' && s[i + 2] == '0') return 0;
+    }
+    int64_t ts;
+    int la, lb;
+    int at = prefix(s, len, &ts, &la, &lb);
+    if (at < 0) return 0;
+    int kind = 0;
+    c->attrs_off[r + 1] = c->attrs_off[r];
+    if (len - at >= 12 && memcmp(s + at, "Decode batch", 12) == 0)
+        kind = batch(c, ss, r, s, at + 12, len, K_DECODE);
+    else if (len - at >= 13 && memcmp(s + at, "Prefill batch", 13) == 0)
+        kind = batch(c, ss, r, s, at + 13, len, K_PREFILL);
+    else
+        kind = access(c, r, s, at, len);
+    if (kind <= 0) {
+        /* undo what a failed row wrote */
+        int64_t byte = r >> 3;
+        uint8_t keep = (uint8_t)((1u << (r & 7)) - 1);
+        c->bm_tokens[byte] &= keep; c->bm_count[byte] &= keep; c->bm_code[byte] &= keep;
+        c->bm_ratio[byte] &= keep; c->bm_attrs[byte] &= keep;
+        c->attrs_off[r + 1] = c->attrs_off[r];
+        return kind;
+    }
+    c->row_ts[r] = ts;
+    int64_t at0 = s - c->buf;
+    if (la >= 0) {
+        view(c->label_view + 16 * r, c->buf, at0 + la, lb - la);
+        bit_set(c->bm_labels, r);
+    } else {
+        memset(c->label_view + 16 * r, 0, 16);
+    }
+    view(c->text_view + 16 * r, c->buf, at0, len);
+    c->row_kind[r] = (uint8_t)kind;
+    return kind;
+}
+
+/* Returns 0, or -1 when the attrs buffer is too small (call again with a bigger one). */
+int fx_scan(fx_scan_t *c) {
+    const uint8_t *b = c->buf;
+    int64_t n = c->n, pos = 0, li = 0, r = 0, o = 0;
+    shapes_t *ss = malloc(sizeof(shapes_t));
+    if (!ss) return -4;
+    ss->n = 0;
+    c->attrs_off[0] = 0;
+    if (n > 0x7fffffff) return -3; /* views hold 32-bit offsets */
+    while (pos < n) {
+        const uint8_t *nl = memchr(b + pos, '\n', n - pos);
+        int64_t end = nl ? nl - b : n;
+        int64_t len = end - pos;
+        int64_t body = (len && b[end - 1] == '\r') ? len - 1 : len;
+        int k = 0;
+        if (r < c->cap_rows) k = line(c, ss, r, b + pos, body);
+        if (k < 0) { free(ss); return -1; }
+        if (k > 0) {
+            c->row_line[r] = li;
+            r++;
+        } else {
+            if (o >= c->cap_rows) { free(ss); return -2; }
+            c->other_line[o] = li;
+            c->other_start[o] = pos;
+            c->other_end[o] = end;
+            o++;
+        }
+        li++;
+        pos = end + 1;
+    }
+    free(ss);
+    c->n_rows = r;
+    c->n_other = o;
+    c->n_lines = li;
+    return 0;
+}
