@@ -190,3 +190,36 @@ def test_redact_frame_changes_only_secret_rows():
     assert all(API not in (v or "") and HF not in (v or "") for v in out["text"].to_list() + out["attrs"].to_list())
     assert json.loads(out["attrs"][1])["args"]["api_key"].startswith("[REDACTED:")
     assert sum(counts.values()) == 4
+
+
+_PLAIN_FRAGMENTS = ["Bearer ", "bearer", "Authorization: ", "authorization", "--api-key", "--apikey", "--hf-token",
+                    "--admin-secret", "--password", "--passwd", "-TOKEN", " ", "\t", "sk-", "SK-", "AKIA", "asia",
+                    "Z7Q2M5X8N3L6P9R4", "Q7xK2mZpL9vR4tYwB8nC3dF6gH1jS5aE0u", "x1y2z3w4v5u6t7s8", "#token: 12",
+                    "#new-token: 7", "token usage: 0.5", ":", ",", "[", "]", "-", "proj-", "ant-"]
+
+
+@given(st.lists(st.sampled_from(_PLAIN_FRAGMENTS + _FRAGMENTS), max_size=12).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_plain_prefilter_covers_rows_without_special_characters(text):
+    """A row with none of FRAME_SPECIAL's characters that a rule would redact matches the plain prefilter."""
+    import re as _re
+
+    from forensics.redact import FRAME_PREFILTER_PLAIN, FRAME_SPECIAL
+
+    if _re.search(FRAME_SPECIAL, text) or not redact_text(text)[1]:
+        return
+    assert _re.search(FRAME_PREFILTER_PLAIN.replace("(?i-u)", ""), text, _re.IGNORECASE | _re.ASCII), text
+
+
+def test_redact_frame_mixes_plain_and_special_rows():
+    import polars as pl
+
+    from forensics.redact import redact_frame
+
+    batch = "[2025-11-20 11:02:41 TP0] Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.05"
+    rows = [batch] * 10 + [f"launch --api-key {API} --port 1", f"HF_TOKEN={HF}", f"Authorization: Bearer {SK}"]
+    out, counts = redact_frame(pl.DataFrame({"text": rows}))
+    got = out["text"].to_list()
+    assert got[:10] == [batch] * 10
+    assert all(API not in v and HF not in v and SK not in v for v in got)
+    assert sum(counts.values()) == 3
