@@ -12,13 +12,14 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 #: The C side's FX_ABI: a library built from another revision of the source is not used.
-ABI = 1
+ABI = 2
 HERE = Path(__file__).resolve().parent
 LIBRARY = HERE / "_native" / "bulkscan.so"
 SOURCE = HERE / "_native" / "bulkscan.c"
@@ -40,7 +41,7 @@ class _Scan(ctypes.Structure):
         ("bm_labels", _P),
         ("text_view", _P), ("attrs_off", _P), ("attrs", _P), ("label_view", _P),
         ("other_line", _P), ("other_start", _P), ("other_end", _P),
-        ("n_rows", _I), ("n_other", _I), ("n_lines", _I),
+        ("n_rows", _I), ("n_other", _I), ("n_lines", _I), ("line0", _I),
     ]
 
 
@@ -99,17 +100,22 @@ class Scanned:
     """What one chunk holds: the bulk rows as Arrow arrays, and the spans of every other line."""
 
     n_lines: int
-    rows: dict[str, pa.Array]
+    rows: dict[str, pa.Array | pa.ChunkedArray]
     other_line: list[int]
     other_spans: list[tuple[int, int]]
 
 
-def table(rows: dict[str, pa.Array]) -> pa.Table:
+def table(rows: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
     return pa.table(rows)
 
 
 def _addr(b: bytearray) -> int:
     return ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b)) if b else 0
+
+
+#: Chunks from this size on are read in two halves on two threads (ctypes lets go of the GIL).
+SPLIT_BYTES = 1 << 20
+_pool: ThreadPoolExecutor | None = None
 
 
 def scan(raw: bytes) -> Scanned:
@@ -118,9 +124,28 @@ def scan(raw: bytes) -> Scanned:
     if lib is None:
         raise RuntimeError("native scanner not available")
     n = len(raw)
-    cap = raw.count(b"\n") + 2
+    mid = raw.rfind(b"\n", 0, n // 2) + 1 if n >= SPLIT_BYTES else 0
+    if mid <= 0:
+        return _scan_part(lib, raw, 0, n, 0)
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="bulkscan")
+    line0 = raw.count(b"\n", 0, mid)
+    second = _pool.submit(_scan_part, lib, raw, mid, n, line0)
+    first = _scan_part(lib, raw, 0, mid, 0)
+    rest = second.result()
+    return Scanned(n_lines=first.n_lines + rest.n_lines,
+                   rows={k: pa.chunked_array([first.rows[k], rest.rows[k]]) for k in first.rows},
+                   other_line=first.other_line + rest.other_line, other_spans=first.other_spans + rest.other_spans)
+
+
+def _scan_part(lib: ctypes.CDLL, raw: bytes, start: int, end: int, line0: int) -> Scanned:
+    """Read raw[start:end] (whole lines); its lines are numbered from line0, its spans are in raw."""
+    n = end - start
+    cap = raw.count(b"\n", start, end) + 2
     bm = cap // 8 + 1
     cap_attrs = n + 4096  # a batch line's JSON is about as long as the line; retried bigger if not
+    base = ctypes.cast(ctypes.c_char_p(raw), ctypes.c_void_p).value or 0  # into the bytes object, no copy
     while True:
         a = {k: bytearray(cap * 8) for k in ("row_line", "row_ts", "row_tokens", "row_count", "row_code",
                                               "row_ratio", "other_line", "other_start", "other_end")}
@@ -131,9 +156,8 @@ def scan(raw: bytes) -> Scanned:
         a["text_view"] = bytearray(cap * 16)
         a["label_view"] = bytearray(cap * 16)
         a["attrs"] = bytearray(cap_attrs)
-        src = ctypes.c_char_p(raw)  # points into the bytes object, no copy; kept alive by ``raw``
-        st = _Scan(buf=ctypes.cast(src, ctypes.c_void_p).value, n=n, renames=ctypes.addressof(_renames) if _renames else None,
-                   cap_rows=cap, cap_attrs=cap_attrs, **{k: _addr(v) for k, v in a.items()})
+        st = _Scan(buf=base + start, n=n, renames=ctypes.addressof(_renames) if _renames else None,
+                   cap_rows=cap, cap_attrs=cap_attrs, line0=line0, **{k: _addr(v) for k, v in a.items()})
         rc = lib.fx_scan(ctypes.byref(st))
         if rc == 0:
             break
@@ -146,7 +170,7 @@ def scan(raw: bytes) -> Scanned:
     def num(kind: pa.DataType, vals: str, valid: str | None) -> pa.Array:
         return pa.Array.from_buffers(kind, m, [buf(a[valid]) if valid else None, buf(a[vals])])
 
-    chunk = buf(raw)
+    chunk = buf(raw).slice(start, n)
 
     def views(vals: str, valid: str | None) -> pa.Array:  # zero-copy: the views point into the chunk
         return pa.Array.from_buffers(pa.string_view(), m, [buf(a[valid]) if valid else None, buf(a[vals]), chunk])
@@ -168,4 +192,5 @@ def scan(raw: bytes) -> Scanned:
     lines = memoryview(a["other_line"]).cast("q")[:k].tolist()
     starts = memoryview(a["other_start"]).cast("q")[:k].tolist()
     ends = memoryview(a["other_end"]).cast("q")[:k].tolist()
-    return Scanned(n_lines=st.n_lines, rows=rows, other_line=lines, other_spans=list(zip(starts, ends, strict=True)))
+    return Scanned(n_lines=st.n_lines, rows=rows, other_line=lines,
+                   other_spans=[(s + start, e + start) for s, e in zip(starts, ends, strict=True)])

@@ -94,9 +94,14 @@ def access_lines(draw) -> str:
             f'"{method} {path}{proto}" {status}{rest}')
 
 
-@given(st.lists(batch_lines() | access_lines(), min_size=1, max_size=6), st.sampled_from(["\n", "\r\n"]))
-def test_generated_lines_read_identically(lines: list[str], eol: str) -> None:
-    _check(eol.join(lines) + eol)
+@given(st.lists(batch_lines() | access_lines(), min_size=1, max_size=6), st.sampled_from(["\n", "\r\n"]),
+       st.sampled_from([1 << 20, 1]))
+def test_generated_lines_read_identically(lines: list[str], eol: str, split: int) -> None:
+    _bulkscan.SPLIT_BYTES, before = split, _bulkscan.SPLIT_BYTES  # 1: every chunk in two halves
+    try:
+        _check(eol.join(lines) + eol)
+    finally:
+        _bulkscan.SPLIT_BYTES = before
 
 
 def test_common_lines_are_all_taken() -> None:

@@ -27,6 +27,8 @@ def fast_path(request, monkeypatch) -> str:
     if request.param == "native":
         if not _bulkscan.available():
             pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+        # read every chunk but the smallest in two halves on two threads, as big chunks are
+        monkeypatch.setattr(_bulkscan, "SPLIT_BYTES", 256)
     else:
         monkeypatch.setattr(_bulkscan, "available", lambda: False)
     return request.param

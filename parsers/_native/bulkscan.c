@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FX_ABI 1
+#define FX_ABI 2
 #define MAX_LINE 2000
 #define MAX_FIELDS 64
 
@@ -43,6 +43,8 @@ typedef struct {
     int64_t *other_line, *other_start, *other_end;
     /* out */
     int64_t n_rows, n_other, n_lines;
+    /* in: the index of the chunk's first line (a chunk may be read in parts, one per thread) */
+    int64_t line0;
 } fx_scan_t;
 
 #ifndef FX_SOURCE_HASH
@@ -193,6 +195,27 @@ typedef struct {
 
 static double as_double(const value_t *v) {
     if (v->cls == V_INT) return (double)v->i;
+    /* Clinger's fast path: ≤15 significant digits and ≤22 decimals make m / 10^k one correctly rounded
+     * division of two exact doubles, i.e. what strtod (and Python's float()) returns */
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    const char *q = v->num, *e = v->num + v->numlen;
+    int neg = q < e && *q == '-';
+    q += neg;
+    uint64_t m = 0;
+    int sig = 0, frac = -1;
+    for (; q < e; q++) {
+        if (*q == '.') { frac = 0; continue; }
+        if (*q < '0' || *q > '9') { sig = 99; break; }
+        if (m || *q != '0') sig++;
+        m = m * 10 + (uint64_t)(*q - '0');
+        if (frac >= 0) frac++;
+        if (sig > 15) break;
+    }
+    if (sig <= 15 && frac >= 0 && frac <= 22) {
+        double d = (double)m / p10[frac];
+        return neg ? -d : d;
+    }
     char tmp[64];
     memcpy(tmp, v->num, (size_t)v->numlen);
     tmp[v->numlen] = 0;
@@ -563,10 +586,27 @@ static int access(fx_scan_t *c, int64_t r, const uint8_t *s, int at, int len) {
 static int line(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int64_t len64) {
     if (len64 < 22 || len64 > MAX_LINE || s[0] != '[' || !is_digit(s[1])) return 0;
     int len = (int)len64;
-    for (int i = 0; i < len; i++) {
+    /* printable ASCII only, and no record glued after this one ("[20…", the scanner splits it); eight
+     * bytes at a time, a word with a suspect byte checked byte by byte */
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    int i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        uint64_t lo = (x - ones * 0x20) & ~x;             /* a byte < 0x20 (or >= 0x80) */
+        uint64_t hi = (x + ones * (127 - 0x7e)) | x;       /* a byte > 0x7e */
+        uint64_t br = x ^ (ones * '[');
+        br = (br - ones) & ~br;                            /* a '[' */
+        if (((lo | hi | br) & highs) == 0) continue;
+        for (int j = i; j < i + 8; j++) {
+            uint8_t ch = s[j];
+            if (ch < 0x20 || ch > 0x7e) return 0;
+            if (ch == '[' && j && j + 2 < len && s[j + 1] == '2' && s[j + 2] == '0') return 0;
+        }
+    }
+    for (; i < len; i++) {
         uint8_t ch = s[i];
         if (ch < 0x20 || ch > 0x7e) return 0;
-        /* a record glued after this one: the scanner splits it */
         if (ch == '[' && i && i + 2 < len && s[i + 1] == '2' && s[i + 2] == '0') return 0;
     }
     int64_t ts;
@@ -621,11 +661,11 @@ int fx_scan(fx_scan_t *c) {
         if (r < c->cap_rows) k = line(c, ss, r, b + pos, body);
         if (k < 0) { free(ss); return -1; }
         if (k > 0) {
-            c->row_line[r] = li;
+            c->row_line[r] = c->line0 + li;
             r++;
         } else {
             if (o >= c->cap_rows) { free(ss); return -2; }
-            c->other_line[o] = li;
+            c->other_line[o] = c->line0 + li;
             c->other_start[o] = pos;
             c->other_end[o] = end;
             o++;
