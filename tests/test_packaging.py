@@ -36,6 +36,25 @@ def test_wheel_carries_package_data(wheel):
     assert not any(n.startswith(("tests/", "fixtures/scenarios/")) for n in names)
 
 
+def test_wheel_carries_the_native_scanner(wheel, tmp_path):
+    """Where a C compiler exists the wheel is built with the compiled scanner, and it loads installed."""
+    sys.path.insert(0, str(REPO))
+    try:
+        import hatch_build
+    finally:
+        sys.path.remove(str(REPO))
+    if hatch_build.compiler() is None:
+        pytest.skip("no C compiler: the wheel is pure Python and uses the polars path")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"parsers/_native/bulkscan.so", "parsers/_native/bulkscan.c"} <= names
+    assert not wheel.name.endswith("-none-any.whl")  # a compiled library makes it platform-specific
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = subprocess.run([sys.executable, "-c", "from parsers import _bulkscan as b; print(b.available(), b.why_not)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path)
+    assert probe.stdout.split()[0] == "True", probe.stdout + probe.stderr
+
+
 def test_installed_layout_runs_the_demo(wheel, tmp_path):
     """Unpacked like site-packages (no checkout beside it), `forensics demo` still finds everything."""
     site = tmp_path / "site"
