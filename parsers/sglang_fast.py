@@ -394,6 +394,23 @@ def _native_chunk(data: bytes | str) -> tuple[int, pl.DataFrame, pl.Series, list
     return got.n_lines, bulk, pl.Series("i", idx, dtype=pl.UInt32), others
 
 
+def _interleave(py: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
+    """The rows of both in line order. Both are in line order and never share a line; the scanner's rows
+    are usually a few among thousands, so they are slotted in between slices instead of sorting all."""
+    if py.height > 256:
+        return pl.concat([py, fast], how="vertical").sort("line", maintain_order=True)
+    pos = fast.get_column("line").search_sorted(py.get_column("line"), side="left").to_list()
+    parts, prev, j = [], 0, 0
+    while j < len(pos):
+        k = j
+        while k + 1 < len(pos) and pos[k + 1] == pos[j]:
+            k += 1
+        parts += [fast.slice(prev, pos[j] - prev), py.slice(j, k - j + 1)]
+        prev, j = pos[j], k + 1
+    parts.append(fast.slice(prev))
+    return pl.concat(parts, how="vertical", rechunk=False)
+
+
 # --------------------------------------------------------------------------------------------
 # The stream
 
@@ -475,27 +492,31 @@ class Stream:
         return self._flush(fast, final=False)
 
     def _fast_frame(self, bulk: pl.DataFrame, py_i: pl.Series, gap_run: dict[int, int], off: int) -> pl.DataFrame:
-        gid = py_i.search_sorted(bulk.get_column("i"), side="left")
-        runs = pl.DataFrame({"g": list(gap_run), "run": list(gap_run.values())},
-                            schema={"g": pl.UInt32, "run": pl.Int32})
-        b = bulk.with_columns(gid.cast(pl.UInt32).alias("g")).join(runs, on="g", how="left")
-        labs = b.get_column("labels").unique().to_list()
-        lab_rows = []
-        for lab in labs:
-            cols = self.sc._labels(lab)["_cols"] if lab else {}
-            lab_rows.append({"labels": lab, "rank": cols.get("rank"), **{c: cols.get(c) for c in
-                             ("tp_rank", "dp_rank", "pp_rank", "ep_rank")}})
-        lab_df = pl.DataFrame(lab_rows, schema={"labels": pl.Utf8, "rank": pl.Utf8, "tp_rank": pl.Int32,
-                                                "dp_rank": pl.Int32, "pp_rank": pl.Int32, "ep_rank": pl.Int32})
-        b = b.join(lab_df, on="labels", how="left", nulls_equal=True)
+        # mappings instead of joins: they keep the row order, so nothing needs sorting afterwards
+        runs = set(gap_run.values())
+        if len(runs) == 1:
+            run = pl.lit(runs.pop(), dtype=pl.Int32)
+        else:
+            gid = py_i.search_sorted(bulk.get_column("i"), side="left").cast(pl.UInt32)
+            run = pl.lit(gid).replace_strict(list(gap_run), list(gap_run.values()), return_dtype=pl.Int32)
+        labs = [lab for lab in bulk.get_column("labels").unique().to_list() if lab]
+        parts = {lab: self.sc._labels(lab)["_cols"] for lab in labs}
+        lab = pl.col("labels")
+
+        def by_label(col: str, dtype: pl.DataType) -> pl.Expr:
+            if not labs:
+                return pl.lit(None, dtype=dtype)
+            return lab.replace_strict(labs, [parts[x].get(col) for x in labs], default=None, return_dtype=dtype)
+
         line = (pl.col("i").cast(pl.Int64) + (1 + off))
         sel = {c: pl.lit(None, dtype=dt) for c, dt in EVENT_SCHEMA.items()}
         sel.update(ts_local=pl.col("ts_local"), file=pl.lit(self.path), line=line, line_end=line,
-                   source=pl.lit(S.FORMAT), kind=pl.col("kind"), run=pl.col("run"), rank=pl.col("rank"),
-                   tp_rank=pl.col("tp_rank"), dp_rank=pl.col("dp_rank"), pp_rank=pl.col("pp_rank"),
-                   ep_rank=pl.col("ep_rank"), tokens=pl.col("tokens"), ratio=pl.col("ratio"),
+                   source=pl.lit(S.FORMAT), kind=pl.col("kind"), run=run, rank=lab,
+                   tp_rank=by_label("tp_rank", pl.Int32), dp_rank=by_label("dp_rank", pl.Int32),
+                   pp_rank=by_label("pp_rank", pl.Int32), ep_rank=by_label("ep_rank", pl.Int32),
+                   tokens=pl.col("tokens"), ratio=pl.col("ratio"),
                    count=pl.col("count"), code=pl.col("code"), text=pl.col("l"), attrs=pl.col("attrs"))
-        return b.sort("i").select([sel[c].cast(EVENT_SCHEMA[c]).alias(c) for c in COLUMNS])
+        return bulk.select([sel[c].cast(EVENT_SCHEMA[c]).alias(c) for c in COLUMNS])
 
     def _held_line(self) -> int | None:
         """The first line whose rows a later chunk may still change."""
@@ -534,7 +555,7 @@ class Stream:
         elif not fast.height:
             out = py
         else:
-            out = pl.concat([py, fast], how="vertical").sort("line", maintain_order=True)
+            out = _interleave(py, fast)
         self.n_rows += out.height
         return out
 
