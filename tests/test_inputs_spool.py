@@ -249,3 +249,14 @@ def test_cli_dotdot_member_after_a_spooled_one_never_touches_disk(sandbox, tmp_p
     assert len(spooled) == 1 and "ok" not in Path(spooled[0]).name
     for root in (tmp_path, tmp_path.parent, sandbox):
         assert not list(root.rglob("pwned.log")) and not list(root.rglob("escaped.log"))
+
+
+def test_archive_inside_a_directory_is_spooled_too(tmp_path, spied):
+    d = tmp_path / "ticket"
+    d.mkdir()
+    (d / "notes.txt").write_text("free -g pasted below\n")
+    (d / "bundle.tar.gz").write_bytes(_gz(_tar_bytes([_file(f"{TOP}/logs/tp0.log", BIG)])))
+    with read_inputs([d], spool_dir=tmp_path) as got:
+        assert [(f.name, f.streamed) for f in got.files] == [("bundle.tar.gz/logs/tp0.log", True), ("notes.txt", False)]
+        assert b"".join(got.files[0].chunks()) == BIG
+    assert len(spied) == 1 and _spools(tmp_path) == []
