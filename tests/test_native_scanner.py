@@ -81,6 +81,30 @@ def batch_lines(draw) -> str:
 
 
 @st.composite
+def same_key_lines(draw) -> list[str]:
+    """Lines sharing their keys (as a server prints them) but not their values, separators or tails: the
+    scanner predicts a line's fields from the previous line's and must fall back exactly."""
+    keys = draw(st.lists(KEYS, min_size=1, max_size=7))
+    kind = draw(st.sampled_from(["Decode batch", "Prefill batch"]))
+    out = []
+    for _ in range(draw(st.integers(2, 5))):
+        body = "".join((draw(SEPS) if i else "") + f"{k}: {draw(VALUES)}" for i, k in enumerate(keys))
+        head = draw(st.sampled_from([",", ", ", " [12],", ":", ""]))
+        sep = " " if head in (",", ":", "") else ""
+        out.append(f"[{draw(STAMPS)}{draw(LABELS)}] {kind}{head}{sep}{body}{draw(TAILS)}")
+    return out
+
+
+@given(same_key_lines(), st.sampled_from([1 << 20, 1]))
+def test_lines_of_one_shape_read_identically(lines: list[str], split: int) -> None:
+    _bulkscan.SPLIT_BYTES, before = split, _bulkscan.SPLIT_BYTES
+    try:
+        _check("\n".join(lines) + "\n")
+    finally:
+        _bulkscan.SPLIT_BYTES = before
+
+
+@st.composite
 def access_lines(draw) -> str:
     level = draw(st.sampled_from(["INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "TRACE", "NOTICE"]))
     pad = draw(st.sampled_from([" ", "     ", ""]))

@@ -240,6 +240,10 @@ static int value(const uint8_t *v, int n, char *out, value_t *val) {
         if (neg) x = -x;
         val->cls = V_INT;
         val->i = x;
+        if ((v[a] != '0' || ni == 1) && !(neg && x == 0)) { /* already canonical: as printed */
+            memcpy(out, v, (size_t)n);
+            return n;
+        }
         char tmp[24];
         int t = 0;
         uint64_t ux = x < 0 ? (uint64_t)(-x) : (uint64_t)x;
@@ -326,8 +330,9 @@ typedef struct {
 } shape_t;
 
 typedef struct {
-    int n, next;
+    int n;
     shape_t s[SHAPES];
+    shape_t *last[3]; /* the shape of the last line of each kind: the next one is likely the same */
 } shapes_t;
 
 typedef struct { int ka, kb, va, vb; } span_t;
@@ -437,6 +442,34 @@ static int batch(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int at
     }
     if (i < len && (s[i] == '.' || s[i] == ',' || s[i] == ':')) i++;
     if (i < len && s[i] == ' ') i++;
+    /* the fields as the last line of this kind had them: the same spans the loop below finds (a shape's
+     * keys hold no ':' or ',', so the loop would stop at the same ':'), found by memcmp */
+    shape_t *sh = ss->last[kind];
+    if (sh && sh->has_iter == has_iter && sh->nr > 0) {
+        int ii = i, t = 0, q = 0;
+        for (; q < sh->nr; q++) {
+            if (ii < len && s[ii] == ' ') ii++;
+            int kl = sh->rk_len[q];
+            if (ii + kl + 1 >= len || s[ii + kl] != ':' || s[ii + kl + 1] != ' ' ||
+                memcmp(s + ii, sh->rk + t, (size_t)kl) != 0)
+                break;
+            t += kl;
+            int vb = ii + kl + 2;
+            while (vb < len && s[vb] != ',') vb++;
+            f[q].ka = ii;
+            f[q].kb = ii + kl;
+            f[q].va = ii + kl + 2;
+            f[q].vb = vb;
+            int done = vb == len || vb + 1 == len || (vb + 2 == len && s[vb + 1] == ' ');
+            if (done != (q == sh->nr - 1)) break;
+            ii = vb + 1;
+        }
+        if (q == sh->nr) {
+            nr = sh->nr;
+            goto values;
+        }
+    }
+    sh = NULL;
     while (i < len) {
         if (s[i] == ' ') i++;
         int ka = i;
@@ -455,12 +488,14 @@ static int batch(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int at
         if (i == len || (i == len - 1 && s[i] == ' ')) break;
     }
     shape_t local;
-    shape_t *sh = find_shape(ss, s, f, nr, has_iter, kind);
+    sh = find_shape(ss, s, f, nr, has_iter, kind);
     if (!sh) {
         sh = ss->n < SHAPES ? &ss->s[ss->n] : &local;
         if (!build_shape(sh, s, f, nr, has_iter, kind, c->renames)) return 0;
         if (sh != &local) ss->n++;
     }
+    ss->last[kind] = sh != &local ? sh : NULL;
+values:;
     /* every value must be of a known class, overridden duplicates too (as the polars path demands) */
     char js[2 * MAX_LINE + 64];
     int joff[MAX_FIELDS], jlen[MAX_FIELDS];
@@ -650,6 +685,7 @@ int fx_scan(fx_scan_t *c) {
     shapes_t *ss = malloc(sizeof(shapes_t));
     if (!ss) return -4;
     ss->n = 0;
+    ss->last[0] = ss->last[1] = ss->last[2] = NULL;
     c->attrs_off[0] = 0;
     if (n > 0x7fffffff) return -3; /* views hold 32-bit offsets */
     while (pos < n) {
