@@ -7,6 +7,7 @@ unsafe. Errors are one line on stderr, never a traceback (FORENSICS_DEBUG=1 show
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -274,10 +275,21 @@ def demo(
     typer.echo(f"Open {out / 'report.html'} in a browser.")
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every ``finally`` (spool and spill folders) runs."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main() -> None:
     """Console entry point: maps every failure to one line and an exit code."""
     from .inputs import InputError
 
+    # `timeout`, systemd and kubectl stop a run with SIGTERM: clean up as for Ctrl-C instead of leaving
+    # gigabytes of spooled archive members behind
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         # without standalone mode click returns the code of a typer.Exit raised in a command
         rc = app(standalone_mode=False)
@@ -293,6 +305,9 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         _say("forensics: interrupted")
         sys.exit(130)
+    except _Terminated:
+        _say("forensics: terminated")
+        sys.exit(143)
     except Exception as e:  # click's usage errors (typer vendors click) and anything unexpected
         format_message = getattr(e, "format_message", None)
         if callable(format_message) and isinstance(getattr(e, "exit_code", None), int):

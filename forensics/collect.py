@@ -260,23 +260,27 @@ def run_command(
     for d in drains:
         d.start()
     deadline = time.monotonic() + max(0.0, timeout_s)
-    rc = _poll_until(proc, deadline)
-    if rc is None:
-        cap.timed_out = True
-        _kill_group(proc.pid, signal.SIGTERM)
-        rc = _poll_until(proc, time.monotonic() + grace_s)
+    try:
+        rc = _poll_until(proc, deadline)
         if rc is None:
+            cap.timed_out = True
+            _kill_group(proc.pid, signal.SIGTERM)
+            rc = _poll_until(proc, time.monotonic() + grace_s)
+            if rc is None:
+                _kill_group(proc.pid, signal.SIGKILL)
+                rc = _poll_until(proc, time.monotonic() + reap_s)
+                if rc is None:  # uninterruptible sleep: leave it, record it
+                    cap.abandoned = True
+                    _ABANDONED.append(proc)
+        # The child is gone, but a descendant may still hold the pipes: wait until the deadline at
+        # most, then kill our own group and give the readers a moment more.
+        if not _join_all(drains, max(deadline, time.monotonic() + 0.2)):
             _kill_group(proc.pid, signal.SIGKILL)
-            rc = _poll_until(proc, time.monotonic() + reap_s)
-            if rc is None:  # uninterruptible sleep: leave it, record it
-                cap.abandoned = True
-                _ABANDONED.append(proc)
-    # The child is gone, but a descendant may still hold the pipes: wait until the deadline at
-    # most, then kill our own group and give the readers a moment more.
-    if not _join_all(drains, max(deadline, time.monotonic() + 0.2)):
+            if not _join_all(drains, time.monotonic() + 0.5):
+                cap.error = "output pipe held open by a descendant; output may be incomplete"
+    except BaseException:  # Ctrl-C or SIGTERM (cli raises it): leave no child of ours running
         _kill_group(proc.pid, signal.SIGKILL)
-        if not _join_all(drains, time.monotonic() + 0.5):
-            cap.error = "output pipe held open by a descendant; output may be incomplete"
+        raise
     cap.rc = rc
     cap.data, cap.truncated = drains[0].tail.result()
     if not merge_stderr:

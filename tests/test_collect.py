@@ -489,3 +489,38 @@ def test_big_log_is_redacted_across_chunk_boundaries(host, tmp_path):
     assert HF.encode() not in members[entry["path"]]
     assert entry["redaction_kinds"] == {"hf_token": planted} and planted >= 3
     assert members[entry["path"]].count(b"\n") == bytes(body).count(b"\n")
+
+
+def test_interrupted_command_leaves_no_process_behind(tmp_path):
+    """Ctrl-C or SIGTERM (the CLI raises it in the main thread) while a command runs: its whole process
+    group is killed before the exception goes on, so no orphaned nvidia-smi outlives the collector."""
+    import threading
+
+    pidfile = tmp_path / "pid"
+
+    class Stop(BaseException):
+        pass
+
+    def stop(*_a):
+        raise Stop
+
+    old = signal.signal(signal.SIGUSR1, stop)
+    try:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(Stop):
+            run_command(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], timeout_s=30, max_bytes=1024)
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    pid = int(pidfile.read_text())
+
+    def alive() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive()

@@ -260,3 +260,35 @@ def test_archive_inside_a_directory_is_spooled_too(tmp_path, spied):
         assert [(f.name, f.streamed) for f in got.files] == [("bundle.tar.gz/logs/tp0.log", True), ("notes.txt", False)]
         assert b"".join(got.files[0].chunks()) == BIG
     assert len(spied) == 1 and _spools(tmp_path) == []
+
+
+def test_cli_sigterm_while_spooling_cleans_up(sandbox, tmp_path):
+    """`timeout`/systemd stop a run with SIGTERM: the spool goes as for Ctrl-C, exit 143, one line."""
+    src = tmp_path / "set"
+    _write_set(src, 23)
+    evil = _bundle(src, sandbox / "b.tar.zst")
+    record = tmp_path / "rec"
+    code = ("import os, signal, sys\n"
+            "from forensics import inputs\n"
+            "inputs.STREAM_BYTES = 10_000\n"
+            f"rec = open({str(record)!r}, 'a')\n"
+            "real = inputs._Spool.new_file\n"
+            "def new_file(self):\n"
+            "    fd, p = real(self)\n"
+            "    rec.write(str(p) + '\\n'); rec.flush()\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return fd, p\n"
+            "inputs._Spool.new_file = new_file\n"
+            "sys.argv = ['forensics'] + sys.argv[1:]\n"
+            "from forensics.cli import main\n"
+            "main()\n")
+    before = _tree(sandbox)
+    env = dict(os.environ, HOME=str(sandbox / "home"), TMPDIR=str(sandbox / "tmp"), PYTHONPATH=str(REPO))
+    env.pop("FORENSICS_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-c", code, "report", str(evil), "-o", str(sandbox / "out")],
+                          capture_output=True, text=True, cwd=sandbox, env=env, timeout=300)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["forensics: terminated"]
+    assert _spooled(record), "nothing was spooled: the test proves nothing"
+    assert all(not Path(p).exists() for p in _spooled(record))
+    assert not any(".forensics-spool" in c for c in _tree(sandbox) - before)
