@@ -305,6 +305,17 @@ FRAME_SPECIAL = r"[=@'\"\n\x00_]"
 FRAME_PREFILTER_PLAIN = r"(?i-u)authorization|bearer|sk-|akia|asia|-(?:api-?key|token|secret|passw(?:or)?d)[ \t]"
 
 
+#: Kinds whose ``attrs`` is a flat JSON object of snake_case keys ([a-z0-9_]: parsers.sglang._snake) and
+#: scalar values: the batch lines, >99% of a big log's rows.
+BATCH_KINDS = ("decode_batch", "prefill_batch")
+#: Such attrs with no string value (no '": "') hold keys, numbers, true/false/null, '{', '}', ', ' and
+#: ': ' only. Rule by rule, only a key can then match: hf_token (a key "hf_" + 20 letters or digits) and
+#: aws_secret ("aws_secret_access_key": 16+ digits). The others need something such JSON never holds:
+#: '-' before a letter (cli flags, sk-), '=', '@', '://', a quote after the colon, a space or tab after
+#: bearer/authorization's keyword, upper case (AKIA, env names) or a newline.
+BATCH_ATTRS_PREFILTER = r"hf_|aws_"
+
+
 def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
     """Redact string columns of a polars frame; returns the frame and the counts per kind.
 
@@ -319,14 +330,17 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
     >>> sum(counts.values())
     2
     """
-    import polars as pl
-
     counts: Counter[str] = Counter()
     updates = []
     for name in columns:
         if name not in frame.columns or frame.height == 0:
             continue
         col = frame.get_column(name)
+        if name == "attrs" and "kind" in frame.columns:
+            hits = _batch_attrs_hits(frame.get_column("kind"), col)
+            if hits is not None:
+                _apply(col, hits, counts, updates)
+                continue
         special = col.str.contains(FRAME_SPECIAL).fill_null(False)
         n_special = int(special.sum())
         if n_special * 4 > frame.height:  # mostly special rows (JSON attrs): the full prefilter on all
@@ -336,13 +350,35 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
             if n_special:
                 sidx = special.arg_true()
                 hits = hits.scatter(sidx, col.gather(sidx).str.contains(FRAME_PREFILTER).fill_null(False))
-        idx = hits.arg_true()
-        if idx.len() == 0:
-            continue
-        new_values = []
-        for value in col.gather(idx).to_list():
-            red, c = redact_text(value)
-            counts.update(c)
-            new_values.append(red)
-        updates.append(col.scatter(idx, pl.Series(new_values, dtype=pl.Utf8)))
+        _apply(col, hits, counts, updates)
     return (frame.with_columns(updates) if updates else frame), counts
+
+
+def _apply(col, hits, counts: Counter[str], updates: list) -> None:
+    """Redact the rows of ``col`` the prefilter flagged (``hits``)."""
+    import polars as pl
+
+    idx = hits.arg_true()
+    if idx.len() == 0:
+        return
+    new_values = []
+    for value in col.gather(idx).to_list():
+        red, c = redact_text(value)
+        counts.update(c)
+        new_values.append(red)
+    updates.append(col.scatter(idx, pl.Series(new_values, dtype=pl.Utf8)))
+
+
+def _batch_attrs_hits(kind, attrs):
+    """Prefilter hits of an attrs column whose rows are mostly batch lines, or None to use the general
+    path. Batch rows with a string value and all other rows take FRAME_PREFILTER."""
+    batch = kind.is_in(BATCH_KINDS).fill_null(False)
+    numeric = batch & ~attrs.str.contains('": "', literal=True).fill_null(False)
+    n_numeric = int(numeric.sum())
+    if n_numeric * 2 < attrs.len():
+        return None
+    hits = attrs.str.contains(BATCH_ATTRS_PREFILTER).fill_null(False)
+    rest = (~numeric).arg_true()
+    if rest.len():
+        hits = hits.scatter(rest, attrs.gather(rest).str.contains(FRAME_PREFILTER).fill_null(False))
+    return hits

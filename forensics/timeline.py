@@ -324,6 +324,20 @@ class _Sampler:
         return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
 
 
+#: How timeline.parquet is written. Compressing text and attrs is most of the cost of a big input (~40 ms
+#: an 8 MiB chunk): zstd level 1 (no slower than lz4 here, and smaller), dictionaries only where values
+#: repeat (a dictionary tried on line numbers or token counts is built and thrown away), no min/max
+#: statistics of whole log lines, line numbers delta-encoded. Measured 15% faster and 15% smaller than
+#: pyarrow's defaults on the benchmark's chunks.
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 1,
+    "use_dictionary": ["host", "file", "source", "kind", "ts_basis", "rank", "comm"],
+    "write_statistics": [c for c in EVENT_SCHEMA if c not in ("text", "attrs")],
+    "column_encoding": {"line": "DELTA_BINARY_PACKED", "line_end": "DELTA_BINARY_PACKED"},
+}
+
+
 class _Sink:
     """timeline.parquet written as the rows come (zstd, EVENT_SCHEMA) in a private folder under ``where``;
     one write at a time runs on a thread while the next chunk is parsed."""
@@ -337,7 +351,7 @@ class _Sink:
         self.path = os.path.join(self.dir, "timeline.parquet")
         self.schema = empty_frame().to_arrow().schema
         # no ARROW:schema blob: readers then take the facts (added at close) as the schema's metadata too
-        self.writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", store_schema=False)
+        self.writer = pq.ParquetWriter(self.path, self.schema, store_schema=False, **PARQUET_OPTIONS)
         self.pool = ThreadPoolExecutor(1)
         self.busy: Future | None = None
         self.counts: Counter[str] = Counter()
@@ -598,7 +612,7 @@ def write_parquet(tl: Timeline, path: str | os.PathLike) -> None:
     meta = dict(table.schema.metadata or {})
     meta.update(_parquet_meta(tl.facts, tl.coverage))
     table = table.replace_schema_metadata(meta)
-    pq.write_table(table, str(path), compression="zstd")
+    pq.write_table(table, str(path), **PARQUET_OPTIONS)
 
 
 def _parquet_meta(facts: Facts, coverage: list[dict[str, Any]]) -> dict[bytes, bytes]:

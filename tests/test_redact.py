@@ -223,3 +223,47 @@ def test_redact_frame_mixes_plain_and_special_rows():
     assert got[:10] == [batch] * 10
     assert all(API not in v and HF not in v and SK not in v for v in got)
     assert sum(counts.values()) == 3
+
+
+_BATCH_KEYS = ["#running-req", "#token", "token usage", "hf abcdefghijklmnopqrstuvwxyz0", "HF-ABCDEFGHIJKLMNOPQRSTUVWX12",
+               "aws secret access key", "AWS_SECRET_ACCESS_KEY", "secret", "password", "api key", "api-key",
+               "Authorization", "bearer", "token", "sk", "AKIAZ7Q2M5X8N3L6P9R4", "x", "passwd", "--api-key"]
+_BATCH_VALUES = ["12", "0", "-5", "0.5", "1234567890123456", "12.5%", "True", "False", "", "Bearer", "s3cret",
+                 "hf_Q7xK2mZpL9vR4tYwB8nC3dF6gH1jS5aE0u", "AKIAZ7Q2M5X8N3L6P9R4", "sk-proj-Q7xK2mZpL9vR4tYwB8nC3dF",
+                 "x1y2z3w4v5u6t7s8", "a=b", "u@h", "1e-05", "-0.0"]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_BATCH_KEYS), st.sampled_from(_BATCH_VALUES)), min_size=1, max_size=6),
+       st.sampled_from(["Decode batch", "Prefill batch"]))
+@settings(max_examples=400, deadline=None)
+def test_batch_attrs_prefilter_covers_numeric_batch_rows(fields, kind):
+    """Batch rows as the parser writes them: when attrs holds no string value, every attrs a rule would
+    redact matches BATCH_ATTRS_PREFILTER (the premise of redact_frame's cheap path)."""
+    import re as _re
+
+    from forensics.redact import BATCH_ATTRS_PREFILTER, BATCH_KINDS
+    from parsers import sglang
+
+    line = f"[2025-11-20 11:02:41 TP0] {kind}, " + ", ".join(f"{k}: {v}" for k, v in fields)
+    for row in sglang.parse(line + "\n", "r.log").events.iter_rows(named=True):
+        attrs = row["attrs"]
+        if row["kind"] not in BATCH_KINDS or attrs is None or '": "' in attrs:
+            continue
+        if redact_text(attrs)[1]:
+            assert _re.search(BATCH_ATTRS_PREFILTER, attrs), attrs
+
+
+def test_redact_frame_batch_rows_keep_numbers_and_lose_secrets():
+    import polars as pl
+
+    from forensics.redact import redact_frame
+
+    numeric = '{"running_req": 41, "token": 199472, "token_usage": 0.9}'
+    rows = [numeric] * 20 + ['{"hf_q7xk2mzpl9vr4tywb8nc3df": 5}', '{"aws_secret_access_key": 1234567890123456}',
+                             '{"note": "' + HF + '"}', '{"args": {"api_key": "' + API + '"}}']
+    kinds = ["decode_batch"] * 23 + ["server_args"]
+    out, counts = redact_frame(pl.DataFrame({"kind": kinds, "attrs": rows}))
+    got = out["attrs"].to_list()
+    assert got[:20] == [numeric] * 20
+    assert all("REDACTED" in v for v in got[20:]), got[20:]
+    assert sum(counts.values()) == 4
