@@ -81,25 +81,31 @@ class InputFile:
         with open(self.path, "rb") as fh:
             return fh.read(n)
 
-    def chunks(self, size: int = 32 << 20) -> Iterator[bytes]:
-        """The content in pieces of about ``size`` bytes, each ending at a line end (but the last)."""
+    def chunks(self, size: int = 32 << 20) -> Iterator[bytes | bytearray]:
+        """The content in pieces of about ``size`` bytes, each ending at a line end (but the last).
+
+        Each piece is a fresh buffer (callers may keep views into it), read straight into place: the
+        carried-over tail is the only thing copied."""
         if self.path is None:
             yield self.data
             return
         carry = b""
         try:
-            with open(self.path, "rb") as fh:
+            with open(self.path, "rb", buffering=0) as fh:
                 while True:
-                    block = fh.read(size)
-                    if not block:
+                    buf = bytearray(len(carry) + size)
+                    buf[:len(carry)] = carry
+                    got = fh.readinto(memoryview(buf)[len(carry):])
+                    if not got:
                         break
-                    block = carry + block
-                    cut = block.rfind(b"\n") + 1
+                    end = len(carry) + got
+                    cut = buf.rfind(b"\n", 0, end) + 1
                     if cut == 0:
-                        carry = block
+                        carry = bytes(buf[:end])
                         continue
-                    carry = block[cut:]
-                    yield block[:cut]
+                    carry = bytes(buf[cut:end])
+                    del buf[cut:]
+                    yield buf
         except OSError as e:
             raise InputError(f"{self.path}: unreadable ({_why(e)})") from None
         if carry:

@@ -118,7 +118,7 @@ SPLIT_BYTES = 1 << 20
 _pool: ThreadPoolExecutor | None = None
 
 
-def scan(raw: bytes) -> Scanned:
+def scan(raw: bytes | bytearray) -> Scanned:
     """Read one chunk (whole lines). Raises RuntimeError if the library is not available."""
     lib = _load()
     if lib is None:
@@ -139,13 +139,14 @@ def scan(raw: bytes) -> Scanned:
                    other_line=first.other_line + rest.other_line, other_spans=first.other_spans + rest.other_spans)
 
 
-def _scan_part(lib: ctypes.CDLL, raw: bytes, start: int, end: int, line0: int) -> Scanned:
+def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, line0: int) -> Scanned:
     """Read raw[start:end] (whole lines); its lines are numbered from line0, its spans are in raw."""
     n = end - start
     cap = raw.count(b"\n", start, end) + 2
     bm = cap // 8 + 1
     cap_attrs = n + 4096  # a batch line's JSON is about as long as the line; retried bigger if not
-    base = ctypes.cast(ctypes.c_char_p(raw), ctypes.c_void_p).value or 0  # into the bytes object, no copy
+    whole = pa.py_buffer(raw)  # bytes or bytearray, no copy; its address is where the C side reads
+    base = whole.address
     while True:
         a = {k: bytearray(cap * 8) for k in ("row_line", "row_ts", "row_tokens", "row_count", "row_code",
                                               "row_ratio", "other_line", "other_start", "other_end")}
@@ -170,7 +171,7 @@ def _scan_part(lib: ctypes.CDLL, raw: bytes, start: int, end: int, line0: int) -
     def num(kind: pa.DataType, vals: str, valid: str | None) -> pa.Array:
         return pa.Array.from_buffers(kind, m, [buf(a[valid]) if valid else None, buf(a[vals])])
 
-    chunk = buf(raw).slice(start, n)
+    chunk = whole.slice(start, n)
 
     def views(vals: str, valid: str | None) -> pa.Array:  # zero-copy: the views point into the chunk
         return pa.Array.from_buffers(pa.string_view(), m, [buf(a[valid]) if valid else None, buf(a[vals]), chunk])

@@ -326,7 +326,7 @@ def _bulk(lines: pl.DataFrame, clean: bool) -> pl.DataFrame:
 def _lines(data: bytes | str) -> tuple[pl.DataFrame, bool]:
     """The physical lines of a chunk as a frame (``i`` 0-based, ``l``), and whether every line is
     printable ASCII without a glued stamp (so the per-line checks can be skipped)."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if not raw:
         return pl.DataFrame({"i": [], "l": []}, schema={"i": pl.UInt32, "l": pl.Utf8}), True
     n_nl = raw.count(b"\n")
@@ -367,7 +367,7 @@ def _odd_labels(labels: list[str | None]) -> list[str]:
     return [lab for lab in labels if lab and sc._labels(lab)["_extra"]]
 
 
-def _native_chunk(data: bytes | str) -> tuple[int, pl.DataFrame, pl.Series, list[str]]:
+def _native_chunk(data: bytes | bytearray | str) -> tuple[int, pl.DataFrame, pl.Series, list[str]]:
     """(lines in the chunk, bulk rows as _bulk gives them, line index and text of every other line)."""
     is_str = isinstance(data, str)
     raw = data.encode("utf-8", "surrogatepass") if is_str else data
@@ -429,7 +429,7 @@ class Stream:
         self.n_rows = 0
         self.native = _bulkscan.available()
 
-    def feed(self, data: bytes | str) -> pl.DataFrame:
+    def feed(self, data: bytes | bytearray | str) -> pl.DataFrame:
         """A chunk that ends at a line end (or the last chunk); the rows now final, in line order."""
         gc_was = gc.isenabled()
         gc.disable()
@@ -439,7 +439,7 @@ class Stream:
             if gc_was:
                 gc.enable()
 
-    def _feed(self, data: bytes | str) -> pl.DataFrame:
+    def _feed(self, data: bytes | bytearray | str) -> pl.DataFrame:
         if self.native:
             n, bulk, py_i, py_lines = _native_chunk(data)
             if not n:

@@ -52,7 +52,7 @@ def _same(text: str, name: str = "f.log", chunks: list[int] | None = None) -> pl
         st = sglang_fast.Stream(name)
         frames, start = [], 0
         for cut in [*chunks, len(lines)]:
-            frames.append(st.feed("".join(lines[start:cut]).encode()))
+            frames.append(st.feed(bytearray("".join(lines[start:cut]).encode())))  # as inputs.chunks gives
             start = cut
         last, b = st.finish()
         frames.append(last)
