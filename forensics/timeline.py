@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers import registry
+from parsers import _bulkscan, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
 from .inputs import InputError, InputFile, iter_text, read_inputs
@@ -292,15 +292,19 @@ class _Sampler:
             offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
             b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
             o = o + pl.col("_n")
-        # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of every
-        # string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
-        attrs = pl.col("attrs")
-        at = attrs.str.find('"queue_req": ', literal=True)
-        q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
         extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
-        b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
-        if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
-            b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
+        if _bulkscan.available():  # the compiled reader: one memmem a row, ~4x cheaper than the below
+            q = pl.from_arrow(_bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"))
+            b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q)  # type: ignore[arg-type]
+        else:
+            # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of
+            # every string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
+            attrs = pl.col("attrs")
+            at = attrs.str.find('"queue_req": ', literal=True)
+            q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
+            b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
+            if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
+                b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
         b = b.with_columns(_q=pl.col("_q").cast(pl.Int64), _b=pl.col("_o") // self.bucket,
                            _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
 

@@ -68,6 +68,8 @@ def _load() -> ctypes.CDLL | None:
         built_from = lib.fx_source().decode()
         lib.fx_scan.argtypes = [ctypes.POINTER(_Scan)]
         lib.fx_scan.restype = ctypes.c_int
+        lib.fx_json_int.argtypes = [_P, _P, _P, _I, _I, ctypes.c_char_p, _I, _P, _P]
+        lib.fx_json_int.restype = None
     except (OSError, AttributeError) as e:  # a foreign or broken build: the polars path reads the same
         why_not = f"{LIBRARY} unusable ({e})"
         return None
@@ -195,3 +197,22 @@ def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, l
     ends = memoryview(a["other_end"]).cast("q")[:k].tolist()
     return Scanned(n_lines=st.n_lines, rows=rows, other_line=lines,
                    other_spans=[(s + start, e + start) for s, e in zip(starts, ends, strict=True)])
+
+
+def json_int(arr: pa.Array, key: str) -> pa.Array:
+    """Per string of ``arr`` (JSON objects), the integer value of ``key``: what
+    ``re.search(r'"KEY": (-?[0-9]{1,15})[,}]')`` finds, else null. Raises RuntimeError if the library is
+    not available."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError("native scanner not available")
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    n = len(arr)
+    out, valid = bytearray(8 * n + 8), bytearray(n // 8 + 1)
+    bm, offs, data = arr.buffers()
+    needle = f'"{key}": '.encode()
+    lib.fx_json_int(offs.address, data.address if data is not None else None,
+                    bm.address if bm is not None else None, arr.offset, n, needle, len(needle), _addr(out),
+                    _addr(valid))
+    return pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid), pa.py_buffer(out)])

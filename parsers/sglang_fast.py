@@ -408,7 +408,8 @@ def _interleave(py: pl.DataFrame, fast: pl.DataFrame) -> pl.DataFrame:
         parts += [fast.slice(prev, pos[j] - prev), py.slice(j, k - j + 1)]
         prev, j = pos[j], k + 1
     parts.append(fast.slice(prev))
-    return pl.concat(parts, how="vertical", rechunk=False)
+    # one chunk again: every later step (to_arrow above all) pays per chunk, and this costs ~0.5 ms
+    return pl.concat(parts, how="vertical", rechunk=False).rechunk()
 
 
 # --------------------------------------------------------------------------------------------

@@ -153,3 +153,22 @@ def test_stale_library_is_not_used(monkeypatch, tmp_path) -> None:
     assert _bulkscan._load() is None
     assert "stale" in (_bulkscan.why_not or "")
     monkeypatch.setattr(_bulkscan, "why_not", None)
+
+
+@given(st.lists(st.one_of(st.none(), st.text(alphabet='"queu_r: -0123456789,}{ax\\', max_size=40),
+                          st.builds(lambda pre, v, post: f'{pre}"queue_req": {v}{post}',
+                                    st.sampled_from(["{", '{"a": 1, ', '{"s": "\\"queue_req\\": 9", ', ""]),
+                                    st.sampled_from(["0", "-3", "007", "1234567890123456", "123456789012345",
+                                                     '"x"', "", "-", "1.5", "12"]),
+                                    st.sampled_from(["}", ", ", ",", "", " }", "x"]))), max_size=8),
+       st.integers(0, 3))
+def test_json_int_finds_what_the_regex_finds(values, cut) -> None:
+    import re
+
+    import pyarrow as pa
+
+    arr = pa.array(values, type=pa.large_string()).slice(min(cut, len(values)))
+    got = _bulkscan.json_int(arr, "queue_req").to_pylist()
+    rx = re.compile(r'"queue_req": (-?[0-9]{1,15})[,}]')
+    want = [None if v is None or not (m := rx.search(v)) else int(m.group(1)) for v in arr.to_pylist()]
+    assert got == want

@@ -115,3 +115,25 @@ def test_spill_folder_is_removed(tmp_path, monkeypatch) -> None:
     del tl
     gc.collect()
     assert not spill.exists() and not any((tmp_path / "spill").iterdir())
+
+
+def test_sample_is_the_same_with_and_without_the_compiled_reader(tmp_path, monkeypatch) -> None:
+    """The sampler reads queue_req through parsers/_native where it is built; the sample must not differ,
+    and each (kind, rank, run)'s largest queue is in it."""
+    from parsers import _bulkscan
+
+    if not _bulkscan.available():
+        import pytest
+
+        pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+    _write_set(tmp_path / "in", 14)
+    native = _streamed(tmp_path, monkeypatch, KEEP_ALL=10, BUCKETS=4)
+    monkeypatch.setattr(_bulkscan, "available", lambda: False)
+    plain = _streamed(tmp_path, monkeypatch, KEEP_ALL=10, BUCKETS=4)
+    assert_frame_equal(native.events, plain.events)
+    q = pl.col("attrs").str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1).cast(pl.Int64)
+    keys = ["file", "kind", "rank", "run"]
+    full = pl.read_parquet(native.parquet_path).filter(pl.col("kind") == "decode_batch")
+    want = full.group_by(keys).agg(q.max()).sort(keys, nulls_last=True)
+    got = native.events.filter(pl.col("kind") == "decode_batch").group_by(keys).agg(q.max()).sort(keys, nulls_last=True)
+    assert_frame_equal(want, got)

@@ -11,6 +11,7 @@
  *
  * No global state (one small allocation a call): safe to call from any thread on separate buffers.
  */
+#define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -714,4 +715,32 @@ int fx_scan(fx_scan_t *c) {
     c->n_other = o;
     c->n_lines = li;
     return 0;
+}
+
+/* The integer value of a key in each string of an Arrow large_string array of JSON objects (the
+ * sampler's queue_req): per row, the first `"key": ` followed by -?[0-9]{1,15} and ',' or '}' (what
+ * re.search(r'"key": (-?[0-9]{1,15})[,}]') finds), else null. `needle` is the literal `"key": `. */
+void fx_json_int(const int64_t *offsets, const uint8_t *data, const uint8_t *valid, int64_t first, int64_t n,
+                 const char *needle, int64_t nlen, int64_t *out, uint8_t *out_valid) {
+    for (int64_t r = 0; r < n; r++) {
+        int64_t k = first + r;
+        if (valid && !(valid[k >> 3] & (1u << (k & 7)))) continue;
+        const uint8_t *s = data + offsets[k], *e = data + offsets[k + 1];
+        while (s < e) {
+            const uint8_t *hit = memmem(s, (size_t)(e - s), needle, (size_t)nlen);
+            if (!hit) break;
+            const uint8_t *p = hit + nlen;
+            int neg = p < e && *p == '-';
+            const uint8_t *d = p + neg, *q = d;
+            int64_t x = 0;
+            while (q < e && q - d < 16 && *q >= '0' && *q <= '9') x = x * 10 + (*q++ - '0');
+            int nd = (int)(q - d);
+            if (nd >= 1 && nd <= 15 && q < e && (*q == ',' || *q == '}')) {
+                out[r] = neg ? -x : x;
+                bit_set(out_valid, r);
+                break;
+            }
+            s = hit + 1;
+        }
+    }
 }
