@@ -65,3 +65,20 @@ def test_kill_commands_and_version_markers():
     )
     assert [c.text for c in kill_commands(tl)] == ["pkill -9 -f sglang"]
     assert version_window(tl) == ((0, 5, 5), None)
+
+
+def test_version_markers_read_the_first_line_after_the_prefix():
+    """Markers are matched on the record's first line without its [stamp rank] prefix, column-wise."""
+    from forensics.detectors._common import version_window
+
+    old_format = timeline(
+        {"kind": "decode_batch", "text": "[2025-11-20 11:02:41 TP0] Decode batch. #running-req: 41, #token: 9"},
+        {"kind": "rank_dead", "text": "[2025-11-20 11:02:41] Rank 3 scheduler is dead.\nExit code: -9"},
+    )
+    assert version_window(old_format) == (None, (0, 5, 3))  # "Decode batch." and "is dead": at most 0.5.3
+    # the marker on a second line or inside the message does not count
+    hidden = timeline(
+        {"kind": "decode_batch", "text": "[2025-11-20 11:02:41 TP0] x\nDecode batch. #running-req: 41"},
+        {"kind": "weight_load_end", "text": "[2025-11-20 11:02:41 TP0] Load weight end. type=X, avail mem=2 GB"},
+    )
+    assert version_window(hidden) == (None, None)

@@ -215,6 +215,40 @@ def tag_run(finding: Finding, ref: RunRef | None) -> Finding:
     return finding
 
 
+class Run(list):
+    """One server run's rows in order, with where each kind's rows are: a big input's run holds tens of
+    thousands of batch rows, and detectors looking for a few start-up records should not walk them all."""
+
+    def __init__(self, rows: list[Row], index: dict[str, list[int]]) -> None:
+        super().__init__(rows)
+        self.index = index
+        self.n = len(rows)
+
+
+def _kind_index(rows: list[Row]) -> dict[str, list[int]]:
+    index: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        index.setdefault(r.get("kind") or "", []).append(i)
+    return index
+
+
+def of_kind(run: list[Row], *kinds: str) -> list[Row]:
+    """The rows of ``run`` of these kinds, in run order (through the run's index when it has one)."""
+    if isinstance(run, Run) and len(run) == run.n:
+        if len(kinds) == 1:
+            return [run[i] for i in run.index.get(kinds[0], ())]
+        pos = sorted(i for k in dict.fromkeys(kinds) for i in run.index.get(k, ()))
+        return [run[i] for i in pos]
+    return [r for r in run if r.get("kind") in kinds]
+
+
+def has_kind(run: list[Row], *kinds: str) -> bool:
+    """Whether ``run`` holds a row of one of these kinds."""
+    if isinstance(run, Run) and len(run) == run.n:
+        return any(run.index.get(k) for k in kinds)
+    return any(r.get("kind") in kinds for r in run)
+
+
 def iter_runs(tl: Timeline) -> list[tuple[RunRef, list[Row]]]:
     """Every SGLang run with its reference, in the order :func:`sglang_runs` gives them."""
     runs = sglang_runs(tl)
@@ -222,7 +256,13 @@ def iter_runs(tl: Timeline) -> list[tuple[RunRef, list[Row]]]:
     refs = memo.get("run_refs")
     if refs is None:  # each ref scans its whole run for the first row
         refs = memo["run_refs"] = run_refs(runs)
-    return [(refs[k], rs) for k, rs in runs.items()]
+    indexes = memo.setdefault("run_index", {})
+    out = []
+    for k, rs in runs.items():
+        if k not in indexes:
+            indexes[k] = _kind_index(rs)
+        out.append((refs[k], Run(rs, indexes[k])))
+    return out
 
 
 SGLANG_KINDS = (
@@ -383,28 +423,40 @@ _VERSION_MARKERS: tuple[tuple[str, str, tuple[int, int, int] | None, tuple[int, 
 
 def version_window(tl: Timeline) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """Lower and upper bounds on the SGLang version implied by the log's line formats."""
+    memo = _cache(tl)
+    if "version_window" in memo:
+        return memo["version_window"]
     lo: tuple[int, int, int] | None = None
     hi: tuple[int, int, int] | None = None
     for row in rows(tl, "server_args"):
         if attrs(row).get("form") == "dict":
             lo = max(lo or (0, 0, 0), (0, 5, 19))
+    frame = tl.events
     for kind, pattern, low, high in _VERSION_MARKERS:
-        rx = re.compile(pattern)
-        for row in rows(tl, kind):
-            body = _message(row.get("text") or "")
-            if rx.search(body):
-                if low:
-                    lo = max(lo or (0, 0, 0), low)
-                if high:
-                    hi = min(hi or (99, 0, 0), high)
-                break
+        if frame.is_empty():
+            break
+        # column-wise: a big input holds tens of thousands of batch rows; _message's first line and
+        # prefix, then the marker, as for one row
+        texts = frame.filter(pl.col("kind") == kind).get_column("text").fill_null("")
+        body = texts.str.extract(_FIRST_LINE, 1).str.replace(_PREFIX_RX, "")
+        if body.str.contains(pattern).any():
+            if low:
+                lo = max(lo or (0, 0, 0), low)
+            if high:
+                hi = min(hi or (99, 0, 0), high)
+    memo["version_window"] = (lo, hi)
     return lo, hi
+
+
+#: The first line as str.splitlines() cuts it, and the ``[stamp rank]`` prefix _message strips.
+_FIRST_LINE = "^([^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*)"
+_PREFIX_RX = r"^\s*\[[^\]]*\]\s*"
 
 
 def _message(text: str) -> str:
     """The record text without its ``[stamp rank]`` prefix."""
     first = text.splitlines()[0] if text else ""
-    return re.sub(r"^\s*\[[^\]]*\]\s*", "", first)
+    return re.sub(_PREFIX_RX, "", first)
 
 
 def version_text(v: tuple[int, int, int] | None) -> str:

@@ -23,8 +23,10 @@ from ._common import (
     attrs,
     before,
     fmt_gib,
+    has_kind,
     iter_runs,
     make_finding,
+    of_kind,
     rank_of,
     rows,
     server_config,
@@ -68,7 +70,7 @@ def _sizes_from_text(text: str) -> tuple[int | None, int | None]:
 
 
 def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | None, str]:
-    pre = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_begin" and r.get("avail_bytes")]
+    pre = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
     if pre:
         return float(min(pre)), "free memory before the weights were loaded (what the fraction multiplies)"
     totals = [r["total_bytes"] for r in ooms if r.get("total_bytes")]
@@ -81,18 +83,18 @@ def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | 
 
 
 def _headroom(run: list[Row]) -> tuple[float | None, Row | None]:
-    ends = [r for r in run if r.get("kind") == "cuda_graph_end" and r.get("avail_bytes") is not None]
+    ends = [r for r in of_kind(run, "cuda_graph_end") if r.get("avail_bytes") is not None]
     if ends:
         row = min(ends, key=lambda r: r["avail_bytes"])
         return float(row["avail_bytes"]), row
-    sizing = [r for r in run if r.get("kind") == "kv_sizing" and r.get("avail_bytes") is not None]
+    sizing = [r for r in of_kind(run, "kv_sizing") if r.get("avail_bytes") is not None]
     if sizing:
         return float(sizing[0]["avail_bytes"]), sizing[0]
     return None, None
 
 
 def _alternatives(cfg: ServerConfig, run: list[Row]) -> list[str]:
-    sizing = next((attrs(r) for r in run if r.get("kind") == "kv_sizing"), {})
+    sizing = next((attrs(r) for r in of_kind(run, "kv_sizing")), {})
     chunk = cfg.num("chunked_prefill_size") or sizing.get("chunked_prefill_size")
     graph_bs = cfg.num("cuda_graph_max_bs")
     running = cfg.num("max_running_requests") or sizing.get("max_running_requests")
@@ -121,21 +123,22 @@ def detect(tl: Timeline) -> list[Finding]:
 
 
 def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
-    if any(r.get("kind") in WEIGHT_KINDS for r in run):
+    if has_kind(run, *WEIGHT_KINDS):
         return None  # weights_do_not_fit: the opposite direction
     # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
-    ooms = [r for r in run if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
+    ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception")
+            if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
             or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
-    serving = any(r.get("kind") in ("prefill_batch", "decode_batch", "server_ready") for r in run)
-    captured = serving or any(r.get("kind") == "cuda_graph_end" for r in run)
-    loaded = captured or any(r.get("kind") == "weight_load_end" for r in run)
+    serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
+    captured = serving or has_kind(run, "cuda_graph_end")
+    loaded = captured or has_kind(run, "weight_load_end")
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "")]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
         if not captured and not capture_fail:
-            capture_fail = [r for r in ooms if any(b.get("kind") == "cuda_graph_begin" and before(b, r) for b in run)]
+            capture_fail = [r for r in ooms if any(before(b, r) for b in of_kind(run, "cuda_graph_begin"))]
         if capture_fail:
             return _capture_failed(tl, cfg, run, capture_fail)
         if captured:
@@ -163,7 +166,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     headroom, head_row = _headroom(run)
     gpu, gpu_how = _gpu_memory(tl, run, ooms)
     f = cfg.num("mem_fraction_static")
-    prefill = [r for r in run if r.get("kind") == "prefill_batch" and before(r, oom)]
+    prefill = [r for r in of_kind(run, "prefill_batch") if before(r, oom)]
     last_prefill = prefill[-1] if prefill else None
     need = shortfall = None
     if tried is not None:
@@ -224,7 +227,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
                    "means the weights do not fit (SGL-GPU-004); this crash happened after a successful start.")
     ev = [oom, *([head_row] if head_row else []), *([last_prefill] if last_prefill else []),
           *cfg.evidence_rows("mem_fraction_static")]
-    ev += [r for r in run if r.get("kind") in ("sigquit",)][:1]
+    ev += of_kind(run, "sigquit")[:1]
     return make_finding(
         "SGL-GPU-001",
         summary=summary,
@@ -240,7 +243,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
 
 
 def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> Finding:
-    oom, tried, free_at = _oom_sizes(fails + [r for r in run if r.get("kind") == "cuda_oom"])
+    oom, tried, free_at = _oom_sizes(fails + of_kind(run, "cuda_oom"))
     gpu, gpu_how = _gpu_memory(tl, run, fails)
     f = cfg.num("mem_fraction_static")
     shortfall = max(tried - free_at, 0.0) if tried is not None and free_at is not None else (tried or 0.0)

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
-from ._common import Row, RunRef, attrs, iter_runs, make_finding, rank_of, tag_run
+from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_of, tag_run
 
 #: What counts as the server dying, most telling first (the first kind present leads the finding).
 FATAL_KINDS = (
@@ -64,7 +64,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
     findings = list(findings)
     out = []
     for ref, run in iter_runs(tl):
-        fatal = [r for r in run if _is_fatal(r)]
+        fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
         out.append(tag_run(_finding(fatal), ref))

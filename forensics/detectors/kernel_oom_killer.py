@@ -27,6 +27,7 @@ from ._common import (
     iter_runs,
     kill_commands,
     make_finding,
+    of_kind,
     rank_of,
     rows,
     tag_run,
@@ -93,7 +94,7 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
     kills = kill_commands(tl)
     out = []
     for ref, run in iter_runs(tl):
-        dead = [r for r in run if r.get("kind") in ("rank_dead", "subprocess_crashed") and r.get("code") in SIGKILL_CODES
+        dead = [r for r in of_kind(run, "rank_dead", "subprocess_crashed") if r.get("code") in SIGKILL_CODES
                 and not (r.get("text") or "").lstrip().startswith("#")]
         dead = [r for r in dead if not any(before(k.as_row(), r) for k in kills)]
         if not dead:

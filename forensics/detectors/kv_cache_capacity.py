@@ -17,7 +17,7 @@ import re
 
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, iter_runs, make_finding, rank_of, server_config, tag_run
+from ._common import Row, attrs, iter_runs, make_finding, of_kind, rank_of, server_config, tag_run
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
@@ -67,13 +67,13 @@ _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
 
 
 def _exhausted(run: list[Row]) -> list[Finding]:
-    hits = [r for r in run if r.get("kind") == "kv_exhausted"]
+    hits = of_kind(run, "kv_exhausted")
     inferred = False
     if not hits:  # the message inside a traceback the parser kept whole
-        hits = [r for r in run if r.get("kind") == "scheduler_exception"
-                and "out of memory. Try to lower your batch size" in (r.get("text") or "")]
+        hits = [r for r in of_kind(run, "scheduler_exception")
+                if "out of memory. Try to lower your batch size" in (r.get("text") or "")]
     if not hits:  # a traceback cut before its message: the KV allocator's own raise says it
-        hits = [r for r in run if r.get("kind") == "scheduler_exception" and raised_in_kv_allocator(r.get("text") or "")]
+        hits = [r for r in of_kind(run, "scheduler_exception") if raised_in_kv_allocator(r.get("text") or "")]
         inferred = bool(hits)
     if not hits:
         return []
@@ -105,8 +105,8 @@ def _exhausted(run: list[Row]) -> list[Finding]:
 
 
 def _pressure(run: list[Row], cfg) -> list[Finding]:
-    retracts = [r for r in run if r.get("kind") == "retract"]
-    decodes = [r for r in run if r.get("kind") == "decode_batch" and r.get("ratio") is not None]
+    retracts = of_kind(run, "retract")
+    decodes = [r for r in of_kind(run, "decode_batch") if r.get("ratio") is not None]
     full = [r for r in decodes if r["ratio"] >= FULL_USAGE]
     queues = [q for q in (_queue(r) for r in full) if q is not None]
     growing = len(full) >= FULL_BATCHES and bool(queues) and queues[-1] > 0 and queues[-1] >= queues[0]
@@ -135,13 +135,13 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
 
 
 def _too_long(run: list[Row]) -> list[Finding]:
-    sizing = [r for r in run if r.get("kind") == "kv_sizing" and r.get("tokens")]
+    sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
     if not sizing:
         return []
     row = sizing[0]
     pool = int(row["tokens"])
     ctx = attrs(row).get("context_len")
-    long_prefill = [r for r in run if r.get("kind") == "prefill_batch" and r.get("tokens") is not None
+    long_prefill = [r for r in of_kind(run, "prefill_batch") if r.get("tokens") is not None
                     and int(r["tokens"]) + int(attrs(r).get("cached_token") or 0) > pool]
     if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill:
         return []

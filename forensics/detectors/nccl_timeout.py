@@ -18,7 +18,18 @@ import re
 
 from forensics.model import Finding, Timeline
 
-from ._common import Row, ServerConfig, attrs, iter_runs, make_finding, rank_of, rows, server_config, tag_run
+from ._common import (
+    Row,
+    ServerConfig,
+    attrs,
+    iter_runs,
+    make_finding,
+    of_kind,
+    rank_of,
+    rows,
+    server_config,
+    tag_run,
+)
 
 STARTUP_SEQ = 100  # SeqNum below this: the collective was among the first few of the run
 
@@ -49,7 +60,7 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     for ref, run in iter_runs(tl):  # each run with its own world size
-        mine = [r for r in run if r.get("kind") == "nccl_watchdog" and _seq(r) is not None]
+        mine = [r for r in of_kind(run, "nccl_watchdog") if _seq(r) is not None]
         seen |= {(r["file"], r["line"]) for r in mine}
         out += [tag_run(f, ref) for f in _detect_run(mine, server_config(tl, run))] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]

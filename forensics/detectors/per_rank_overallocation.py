@@ -31,6 +31,7 @@ from ._common import (
     iter_runs,
     launch_moments,
     make_finding,
+    of_kind,
     rank_label,
     rank_of,
     ranks_per_host,
@@ -138,8 +139,8 @@ class Request:
 
 
 def _request_from_log(run: list[Row]) -> Request | None:
-    allocs = [r for r in run if r.get("kind") == "hicache_alloc" and r.get("bytes")]
-    refused = [r for r in run if r.get("kind") == "hicache_insufficient" and r.get("bytes")]
+    allocs = [r for r in of_kind(run, "hicache_alloc") if r.get("bytes")]
+    refused = [r for r in of_kind(run, "hicache_insufficient") if r.get("bytes")]
     if not allocs and not refused:
         return None
     per_pool: dict[tuple[str, str], float] = {}
@@ -163,7 +164,7 @@ def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Req
         return None
     if size and size > 0:
         return Request(size * 1e9, "flags", cfg.evidence_rows("hicache_size"), 0, [])
-    kv = [r for r in run if r.get("kind") == "kv_cache_allocated" and r.get("tokens") and r.get("bytes")]
+    kv = [r for r in of_kind(run, "kv_cache_allocated") if r.get("tokens") and r.get("bytes")]
     ratio = cfg.num("hicache_ratio")
     if kv:
         ratio = ratio if ratio is not None else 2.0  # the default up to 0.5.19
@@ -190,7 +191,7 @@ def detect(tl: Timeline) -> list[Finding]:
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
     for cfg, run, req, ref in cases:
-        refused = [r for r in run if r.get("kind") == "hicache_insufficient" and r.get("bytes")]
+        refused = [r for r in of_kind(run, "hicache_insufficient") if r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
         if found:
             findings.append(tag_run(found, ref))
@@ -278,7 +279,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None)
     confidence = "low" if only_if_pow2 or gaps >= 2 else ("medium" if gaps else "high")
     severity = "medium" if only_if_pow2 else None
-    consequence_rows = [r for r in run if r.get("kind") in ("rank_dead", "sigquit", "hicache_insufficient")]
+    consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
     summary = (
         f"--hicache-size is per rank: {ranks} ranks × {fmt_gb(req.per_rank)}"
         + (f" (pinned as {fmt_gib(pinned)} each on SGLang {version})" if pinned != req.per_rank else "")

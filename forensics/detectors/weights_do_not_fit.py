@@ -18,7 +18,18 @@ import math
 
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, fmt_gib, iter_runs, make_finding, rank_of, server_config, tag_run
+from ._common import (
+    Row,
+    attrs,
+    fmt_gib,
+    has_kind,
+    iter_runs,
+    make_finding,
+    of_kind,
+    rank_of,
+    server_config,
+    tag_run,
+)
 
 RAISE_MARGIN = 0.02  # above the minimum viable fraction, so a KV pool of useful size remains
 MAX_SENSIBLE_FRACTION = 0.95  # above this there is no headroom left for graphs and activations
@@ -35,8 +46,8 @@ def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, s
         m = attrs(r).get("minimum_fraction")
         if isinstance(m, int | float):
             return float(m), "the minimum SGLang names"
-    begin = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_begin" and r.get("avail_bytes")]
-    end = [r["avail_bytes"] for r in run if r.get("kind") == "weight_load_end" and r.get("avail_bytes") is not None]
+    begin = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
+    end = [r["avail_bytes"] for r in of_kind(run, "weight_load_end") if r.get("avail_bytes") is not None]
     if begin and end:
         pre, post = min(begin), min(end)
         return 1 - post / pre, f"1 − {fmt_gib(post)} free after weights ÷ {fmt_gib(pre)} before"
@@ -46,12 +57,12 @@ def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, s
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
-        hits = [r for r in run if r.get("kind") in ("not_enough_memory", "weights_no_kv_room")]
-        load_oom = [r for r in run if r.get("kind") == "cuda_oom" and attrs(r).get("during") in ("weight_load", "load")]
-        if not load_oom and not any(r.get("kind") in ("weight_load_end", "cuda_graph_end") for r in run):
+        hits = of_kind(run, "not_enough_memory", "weights_no_kv_room")
+        load_oom = [r for r in of_kind(run, "cuda_oom") if attrs(r).get("during") in ("weight_load", "load")]
+        if not load_oom and not has_kind(run, "weight_load_end", "cuda_graph_end"):
             # a CUDA OOM before the weights finished loading: the model does not fit these GPUs
-            started = any(r.get("kind") == "weight_load_begin" for r in run)
-            load_oom = [r for r in run if r.get("kind") == "cuda_oom"] if started else []
+            started = has_kind(run, "weight_load_begin")
+            load_oom = of_kind(run, "cuda_oom") if started else []
         if not hits and not load_oom:
             continue
         cfg = server_config(tl, run)
