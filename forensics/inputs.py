@@ -220,8 +220,9 @@ def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> 
     With a ``spool``, a member declaring more than STREAM_BYTES is spooled to a private file instead
     of read into memory; so is one over STREAM_BYTES_BIG_INPUT once the input is ``big`` (the inputs
     on disk pass STREAM_BYTES) or the sizes the archive's headers declared so far, this member's
-    included, pass STREAM_BYTES. The members held in memory thus add up to at most about
-    STREAM_BYTES, plus members under STREAM_BYTES_BIG_INPUT — as for a directory.
+    included, pass STREAM_BYTES; members already read by then that are over STREAM_BYTES_BIG_INPUT are
+    spooled at that point. What stays in memory is then, as for a directory, the whole input when it is
+    at most STREAM_BYTES, else only members under STREAM_BYTES_BIG_INPUT.
     """
     files: list[InputFile] = []
     skipped: list[str] = []
@@ -253,6 +254,8 @@ def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> 
                 raise InputError(f"{arch}: refusing member {member.name!r}: declares {member.size} bytes, over the {MAX_MEMBER_BYTES >> 30} GiB cap")
             declared += member.size
             over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big or declared > STREAM_BYTES else STREAM_BYTES
+            if spool is not None and over < STREAM_BYTES:
+                _spool_held(files, over, arch, spool)
             # a bundle's manifest is read whole (it is small; a huge one is spooled and not taken as one)
             manifest = posixpath.basename(name) == "manifest.json" and member.size <= STREAM_BYTES
             fobj = tf.extractfile(member)
@@ -276,6 +279,25 @@ def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> 
     if not files:
         raise InputError(f"{arch}: archive holds no regular files")
     return files, skipped
+
+
+def _spool_held(files: list[InputFile], over: int, arch: str, spool: _Spool) -> None:
+    """The input just turned out big: members read into memory while it looked small go to the spool
+    too, as a directory's files would have streamed, so that what stays in memory is small files only
+    (else the first 64 MiB of members were parsed whole, a peak of several hundred MB)."""
+    for i, f in enumerate(files):
+        if f.streamed or len(f.data) <= over or posixpath.basename(f.name) == "manifest.json":
+            continue
+        fd, where = spool.new_file()
+        try:
+            with open(fd, "wb") as out:
+                out.write(f.data)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                where.unlink()
+            raise InputError(f"{arch}: cannot spool member {f.name!r} to {where.parent} ({_why(e)})") from None
+        files[i] = InputFile(name=f.name, data=b"", origin=f.origin, mtime=f.mtime, path=where, size=len(f.data),
+                             spool=spool)
 
 
 def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:

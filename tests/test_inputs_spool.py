@@ -103,9 +103,10 @@ def test_threshold_drops_once_the_declared_sizes_pass_stream_bytes(tmp_path, mon
     p.write_bytes(_zst(raw))
     assert p.stat().st_size < 50_000  # small on disk: only the declared sizes can tell
     with read_inputs([p], spool_dir=tmp_path) as got:
-        # manifest (10 KB) and a.log (40 KB declared so far) in memory; then everything over 20 KB spooled
+        # manifest (10 KB) and a.log (40 KB declared so far) read into memory; once b.log passes 50 KB
+        # everything over 20 KB is spooled, a.log included, as a directory of that size would stream it
         assert got.manifest is not None
-        assert [(f.name, f.streamed) for f in got.files] == [("a.log", False), ("b.log", True),
+        assert [(f.name, f.streamed) for f in got.files] == [("a.log", True), ("b.log", True),
                                                              ("c.log", False), ("d.log", True)]
         assert [b"".join(f.chunks()) for f in got.files] == [big, big, small, big]
         assert [f.nbytes for f in got.files] == [len(big), len(big), len(small), len(big)]
