@@ -66,6 +66,14 @@ def _cache(tl: Timeline) -> dict[str, Any]:
     return memo
 
 
+_REPEATED = ("kind", "file", "source", "rank", "ts_basis", "host", "comm")
+
+
+def release(tl: Timeline) -> None:
+    """Drop the rows converted for the analysis (the report reads the frame, not these)."""
+    tl.__dict__.pop("_detector_cache", None)
+
+
 def rows(tl: Timeline, *kinds: str) -> list[Row]:
     """Rows of these kinds as dicts, in a stable order: file, line, then kind.
 
@@ -78,7 +86,14 @@ def rows(tl: Timeline, *kinds: str) -> list[Row]:
     if missing:
         for k in missing:
             by_kind[k] = []
+        # one str object per distinct file, kind, rank… instead of one per row: a big input's ~100k rows
+        # weigh ~15% less
+        shared: dict[str, str] = _cache(tl).setdefault("strings", {})
         for r in frame.filter(pl.col("kind").is_in(missing)).iter_rows(named=True):
+            for c in _REPEATED:
+                v = r.get(c)
+                if v is not None:
+                    r[c] = shared.setdefault(v, v)
             by_kind[r["kind"]].append(r)
         for k in missing:  # stable: rows of one kind tied on (file, line) keep the frame's order
             by_kind[k].sort(key=_row_key)
