@@ -26,7 +26,7 @@ import stat
 import tarfile
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -288,14 +288,7 @@ def _spool_held(files: list[InputFile], over: int, arch: str, spool: _Spool) -> 
     for i, f in enumerate(files):
         if f.streamed or len(f.data) <= over or posixpath.basename(f.name) == "manifest.json":
             continue
-        fd, where = spool.new_file()
-        try:
-            with open(fd, "wb") as out:
-                out.write(f.data)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                where.unlink()
-            raise InputError(f"{arch}: cannot spool member {f.name!r} to {where.parent} ({_why(e)})") from None
+        _got, where = _to_spool(spool, arch, f.name, [f.data])
         files[i] = InputFile(name=f.name, data=b"", origin=f.origin, mtime=f.mtime, path=where, size=len(f.data),
                              spool=spool)
 
@@ -308,42 +301,39 @@ def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:
         raise InputError(f"{arch}: refusing archive: expands {total // max(counter.count, 1)}× (decompression bomb?)")
 
 
-def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader) -> bytes:
-    """Read one member in 1 MiB steps, checking the size and ratio caps after every step."""
-    chunks = []
+def _capped_chunks(fobj, declared: int, arch: str, member: str, before: int,
+                   counter: _CountingReader) -> Iterator[bytes]:
+    """One member in 1 MiB steps, checking the size and ratio caps after every step."""
     got = 0
-    while True:
-        chunk = fobj.read(1 << 20)
-        if not chunk:
-            break
+    while chunk := fobj.read(1 << 20):
         got += len(chunk)
         if got > MAX_MEMBER_BYTES:
             raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
         _check_expansion(before + got, counter, arch)
-        chunks.append(chunk)
+        yield chunk
     if got < declared:
         raise InputError(f"{arch}: archive is truncated inside member {member!r}")
-    return b"".join(chunks)
+
+
+def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader) -> bytes:
+    return b"".join(_capped_chunks(fobj, declared, arch, member, before, counter))
 
 
 def _spool_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
                   spool: _Spool) -> tuple[int, Path]:
-    """Copy one member to a new file in the spool in 1 MiB steps, under the caps of _read_capped."""
+    """Copy one member to a new file in the spool, under the caps of _read_capped."""
+    return _to_spool(spool, arch, member, _capped_chunks(fobj, declared, arch, member, before, counter))
+
+
+def _to_spool(spool: _Spool, arch: str, member: str, chunks: Iterable[bytes]) -> tuple[int, Path]:
+    """Write ``chunks`` to a new file in the spool; its size and path. A partial copy never stays."""
     fd, where = spool.new_file()
     got = 0
     try:
         with open(fd, "wb") as out:
-            while True:
-                chunk = fobj.read(1 << 20)
-                if not chunk:
-                    break
-                got += len(chunk)
-                if got > MAX_MEMBER_BYTES:
-                    raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
-                _check_expansion(before + got, counter, arch)
+            for chunk in chunks:
                 out.write(chunk)
-        if got < declared:
-            raise InputError(f"{arch}: archive is truncated inside member {member!r}")
+                got += len(chunk)
     except OSError as e:
         with contextlib.suppress(OSError):
             where.unlink()
