@@ -280,9 +280,44 @@ class _Sampler:
         n_bulk = int(is_bulk.sum())
         if not n_bulk:
             return frame
-        keys = list(self.KEYS)
         # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
-        b = frame.select(*keys, "ratio", "tokens", "count", "attrs").with_row_index("_i").filter(is_bulk)
+        b = frame.select(*self.KEYS, "ratio", "tokens", "count", "attrs").with_row_index("_i").filter(is_bulk)
+        kept = self._choose_native(b) if _bulkscan.available() else self._choose(b)
+        self.bulk += n_bulk
+        self.kept += kept.len()
+        # the other rows, then the kept bulk rows, each in line order
+        out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
+        # a gathered string column still points into the whole chunk's buffers: copy what is kept so
+        # the chunk can be freed (else memory grows by the chunk, not by the sample)
+        return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
+
+    def _choose_native(self, b: pl.DataFrame) -> pl.Series:
+        """The ``_i`` of the rows to keep, by the compiled twin of :meth:`_choose` (parsers/_native)."""
+        keys = list(self.KEYS)
+        kid = b.select(pl.struct(keys).rank("dense").cast(pl.Int64)).to_series()
+        firsts = kid.arg_unique()
+        nkeys = int(kid.max())  # type: ignore[arg-type]
+        ord0 = [0] * (nkeys + 1)
+        key_of: dict[int, tuple[Any, ...]] = {}
+        key_cols = b.select(keys)
+        for k, row in zip(kid.gather(firsts).to_list(), firsts.to_list(), strict=True):
+            key_of[k] = key_cols.row(row)
+            ord0[k] = self.seen.get(key_of[k], 0)
+        keep, counts, extreme = _bulkscan.sample(
+            kid.to_arrow(), nkeys, ord0, self.bucket, KEEP_ALL, b.get_column("ratio").to_arrow(),
+            b.get_column("tokens").to_arrow(), b.get_column("count").to_arrow(),
+            _bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"),
+            (b.get_column("kind") == "http_access").fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
+            self.extreme)
+        for k, key in key_of.items():
+            self.seen[key] = ord0[k] + counts[k]
+        self.extreme = min(extreme, MAX_EXTREME + 1)
+        return b.get_column("_i").filter(pl.from_arrow(keep).cast(pl.Boolean))  # type: ignore[union-attr]
+
+    def _choose(self, b: pl.DataFrame) -> pl.Series:
+        """The ``_i`` of the rows to keep (see the class): per (kind, rank, run) ordinals going on from the
+        rows seen in earlier chunks, buckets of them, and each bucket's first, last and extreme rows."""
+        keys = list(self.KEYS)
         groups = b.group_by(keys, maintain_order=True).len()
         before = [self.seen.get(k, 0) for k in groups.select(keys).iter_rows()]
         for k, n0, n in zip(groups.select(keys).iter_rows(), before, groups.get_column("len"), strict=True):
@@ -292,19 +327,15 @@ class _Sampler:
             offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
             b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
             o = o + pl.col("_n")
+        # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of every
+        # string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
+        attrs = pl.col("attrs")
+        at = attrs.str.find('"queue_req": ', literal=True)
+        q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
         extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
-        if _bulkscan.available():  # the compiled reader: one memmem a row, ~4x cheaper than the below
-            q = pl.from_arrow(_bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"))
-            b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q)  # type: ignore[arg-type]
-        else:
-            # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of
-            # every string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
-            attrs = pl.col("attrs")
-            at = attrs.str.find('"queue_req": ', literal=True)
-            q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
-            b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
-            if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
-                b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
+        b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
+        if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
+            b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
         b = b.with_columns(_q=pl.col("_q").cast(pl.Int64), _b=pl.col("_o") // self.bucket,
                            _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
 
@@ -319,13 +350,7 @@ class _Sampler:
         kept = b.filter((pl.col("_o") < KEEP_ALL) | (pl.col("_x") & (pl.col("_xn") <= MAX_EXTREME))
                         | pl.col("_i").is_in(ids.drop_nulls().implode())).get_column("_i")
         self.extreme = min(int(b.get_column("_xn")[-1]), MAX_EXTREME + 1)
-        self.bulk += n_bulk
-        self.kept += kept.len()
-        # the other rows, then the kept bulk rows, each in line order
-        out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
-        # a gathered string column still points into the whole chunk's buffers: copy what is kept so
-        # the chunk can be freed (else memory grows by the chunk, not by the sample)
-        return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
+        return kept
 
 
 #: How timeline.parquet is written. Compressing text and attrs is most of the cost of a big input (~40 ms

@@ -70,6 +70,9 @@ def _load() -> ctypes.CDLL | None:
         lib.fx_scan.restype = ctypes.c_int
         lib.fx_json_int.argtypes = [_P, _P, _P, _I, _I, ctypes.c_char_p, _I, _P, _P]
         lib.fx_json_int.restype = None
+        lib.fx_sample.argtypes = [_I, _P, _I, _P, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P,
+                                  ctypes.c_double, _I, ctypes.POINTER(_I), _P, _P]
+        lib.fx_sample.restype = ctypes.c_int
     except (OSError, AttributeError) as e:  # a foreign or broken build: the polars path reads the same
         why_not = f"{LIBRARY} unusable ({e})"
         return None
@@ -216,3 +219,40 @@ def json_int(arr: pa.Array, key: str) -> pa.Array:
                     bm.address if bm is not None else None, arr.offset, n, needle, len(needle), _addr(out),
                     _addr(valid))
     return pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid), pa.py_buffer(out)])
+
+
+def _values(arr: pa.Array, kind: pa.DataType) -> tuple[int, int | None, pa.Array]:
+    """Addresses of a primitive array's values and validity bitmap (None: all valid), offset applied."""
+    arr = arr.cast(kind)
+    if arr.offset:  # slices carry an offset the C side does not take: start at zero
+        arr = pa.concat_arrays([arr])
+    bm, vals = arr.buffers()
+    return vals.address, (bm.address if bm is not None else None), arr
+
+
+def sample(key: pa.Array, nkeys: int, ord0: list[int], bucket: int, keep_all: int, ratio: pa.Array,
+           tokens: pa.Array, count: pa.Array, queue: pa.Array, is_access: pa.Array, extreme_ratio: float,
+           max_extreme: int, extreme: int) -> tuple[pa.Array, list[int], int]:
+    """fx_sample (see bulkscan.c): the keep flag of each row, the rows of each key id, and the running
+    count of extreme rows. Raises RuntimeError if the library is not available."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError("native scanner not available")
+    n = len(key)
+    k_addr, _, k_arr = _values(key, pa.int64())
+    r_addr, r_bm, r_arr = _values(ratio, pa.float64())
+    t_addr, t_bm, t_arr = _values(tokens, pa.int64())
+    c_addr, c_bm, c_arr = _values(count, pa.int64())
+    q_addr, q_bm, q_arr = _values(queue, pa.int64())
+    a_addr, _, a_arr = _values(is_access, pa.uint8())
+    ord_buf = (ctypes.c_int64 * (nkeys + 1))(*ord0)
+    counts = (ctypes.c_int64 * (nkeys + 1))()
+    keep = bytearray(max(n, 1))
+    running = ctypes.c_int64(extreme)
+    rc = lib.fx_sample(n, k_addr, nkeys, ctypes.addressof(ord_buf), bucket, keep_all, r_addr, r_bm, t_addr, t_bm,
+                       c_addr, c_bm, q_addr, q_bm, a_addr, extreme_ratio, max_extreme, ctypes.byref(running),
+                       _addr(keep), ctypes.addressof(counts))
+    del k_arr, r_arr, t_arr, c_arr, q_arr, a_arr  # kept alive until the call returned
+    if rc != 0:
+        raise RuntimeError(f"native sampler failed ({rc})")
+    return pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(keep)]), list(counts), running.value

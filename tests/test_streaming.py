@@ -137,3 +137,48 @@ def test_sample_is_the_same_with_and_without_the_compiled_reader(tmp_path, monke
     want = full.group_by(keys).agg(q.max()).sort(keys, nulls_last=True)
     got = native.events.filter(pl.col("kind") == "decode_batch").group_by(keys).agg(q.max()).sort(keys, nulls_last=True)
     assert_frame_equal(want, got)
+
+
+def _sampler_chunk(rng: random.Random, n: int, start: int) -> pl.DataFrame:
+    from parsers.schema import rows_to_frame
+
+    rows = []
+    for i in range(n):
+        kind = rng.choice(["decode_batch"] * 5 + ["prefill_batch", "http_access", "retract"])
+        q = rng.choice([None, 0, 3, 3, 7, -1, "x"])
+        attrs = None if q is None else json.dumps({"queue_req": q, "running_req": rng.randint(0, 3)})
+        rows.append({"line": start + i, "kind": kind, "rank": rng.choice([None, "TP0", "TP1"]),
+                     "run": rng.choice([0, 0, 1]), "ratio": rng.choice([None, 0.1, 0.5, 0.5, 0.9, 0.95, 0.95]),
+                     "tokens": rng.choice([None, 1, 5, 5, 9]), "count": rng.choice([None, 0, 2, 2]),
+                     "text": f"line {start + i}", "attrs": attrs})
+    return rows_to_frame(rows, source="sglang", path="r.log")
+
+
+def test_compiled_sampler_chooses_the_rows_polars_chooses(monkeypatch) -> None:
+    """Ties, nulls, keys that come and go, buckets cut by chunk ends, the extreme budget running out:
+    the compiled sampler (parsers/_native) keeps exactly the rows of the polars one, chunk after chunk."""
+    from parsers import _bulkscan
+
+    if not _bulkscan.available():
+        import pytest
+
+        pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+    monkeypatch.setattr(timeline, "KEEP_ALL", 5)
+    monkeypatch.setattr(timeline, "MAX_EXTREME", 9)
+    for seed in range(12):
+        rng = random.Random(seed)
+        native, plain = timeline._Sampler(150 * 500 * 4), timeline._Sampler(150 * 500 * 4)  # buckets of 4 rows
+        start = 1
+        for _ in range(3):
+            chunk = _sampler_chunk(rng, rng.randint(1, 120), start)
+            start += chunk.height
+            a = native.keep(chunk)
+            monkeypatch.setattr(_bulkscan, "available", lambda: False)
+            b = plain.keep(chunk)
+            monkeypatch.undo()
+            monkeypatch.setattr(timeline, "KEEP_ALL", 5)
+            monkeypatch.setattr(timeline, "MAX_EXTREME", 9)
+            assert_frame_equal(a, b)
+            assert (native.seen, native.extreme, native.kept, native.bulk) == (plain.seen, plain.extreme, plain.kept,
+                                                                               plain.bulk)
+        assert native.kept < native.bulk

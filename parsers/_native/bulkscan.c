@@ -744,3 +744,63 @@ void fx_json_int(const int64_t *offsets, const uint8_t *data, const uint8_t *val
         }
     }
 }
+
+/* The sampler's choice for one chunk of batch/access rows (forensics.timeline._Sampler, which holds the
+ * same rule in polars): per key (kind, rank, run; ids 1..nkeys) rows are numbered on from ord0[key];
+ * a row is kept when its number is below keep_all, when it is at or above extreme_ratio token usage
+ * (not an access line) and among the first max_extreme such rows of the file (running count from
+ * *extreme), or when it is, in its bucket of `bucket` consecutive numbers of its key within this chunk,
+ * the first or last row or the first row with the largest ratio, smallest ratio, largest tokens,
+ * count or queue. counts[key] gets the rows of each key. */
+typedef struct { int64_t b, first, last, rmax, rmin, tmax, cmax, qmax; } fx_group_t;
+
+static void fx_flush(const fx_group_t *g, uint8_t *keep) {
+    const int64_t ids[7] = {g->first, g->last, g->rmax, g->rmin, g->tmax, g->cmax, g->qmax};
+    for (int i = 0; i < 7; i++)
+        if (ids[i] >= 0) keep[ids[i]] = 1;
+}
+
+int fx_sample(int64_t n, const int64_t *key, int64_t nkeys, const int64_t *ord0, int64_t bucket, int64_t keep_all,
+              const double *ratio, const uint8_t *ratio_v, const int64_t *tokens, const uint8_t *tokens_v,
+              const int64_t *count, const uint8_t *count_v, const int64_t *queue, const uint8_t *queue_v,
+              const uint8_t *is_access, double extreme_ratio, int64_t max_extreme, int64_t *extreme,
+              uint8_t *keep, int64_t *counts) {
+#define VALID(bm, i) (!(bm) || ((bm)[(i) >> 3] >> ((i) & 7) & 1))
+    fx_group_t *g = malloc(sizeof(fx_group_t) * (size_t)(nkeys + 1));
+    if (!g || bucket < 1) { free(g); return -1; }
+    for (int64_t k = 0; k <= nkeys; k++) { g[k].b = -1; counts[k] = 0; }
+    int64_t xn = *extreme;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t k = key[r];
+        if (k < 1 || k > nkeys) { free(g); return -2; }
+        int64_t o = ord0[k] + counts[k]++;
+        int64_t b = o / bucket;
+        fx_group_t *s = &g[k];
+        if (s->b != b) {
+            if (s->b >= 0) fx_flush(s, keep);
+            s->b = b;
+            s->first = r;
+            s->rmax = s->rmin = s->tmax = s->cmax = s->qmax = -1;
+        }
+        s->last = r;
+        int rv = VALID(ratio_v, r);
+        if (rv) {
+            if (s->rmax < 0 || ratio[r] > ratio[s->rmax]) s->rmax = r;
+            if (s->rmin < 0 || ratio[r] < ratio[s->rmin]) s->rmin = r;
+        }
+        if (VALID(tokens_v, r) && (s->tmax < 0 || tokens[r] > tokens[s->tmax])) s->tmax = r;
+        if (VALID(count_v, r) && (s->cmax < 0 || count[r] > count[s->cmax])) s->cmax = r;
+        if (VALID(queue_v, r) && (s->qmax < 0 || queue[r] > queue[s->qmax])) s->qmax = r;
+        if (o < keep_all) keep[r] = 1;
+        if (rv && !is_access[r] && ratio[r] >= extreme_ratio) {
+            xn++;
+            if (xn <= max_extreme) keep[r] = 1;
+        }
+    }
+    for (int64_t k = 1; k <= nkeys; k++)
+        if (g[k].b >= 0) fx_flush(&g[k], keep);
+    *extreme = xn;
+    free(g);
+    return 0;
+#undef VALID
+}
