@@ -7,7 +7,11 @@
  * Python scanner. A line is taken only when it is provably read the same way as the Python scanner
  * reads it (printable ASCII, no glued record, a valid stamp, every field `key: value` with a value
  * class whose JSON is known); anything else is left to the scanner, so this can only be slower than
- * the scanner for a line, never different. tests/test_perf_equivalence.py holds it to that.
+ * the scanner for a line, never different. tests/test_perf_equivalence.py and test_native_scanner.py
+ * hold it to that.
+ *
+ * Two helpers of the timeline's sampler live here too, each with a polars twin it is tested against:
+ * fx_json_int (an integer field of JSON strings) and fx_sample (which batch rows stay in memory).
  *
  * No global state (one small allocation a call): safe to call from any thread on separate buffers.
  */
