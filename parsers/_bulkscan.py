@@ -4,7 +4,8 @@ The shared library is compiled when the package is installed (``hatch_build.py``
 C compiler it is absent and :func:`available` is False, and ``parsers.sglang_fast`` falls back to its
 polars path, which gives the same rows more slowly. ``FORENSICS_NATIVE=0`` turns it off (tests use
 that to hold both paths to the same output). The library's buffers come back as Arrow arrays without
-a copy: pyarrow is here only for that.
+a copy: pyarrow is here only for that. The same library serves the timeline's sampler
+(:func:`json_int`, :func:`sample`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ABI = 2
 HERE = Path(__file__).resolve().parent
 LIBRARY = HERE / "_native" / "bulkscan.so"
 SOURCE = HERE / "_native" / "bulkscan.c"
-#: Why the library is not used, when it is not (for ``forensics --version``-style diagnostics and tests).
+#: Why the library is not used, when it is not (``forensics --version`` says it).
 why_not: str | None = None
 
 KIND_NAMES = {1: "decode_batch", 2: "prefill_batch", 3: "http_access"}

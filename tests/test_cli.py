@@ -101,7 +101,8 @@ def test_demo_writes_the_full_report(tmp_path):
 
 
 def test_version_and_help():
-    assert cli("--version").stdout.startswith("forensics ")
+    out = cli("--version").stdout
+    assert out.startswith("forensics ") and "native scanner: " in out
     helped = cli("--help")
     assert helped.returncode == 0
     for cmd in ("collect", "report", "timeline", "rules", "explain", "demo"):
