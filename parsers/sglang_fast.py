@@ -1,7 +1,8 @@
 """Vectorised SGLang parsing for the bulk line kinds; identical output to :func:`parsers.sglang.parse`.
 
 A long-running server's log is >99% three one-line records: ``Decode batch``, ``Prefill batch`` and the
-uvicorn access line. Those are read here with polars (Rust regex, column-wise string ops); every other
+uvicorn access line. Those are read by the compiled scanner (``parsers._bulkscan``) where it is built,
+else here with polars (Rust regex, column-wise string ops), both under the same rule; every other
 line (tracebacks, start-up, anything odd) goes to the Python scanner of ``parsers.sglang``, which is fed
 only those lines, in order, with their own line numbers (``scan_lines``). A bulk line closes the open
 record and sets the rank's phase exactly as it would have there (``skip_records``). Rows are merged by
