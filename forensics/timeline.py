@@ -178,6 +178,55 @@ def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece]
     return [], None
 
 
+#: Kinds with which a format's own parser already reports a failure: the failure scan's row for a line
+#: inside one of these records is the same news and is dropped.
+REPORTED_FAILURE_KINDS = frozenset({
+    "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "scheduler_exception", "not_enough_memory",
+    "weights_no_kv_room", "hicache_insufficient", "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead",
+    "subprocess_crashed", "health_check_failed", "init_failed", "nccl_watchdog", "nccl_info", "kv_exhausted",
+    "memory_leak", "memory_imbalance", "retract", "oom_kill", "oom_reaper", "xid", "gpu_fallen_off_bus", "hung_task",
+    "gpu_error", "failure", "kv_cache_too_small", "kv_no_room", "preemption", "engine_dead", "worker_dead",
+})
+#: Kinds that stand for lines no parser understood (they stay unrecognised unless the scan reads them).
+_UNREAD_KINDS = ("log",)
+
+
+def _failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+    """Failure lines of ``text`` that its parsers did not already report, and the lines they newly read.
+
+    Every text read whole is scanned (``parsers.failures``): a traceback pasted into a ticket, a CUDA
+    error in a log whose format is otherwise unknown, an OOM line between records. A row is kept when
+    no parsed record of a failure kind covers its line; it takes the run of the record before it, so it
+    joins that server run.
+    """
+    from parsers import failures
+
+    found = failures.parse(text, name).events
+    if found.is_empty():
+        return None, set()
+    parsed = pl.concat([p.select("line", "line_end", "kind", "run") for p in parts], how="vertical") \
+        if parts else pl.DataFrame(schema={"line": pl.Int64, "line_end": pl.Int64, "kind": pl.Utf8, "run": pl.Int32})
+    reported: set[int] = set()
+    read: set[int] = set()
+    for line, end, kind in parsed.select("line", "line_end", "kind").iter_rows():
+        span = range(int(line), int(end if end is not None else line) + 1)
+        if kind in REPORTED_FAILURE_KINDS:
+            reported.update(span)
+        if kind not in _UNREAD_KINDS:
+            read.update(span)
+    keep = [i for i, (a, b) in enumerate(found.select("line", "line_end").iter_rows())
+            if not any(x in reported for x in range(a, b + 1))]
+    if not keep:
+        return None, set()
+    found = found[keep]
+    runs = parsed.filter(pl.col("run").is_not_null()).select("line", "run").sort("line")
+    if runs.height:
+        found = found.drop("run").sort("line").join_asof(runs, on="line", strategy="backward") \
+            .with_columns(pl.col("run").fill_null(pl.lit(0, dtype=pl.Int32))).select(found.columns)
+    newly = {x for a, b in found.select("line", "line_end").iter_rows() for x in range(a, b + 1)} - read
+    return found, newly
+
+
 def _argv_command(art: dict) -> str | None:
     argv = art.get("argv")
     if isinstance(argv, list):
@@ -563,6 +612,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                                               "command": piece.command, "lines": res.lines})
                 fr = _shift(res.events, piece.start_line, piece.snapshot)
                 parts.append(_resolve_time(fr, facts, tz, capture))
+            extra, newly = _failure_rows(text, f.name, parts)
+            if extra is not None:
+                parts.append(_resolve_time(extra, facts, tz, capture))
+                recognized += len(newly)
+                if label is None:
+                    label = artifact.format = "failures"
             if sink is None:
                 for fr in parts:
                     emit(fr, None)
@@ -571,7 +626,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                 emit(whole.sort("line", maintain_order=True), sampler)
             recognized = min(recognized, n_lines)
             if not pieces:
-                examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:20]) if ln.strip()]
+                examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:40]) if ln.strip()]
+            examples = [(ln, t) for ln, t in examples if ln not in newly]
             if examples:
                 unrec[f.name] = sorted(examples)[:20]
             coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,

@@ -1,0 +1,523 @@
+"""Failure text in any text: the lines that say something broke, wherever they were pasted.
+
+A format parser reads the records of its own format; this module reads what every format shares
+and nobody owns — PyTorch's allocator OOM in every release's wording, CUDA/HIP runtime and library
+errors, NCCL errors, illegal memory access, signals and exit codes, /dev/shm exhaustion, request
+refusals that reveal a small KV pool, Ray's memory monitor, the last line of a Python traceback —
+with or without a prefix (SGLang, vLLM, ``[rank3]:``, Ray actors, compose, time stamps), in a log, a
+fragment of a ticket or a traceback. Figures are parsed (bytes, GPU, exit codes, token counts).
+
+The timeline runs :func:`parse` over every text read whole and keeps the rows for lines that the
+format's own parser did not already report as a failure. Reference: ``failure_messages.md``.
+
+Kinds: ``cuda_oom`` (the caching allocator's message, CUDA or HIP, with figures), ``cuda_error_oom``
+(a runtime/library allocation failed: no figures, or the host-pinning size), and ``failure`` for
+everything else, with ``attrs.failure`` naming the class (see :data:`CLASSES`).
+
+>>> r = parse("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
+...           "total capacity of 79.10 GiB of which 20.08 GiB is free. Process 806478 has 59.01 GiB memory in use.")
+>>> r.events.select("kind", "gpu", "bytes").row(0)
+('cuda_oom', 3, 2147483648)
+>>> parse("Fatal Python error: Bus error").events.select("kind", "code").row(0)
+('failure', -7)
+>>> parse("all good\\nnothing to see").events.height
+0
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+from typing import Any
+
+from .schema import ParseResult
+from .units import GIB, MIB, parse_size
+
+FORMAT = "failures"
+
+#: attrs.failure of ``failure`` rows, and what each proves
+CLASSES = {
+    "exception": "a Python exception (the last line of a traceback, or a logged str(e))",
+    "traceback_cut": "a traceback whose exception line is not in the input",
+    "illegal_memory_access": "a kernel faulted (CUDA illegal address / ROCm memory access fault): the context is dead",
+    "ecc_error": "uncorrectable ECC error: hardware",
+    "nvlink_error": "uncorrectable NVLink error: fabric",
+    "launch_failure": "a kernel crashed or timed out (unspecified launch failure)",
+    "cuda_error": "another CUDA/HIP runtime error",
+    "device_unavailable": "no usable GPU (busy, not detected, driver mismatch)",
+    "nccl_error": "a NCCL call failed (unhandled CUDA/system/remote error)",
+    "collective_timeout": "a rank waited past the process-group timeout in a collective",
+    "store_timeout": "rendezvous (TCPStore/Gloo) did not complete: a peer never joined",
+    "shm_exhausted": "/dev/shm could not back a segment (too small or full)",
+    "signal": "a process died of a signal (SIGBUS, SIGSEGV, SIGABRT, SIGKILL)",
+    "process_exit": "a process exited or died with a code",
+    "oom_killed": "the kernel, cgroup or container runtime killed a process for host memory",
+    "ray_oom": "Ray's memory monitor killed a worker: host RAM above its threshold",
+    "host_oom": "a host (CPU) allocation failed",
+    "port_in_use": "a port or address was already taken by another process",
+    "request_refused": "a request was refused as too long (context or KV pool)",
+    "workspace": "a fixed kernel workspace or shared-memory limit, not GPU memory",
+    "kv_pool_leak": "an engine's KV pool self-check found leaked slots",
+    "health_check": "the health check failed",
+    "kernel_map_failed": "the kernel could not map (pin) a host memory range",
+    "startup_failed": "a server or worker failed during start-up",
+    "gpu_busy": "a GPU still held memory (another process's) when a run started",
+}
+
+_SIZE = r"(\d+(?:\.\d+)? ?(?:bytes|[KMGTP]iB))"
+_N = r"(\d+(?:\.\d+)?)"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+#: prefixes that stand before a message: stamps, ranks, process tags (stripped to find where it starts)
+_PREFIXES = (
+    re.compile(r"^\s*\[rank\d+\]:\s?"),
+    re.compile(r"^\[[A-Z]\d{4} [\d:.]+ [^\]]*\]\s*"),  # c10d [E321 02:07:08.408 ProcessGroupNCCL.cpp:607]
+    re.compile(r"^\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\)\s*"),  # vLLM/Ray process tags
+    re.compile(r"^\(raylet[^)]*\)\s*"),
+    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [^\]]*)?\]\s*"),  # SGLang [stamp TP0]
+    re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\s+"),  # ISO stamp
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+\d\d-\d\d [\d:.]+\s+(?:\[[^\]]*\]|\S+\.py:\d+\])\s*"),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)[: ]\s*"),
+    re.compile(r"^[\w.-]+\s+\|\s"),  # compose service-1  |
+)
+
+_EXC_LINE = re.compile(
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|AssertionError))(?::\s?(.*))?$"
+)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
+_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\s*$')
+
+# --- the allocator OOM (§1) ---
+_OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
+_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
+_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SIZE)
+_OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
+_OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
+_OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_OOM_ALLOC = re.compile(r"(?:Of the allocated memory )?" + _SIZE + r" is allocated by PyTorch")
+_OOM_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
+_OOM_UNALLOC = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
+_OOM_V1 = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free;")
+_OOM_V1_RES = re.compile(_SIZE + r" reserved in total by PyTorch")
+_OOM_ALLOWED = re.compile(r"Allocation on device (\d+) would exceed allowed memory")
+
+# --- CUDA runtime/library errors (§2, §3, §7) ---
+_RUNTIME_OOM = re.compile(
+    r"CUDA error: out of memory|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
+    r"CUFFT_ALLOC_FAILED|hipErrorOutOfMemory|HIP error: out of memory|Triton Error \[CUDA\]: out of memory|"
+    r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure (?:2 )?'out of memory'|Failed to CUDA (?:c|m)alloc(?: async)? (\d+) bytes|"
+    r"HSA_STATUS_ERROR_OUT_OF_RESOURCES|CUDA driver error: out of memory"
+)
+_HOST_REGISTER = re.compile(r"cudaHost(?:Register|Alloc) failed(?: \(rc=(\d+)[^)]*\))?")
+_REG_SIZE = re.compile(r"\bsize=(\d+)")
+_REG_TOTAL = re.compile(r"\btotal=(\d+)")
+_AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", re.I)
+_CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
+_ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
+_ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
+_NVLINK = re.compile(r"uncorrectable NVLink error|cudaErrorNvlinkUncorrectable")
+_LAUNCH = re.compile(r"unspecified launch failure|cudaErrorLaunchFailure")
+_NO_DEVICE = re.compile(
+    r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
+    r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
+)
+_WORKSPACE = re.compile(
+    r"AlignedAl(?:lo|oa)cator|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
+    r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
+)
+_WS_NEED = re.compile(r"(?:with size|need) (\d+)")
+
+# --- NCCL / c10d (§4) ---
+_NCCL = re.compile(
+    r"NCCL error in: |ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError|ncclInvalidUsage|"
+    r"unhandled (?:cuda|system) error|NCCL Error \d+:|NCCL error: |NCCL WARN (?:Cuda failure|Call to|NET/)|"
+    r"NCCL communicator was aborted|remote process exited or there was a network error"
+)
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"
+                       r"Exception \(either an error or timeout\) detected by watchdog")
+_WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
+_WD_RAN = re.compile(r"ran for (\d+) milliseconds")
+_WD_OP = re.compile(r"OpType=(\w+)")
+_STORE = re.compile(
+    r"waiting for clients\. \d+/\d+ clients joined|client socket has (?:timed out|failed to connect)|"
+    r"TCP client failed to connect|DistStoreError|DistNetworkError|store based barrier|failed to pass monitoredBarrier|"
+    r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms"
+)
+_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
+
+# --- process death (§5) ---
+_SHM = re.compile(
+    r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
+    r"insufficient shared memory|out of shared memory|Unexpected bus error encountered in worker"
+)
+_FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
+                           r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
+_SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+_EXIT = re.compile(
+    r"(?:exit ?code|exitcode|exit status|returned non-zero exit status|died with exit code|exited with code|"
+    r"terminated with exit code|Exited \()[:=]? ?\(?(-?\d+)"
+)
+_EXIT_SIGNAL = re.compile(r"terminated with signal (SIG[A-Z]+)|status=(\d+)/([A-Z]+)|exitcode=-?(SIG[A-Z]+)|"
+                          r"died with <Signals\.(SIG[A-Z]+)")
+_SIGNUM = {"SIGKILL": -9, "KILL": -9, "SIGBUS": -7, "BUS": -7, "SIGABRT": -6, "ABRT": -6, "SIGSEGV": -11,
+           "SEGV": -11, "SIGTERM": -15, "TERM": -15}
+_DIED = re.compile(
+    r"\b(?:died|is dead|crashed|exited unexpectedly|died unexpectedly|failed to start|initialization failed|"
+    r"failed during (?:start-?up|initiali[sz]ation)|Failed core proc|EngineDeadError|encountered a fatal error)\b",
+    re.I,
+)
+_PROC_NAME = re.compile(r"\b((?:Rank \d+ )?[Ss]cheduler|Worker[^\s(]*|Engine ?[Cc]ore[\w_]*|[Dd]etokenizer|"
+                        r"[Tt]okenizer(?:Manager)?|[Ss]ubprocess \S+|Process \S+)")
+_OOM_KILLED = re.compile(
+    r"OOMKilled|Result: oom-kill|result 'oom-kill'|killed by the OOM killer|Memory cgroup out of memory|"
+    r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
+)
+_KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
+_RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
+_OOM_TASK = re.compile(r"\btask=([^,\s]+)")
+_RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY")
+_RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
+_HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate memory|\[Errno 12\]")
+_PORT = re.compile(r"Address already in use|is (?:already )?used by a process already|port \S+ is (?:already )?in use|"
+                   r"\[Errno 98\]|bind\(\) failed", re.I)
+_PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
+_KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
+_GPU_BUSY = re.compile(r"(?:GPU\(s\)|GPU \d+|GPUs?) (?:still )?not idle|GPU (\d+) uses " + _SIZE.replace("bytes|", "bytes|G?B|")
+                       + r".{0,40}?\(pid=(\d+)")
+_PROC_FRAGMENT = re.compile(r"^Process (\d+) (?:has |\.\.\.\s*|\S+ )?(\d+(?:\.\d+)? ?[KMG]iB)(?: memory in use)?\.?\s*$")
+_HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
+
+# --- request refusals (§6) ---
+_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
+_REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
+                            r"capacity of block_manager")
+_REFUSE_CTX = re.compile(
+    r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)|"
+    r"maximum context length is (\d+) tokens|exceeds the model's maximum context length of (\d+) tokens|"
+    r"is longer than the maximum model length of (\d+)|Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)"
+)
+_KV_LEAK = re.compile(r"(?:Pool )?Mem(?:ory)? Leak Detected|memory leak detected", re.I)
+_STARTUP = re.compile(r"failed to start workers|Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
+                      r"Initialization failed|failed to initiali[sz]e", re.I)
+
+
+_SGL_PREFIX = re.compile(r"^\s*\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Za-z_]+\d+)*)\]")
+_ISO_PREFIX = re.compile(r"^\s*(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?\s")
+_TP_LABEL = re.compile(r"\bTP(\d+)\b")
+_WORKER_RANK = re.compile(r"^\s*\((?:VllmWorker(?:Process)? rank=(\d+)|Worker_TP(\d+))")
+_GLOBAL_RANK = re.compile(r"^\s*\[rank(\d+)\]:")
+
+
+def line_context(line: str) -> dict[str, Any]:
+    """What a line's prefix says: its wall-clock stamp (``ts_local``) and its rank.
+
+    >>> line_context("[2025-05-29 14:59:00 TP5] Scheduler hit an exception")
+    {'ts_local': datetime.datetime(2025, 5, 29, 14, 59), 'rank': 'TP5', 'tp_rank': 5}
+    """
+    out: dict[str, Any] = {}
+    m = _SGL_PREFIX.match(line) or _ISO_PREFIX.match(line)
+    if m:
+        try:
+            frac = (m.group(3) or "0").ljust(6, "0")
+            out["ts_local"] = datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}.{frac}")
+        except ValueError:
+            pass
+        label = m.group(4).strip() if m.re is _SGL_PREFIX and m.group(4) else ""
+        if label:
+            out["rank"] = label
+            if (tp := _TP_LABEL.search(label)) is not None:
+                out["tp_rank"] = int(tp.group(1))
+    if (w := _WORKER_RANK.match(line)) is not None:
+        out["tp_rank"] = int(w.group(1) or w.group(2))
+    elif (g := _GLOBAL_RANK.match(line)) is not None:
+        out["rank"] = f"rank{g.group(1)}"
+    return out
+
+
+def _int(s: str | None) -> int | None:
+    try:
+        return int(s) if s is not None and len(s) < 19 else None
+    except ValueError:
+        return None
+
+
+def _size(s: str | None) -> int | None:
+    if not s:
+        return None
+    s = s.strip()
+    if s.endswith("bytes"):
+        return _int(s.split()[0].split(".")[0])
+    v = parse_size(s)
+    return v if v is not None and abs(v) < 1 << 62 else None
+
+
+def strip_prefix(line: str) -> str:
+    """The message without the stamps, rank and process tags loggers put before it.
+
+    >>> strip_prefix("(EngineCore_0 pid=207) ERROR 04-19 10:05:27 [core.py:1132] ValueError: x")
+    'ValueError: x'
+    >>> strip_prefix("[2025-05-29 14:59:00 TP5] Scheduler hit an exception")
+    'Scheduler hit an exception'
+    """
+    s = _ANSI.sub("", line).rstrip("\r\n")
+    for _ in range(4):
+        before = s
+        for rx in _PREFIXES:
+            s = rx.sub("", s, count=1)
+        if s == before:
+            break
+    return s.strip()
+
+
+def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Columns and attrs of an allocator OOM message, in any release's wording (§1)."""
+    cols: dict[str, Any] = {}
+    attrs: dict[str, Any] = {}
+    m = _OOM.search(msg)
+    attrs["device_api"] = (m.group(1) if m else "CUDA").lower()
+    if (t := _OOM_TRIED.search(msg)) is not None:
+        cols["bytes"] = _size(t.group(1))
+    if (g := _OOM_GPU.search(msg)) is not None:
+        cols["gpu"], cols["total_bytes"] = _int(g.group(1)), _size(g.group(2))
+    if (f := _OOM_FREE.search(msg)) is not None:
+        cols["free_bytes"] = _size(f.group(1))
+    if (p := _OOM_THIS.search(msg)) is not None:
+        cols["used_bytes"] = _size(p.group(1))
+    procs = [{"pid": _int(pid), "used_bytes": _size(sz)} for pid, sz in _OOM_PROC.findall(msg[:20000])]
+    # 2^64-1 bytes is NVML's "not available" (§1.3)
+    procs = [p for p in procs if p["used_bytes"] is not None and p["used_bytes"] < 1 << 50]
+    if procs:
+        attrs["processes"] = procs
+    for name, rx in (("allocated_by_pytorch_bytes", _OOM_ALLOC), ("private_pools_bytes", _OOM_PRIVATE),
+                     ("reserved_unallocated_bytes", _OOM_UNALLOC)):
+        if (x := rx.search(msg)) is not None:
+            attrs[name] = _size(x.group(1))
+    if (old := _OOM_V1.search(msg)) is not None:
+        cols["gpu"], cols["total_bytes"] = _int(old.group(1)), _size(old.group(2))
+        attrs["allocated_by_pytorch_bytes"], cols["free_bytes"] = _size(old.group(3)), _size(old.group(4))
+        if (res := _OOM_V1_RES.search(msg)) is not None:
+            attrs["reserved_bytes"] = _size(res.group(1))
+    if (a := _OOM_ALLOWED.search(msg)) is not None:
+        cols["gpu"] = _int(a.group(1))
+        attrs["limit"] = "per_process_memory_fraction"
+    if "more than 1EB" in msg:
+        attrs["bogus_size"] = True
+    return {k: v for k, v in cols.items() if v is not None}, attrs
+
+
+def _exit_code(msg: str) -> int | None:
+    if (m := _EXIT_SIGNAL.search(msg)) is not None:
+        name = next(g for g in m.groups() if g and not g.isdigit())
+        return _SIGNUM.get(name)
+    if (m := _EXIT.search(msg)) is not None:
+        code = _int(m.group(1))
+        if code is not None and code > 128 and code - 128 in (6, 7, 9, 11, 15):
+            return -(code - 128)  # a shell or runtime's 128+N is signal N
+        return code
+    return None
+
+
+def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # noqa: C901 - one flat table
+    """(kind, columns, attrs) of one message that reports a failure, or None.
+
+    >>> classify("RuntimeError: Rank 0 scheduler died during initialization (exit code: -7)")[2]["failure"]
+    'process_exit'
+    >>> classify("HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.")[0]
+    'cuda_error_oom'
+    >>> classify("Input length (200000 tokens) exceeds the maximum allowed length (131066 tokens).")[1]
+    {'tokens': 200000}
+    """
+    if not msg or len(msg) < 6:
+        return None
+    head = msg[:4000]
+    if _OOM.search(head) or _OOM_ALLOWED.search(head):
+        if _WORKSPACE.search(head):  # Inductor's "out of resource" is raised as OutOfMemoryError (§7)
+            return "failure", {}, {"failure": "workspace", "message": msg[:2000]}
+        cols, attrs = oom_figures(msg)
+        attrs["message"] = msg[:2000]
+        return "cuda_oom", cols, attrs
+    if (pf := _PROC_FRAGMENT.match(head)) is not None:
+        # a "Process N has X memory in use" clause of a CUDA OOM message pasted on its own
+        return "cuda_oom", {}, {"processes": [{"pid": _int(pf.group(1)), "used_bytes": _size(pf.group(2))}],
+                                "fragment": True, "message": msg[:500]}
+    if (r := _HOST_REGISTER.search(head)) is not None:
+        size, total = _REG_SIZE.search(head), _REG_TOTAL.search(head)
+        cols = {"bytes": _int(total.group(1)) if total else (_int(size.group(1)) if size else None)}
+        return "cuda_error_oom", {k: v for k, v in cols.items() if v is not None}, {
+            "api": "cudaHostRegister", "host_pinned": True, "rc": _int(r.group(1)), "message": msg[:2000]}
+    if _WORKSPACE.search(head):
+        need = _WS_NEED.search(head)
+        return "failure", {"bytes": _int(need.group(1)) if need else None}, {"failure": "workspace", "message": msg[:2000]}
+    if (ro := _RUNTIME_OOM.search(head)) is not None:
+        attrs = {"message": msg[:2000], "api": ro.group(0).split(":")[0][:60]}
+        if "HSA_STATUS" in ro.group(0):
+            attrs["unreliable"] = True  # also queue/thread limits, not only VRAM (§3)
+        if "NCCL" in head or "Failed to CUDA" in ro.group(0):
+            attrs["in_nccl"] = True
+        return "cuda_error_oom", {"bytes": _int(ro.group(1))} if ro.group(1) else {}, attrs
+    if (k := _KERNEL_MAP.search(head)) is not None:
+        pages = int(k.group(2), 16) if k.group(2).lower().startswith("0x") else int(k.group(2))
+        return "failure", {"bytes": pages * 4096}, {"failure": "kernel_map_failed", "pages": pages, "message": msg[:500]}
+    if _ILLEGAL.search(head):
+        return "failure", {}, {"failure": "illegal_memory_access", "message": msg[:2000]}
+    if _ECC.search(head):
+        return "failure", {}, {"failure": "ecc_error", "message": msg[:2000]}
+    if _NVLINK.search(head):
+        return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
+    if _LAUNCH.search(head):
+        return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if _NO_DEVICE.search(head):
+        return "failure", {}, {"failure": "device_unavailable", "message": msg[:2000]}
+    if _WATCHDOG.search(head):
+        t, ran, op = _WD_TIMEOUT.search(head), _WD_RAN.search(head), _WD_OP.search(head)
+        return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
+            "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
+            "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if _SHM.search(head):
+        return "failure", {}, {"failure": "shm_exhausted", "message": msg[:2000]}
+    if _NCCL.search(head):
+        return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
+    if _STORE.search(head):
+        j = _JOINED.search(head)
+        return "failure", {"count": _int(j.group(1)) if j else None}, {
+            "failure": "store_timeout", "world_size": _int(j.group(2)) if j else None, "message": msg[:2000]}
+    if _OOM_KILLED.search(head):
+        attrs: dict[str, Any] = {"failure": "oom_killed", "message": msg[:2000]}
+        cols: dict[str, Any] = {}
+        if (kp := _KILLED_PROC.search(head)) is not None:
+            cols["pid"], cols["comm"] = _int(kp.group(1)), kp.group(2)
+        elif (task := _OOM_TASK.search(head)) is not None:
+            cols["comm"] = task.group(1)
+        rss = {f"{n}_rss_bytes": int(v) * 1024 for n, v in _RSS.findall(head)}
+        if rss:
+            attrs.update(rss)
+            cols["used_bytes"] = sum(rss.values())
+        return "failure", cols, attrs
+    if _RAY_OOM.search(head):
+        m = _RAY_MEM.search(msg[:20000])
+        cols = {"used_bytes": round(float(m.group(1)) * GIB), "total_bytes": round(float(m.group(2)) * GIB)} if m else {}
+        return "failure", cols, {"failure": "ray_oom", "message": msg[:2000]}
+    if (sig := _FATAL_SIGNAL.search(head)) is not None:
+        name = sig.group(1) or sig.group(2)
+        return "failure", {"code": _SIGNAL_CODES.get(name)}, {"failure": "signal", "signal": name, "message": msg[:500]}
+    if (term := _TERMINATE.search(head)) is not None:
+        return "failure", {"code": -6}, {"failure": "signal", "signal": "Aborted", "exception_type": term.group(1),
+                                         "message": msg[:500]}
+    if _PORT.search(head):
+        p = _PORT_NUM.search(head)
+        return "failure", {}, {"failure": "port_in_use", "port": _int(p.group(1)) if p else None, "message": msg[:500]}
+    if (rk := _REFUSE_KV.search(head)) is not None:
+        # SGLang: K = min(C − 1, max_total_num_tokens − 1) − 5 (failure_messages.md §6.1)
+        return "failure", {"tokens": _int(rk.group(1))}, {
+            "failure": "request_refused", "limit_tokens": _int(rk.group(2)), "reveals": "kv_pool", "message": msg[:500]}
+    if (rb := _REFUSE_BLOCKS.search(head)) is not None:
+        return "failure", {"tokens": _int(rb.group(1))}, {"failure": "request_refused", "reveals": "kv_pool",
+                                                          "message": msg[:500]}
+    if (rc := _REFUSE_CTX.search(head)) is not None:
+        nums = [_int(g) for g in rc.groups() if g]
+        return "failure", {}, {"failure": "request_refused", "reveals": "context_length",
+                               "limit_tokens": max(n for n in nums if n is not None) if nums else None,
+                               "message": msg[:500]}
+    if _KV_LEAK.search(head):
+        return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
+    if (gb := _GPU_BUSY.search(head)) is not None:
+        cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
+        return "failure", {k: v for k, v in cols.items() if v is not None}, {"failure": "gpu_busy", "message": msg[:500]}
+    if _HEALTH.search(head):
+        return "failure", {}, {"failure": "health_check", "message": msg[:500]}
+    code = _exit_code(head)
+    died = _DIED.search(head)
+    if code is not None and (died or code != 0) and not head.startswith(("INFO", "DEBUG")):
+        who = _PROC_NAME.search(head)
+        return "failure", {"code": code}, {"failure": "process_exit", "process": who.group(1) if who else None,
+                                           "message": msg[:500]}
+    if _HOST_OOM.search(head):
+        return "failure", {}, {"failure": "host_oom", "message": msg[:500]}
+    exc = _EXC_LINE.match(head)
+    if exc is not None:
+        etype, emsg = exc.group(1), (exc.group(2) or "").strip()
+        fail = "startup_failed" if _STARTUP.search(emsg) else "exception"
+        return "failure", {}, {"failure": fail, "exception_type": etype, "exception_message": emsg[:2000],
+                               "message": msg[:2000]}
+    if died and _STARTUP.search(head):
+        return "failure", {}, {"failure": "startup_failed", "message": msg[:500]}
+    return None
+
+
+def _during(frames: list[tuple[str, str]]) -> str | None:
+    """The start-up stage or phase a traceback's frames pass through, most specific last."""
+    funcs = " ".join(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in frames)
+    for stage, needles in (
+        ("graph_capture", ("capture", "cuda_graph_runner", "graph_runner")),
+        ("memory_pool", ("init_memory_pool", "profile_max_num_token", "memory_pool", "KVCache", "ReqToTokenPool",
+                         "_allocate_kv_cache", "initialize_kv_cache", "determine_available_memory", "profile_run")),
+        ("weight_load", ("load_model", "load_weights", "weight_loader", "model_loader")),
+        ("forward", ("forward", "run_batch", "event_loop", "execute_model", "step")),
+        ("init", ("__init__", "initialize", "init_")),
+    ):
+        if any(n in funcs for n in needles):
+            return stage
+    return None
+
+
+def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
+    """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines."""
+    lines = text.splitlines()
+    rows: list[dict[str, Any]] = []
+    i = 0
+    n = len(lines)
+    recognized = 0
+    while i < n:
+        msg = strip_prefix(lines[i])
+        if _TRACEBACK.search(msg):
+            j, frames = i + 1, []
+            while j < n:
+                inner = strip_prefix(lines[j])
+                fm = _FRAME.match(inner)
+                if fm:
+                    frames.append((fm.group(1), fm.group(2)))
+                elif not (_FRAME_LIKE.match(lines[j]) or inner.startswith(("File ", "^", "~"))) or _EXC_LINE.match(inner):
+                    break
+                j += 1
+            found = classify(strip_prefix(lines[j])) if j < n else None
+            end = j if found else j - 1
+            if found:
+                kind, cols, attrs = found
+            else:
+                kind, cols, attrs = "failure", {}, {"failure": "traceback_cut"}
+            if frames:
+                attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
+                attrs["during"] = attrs.get("during") or _during(frames)
+            rows.append({"line": i + 1, "line_end": end + 1, "kind": kind, **cols, **line_context(lines[i]),
+                         "text": "\n".join(lines[i:end + 1])[:20000], "attrs": attrs})
+            recognized += end - i + 1
+            i = end + 1
+            continue
+        found = classify(msg)
+        if found:
+            kind, cols, attrs = found
+            end = i
+            # a figure the runtime prints on the next line (ROCm: "Available Free mem : 30 MB")
+            if i + 1 < n and (af := _AVAIL_FREE.search(lines[i + 1])) is not None:
+                cols = {**cols, "free_bytes": parse_size(f"{af.group(1)} {af.group(2)}") or None}
+                end = i + 1
+            # the rss figures of a kill report pasted on lines of their own
+            while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
+                    and classify(strip_prefix(lines[end + 1])) is None:
+                attrs.update({f"{k}_rss_bytes": int(v) * 1024 for k, v in _RSS.findall(lines[end + 1])})
+                cols = {**cols, "used_bytes": sum(v for k, v in attrs.items() if k.endswith("_rss_bytes"))}
+                end += 1
+            rows.append({"line": i + 1, "line_end": end + 1, "kind": kind, **line_context(lines[i]),
+                         **{k: v for k, v in cols.items() if v is not None and not (isinstance(v, float) and math.isnan(v))},
+                         "text": "\n".join(lines[i:end + 1])[:20000], "attrs": {k: v for k, v in attrs.items() if v is not None}})
+            recognized += end - i + 1
+            i = end + 1
+            continue
+        i += 1
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
+
+
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "strip_prefix"]
