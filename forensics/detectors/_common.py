@@ -287,14 +287,18 @@ SGLANG_KINDS = (
     "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "not_enough_memory", "weights_no_kv_room",
     "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead", "subprocess_crashed", "sigterm",
     "init_failed", "memory_imbalance", "dist_init_begin", "dist_init_end", "nccl_watchdog", "health_check_failed",
+    "failure", "notice",
 )
+#: Sources whose rows belong to a server run: the engine's own parser, and failure lines found in its
+#: log or in a fragment beside it (``parsers.failures``)
+RUN_SOURCES = (None, "sglang", "failures")
 
 
 def sglang_runs(tl: Timeline) -> dict[tuple[str | None, int], list[Row]]:
     memo = _cache(tl)
     runs = memo.get("sglang_runs")
     if runs is None:
-        runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in (None, "sglang")])
+        runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in RUN_SOURCES])
         memo["sglang_runs"] = runs
     return {k: list(v) for k, v in runs.items()}  # callers may reorder or extend their lists
 

@@ -24,13 +24,24 @@ from collections.abc import Iterable
 
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
-from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_of, tag_run
+from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_of, rows, tag_run
 
 #: What counts as the server dying, most telling first (the first kind present leads the finding).
 FATAL_KINDS = (
     "ranks_not_loaded", "watchdog_timeout", "rank_dead", "init_failed", "scheduler_exception", "cuda_graph_failed",
-    "subprocess_crashed", "health_check_failed", "nccl_watchdog", "sigquit",
+    "cuda_oom", "cuda_error_oom", "failure", "subprocess_crashed", "health_check_failed", "nccl_watchdog", "sigquit",
 )
+#: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
+FATAL_CLASSES = frozenset({
+    "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+    "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
+    "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
+})
+#: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
+_TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
+#: Every kind that reports a failure, fatal or not: each such line backs a finding or is listed by SGL-RUN-002.
+FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not_enough_memory", "weights_no_kv_room",
+                      "memory_leak", "oom_kill", "xid", "gpu_fallen_off_bus", "hung_task", "gpu_error")
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
 
 
@@ -43,11 +54,39 @@ def innermost_frame(text: str) -> tuple[str, str] | None:
     return path.rsplit("/", 1)[-1], func
 
 
+def failure_class(row: Row) -> str | None:
+    return attrs(row).get("failure") if row.get("kind") == "failure" else None
+
+
+_ENGINE_FRAME = re.compile(r"sglang|vllm|torch|ray/|triton|flashinfer|nccl|deep_gemm|sgl_kernel", re.I)
+
+
+def client_side(row: Row) -> bool:
+    """A traceback whose frames are all outside the engine and its libraries: a client or a script, not the
+    server (a load generator losing its connection is no server death)."""
+    if row.get("kind") != "failure":
+        return False
+    frames = _FRAME_RE.findall(row.get("text") or "")
+    return bool(frames) and not any(_ENGINE_FRAME.search(path) for path, _fn in frames)
+
+
 def _is_fatal(row: Row) -> bool:
     if row.get("kind") not in FATAL_KINDS:
         return False
+    if row.get("kind") == "failure" and (failure_class(row) not in FATAL_CLASSES or client_side(row)):
+        return False
     # '# ' lines are notes pasted around an excerpt, never an SGLang record
     return not (row.get("text") or "").lstrip().startswith("#")
+
+
+def _lead_key(row: Row) -> tuple:
+    """Most telling first, then earliest: a failure that names what broke leads a bare teardown line."""
+    kind = row["kind"]
+    generic = kind in ("sigquit", "health_check_failed") or (kind == "failure" and failure_class(row) not in _TELLING) \
+        or (kind == "scheduler_exception" and not attrs(row).get("exception_type"))
+    ts = row.get("ts")
+    return (generic, ts.timestamp() if hasattr(ts, "timestamp") else float("inf"), FATAL_KINDS.index(kind),
+            row.get("file") or "", row.get("line") or 0)
 
 
 def _explained(ref: RunRef, findings: Iterable[Finding]) -> bool:
@@ -68,7 +107,62 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
         if not fatal or _explained(ref, findings):
             continue
         out.append(tag_run(_finding(fatal), ref))
+    leftover = _unexplained_lines(tl, [*findings, *out])
+    if leftover:
+        out.append(leftover)
     return out
+
+
+def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
+    """SGL-RUN-002: failure lines that back no finding, so that none is lost.
+
+    A line is explained when it is a finding's evidence, or repeats what such a line said (same kind and
+    failure class in the same file: the 200 identical NCCL warnings behind one finding)."""
+    cited = {(e.file, e.line) for f in findings for e in f.evidence}
+    # what comes after a failure that a serious finding cites, in the same file, is its teardown
+    first_cited: dict[str, int] = {}
+    for f in findings:
+        if SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"] and f.rule_id != "SGL-RUN-002":
+            for e in f.evidence:
+                first_cited[e.file] = min(first_cited.get(e.file, e.line), e.line)
+    all_rows = rows(tl, *FAILURE_LINE_KINDS)
+    by_pos = {(r.get("file"), r.get("line")): r for r in all_rows}
+    explained_kinds = {(r.get("file"), r.get("kind"), failure_class(r))
+                       for pos in cited if (r := by_pos.get(pos)) is not None}
+    explained_any_file = {(k, c) for _f, k, c in explained_kinds}
+    left = []
+    for r in all_rows:
+        if (r.get("file"), r.get("line")) in cited or (r.get("text") or "").lstrip().startswith("#"):
+            continue
+        if (r.get("file"), r.get("kind"), failure_class(r)) in explained_kinds:
+            continue
+        if (r.get("line") or 0) > first_cited.get(r.get("file"), 1 << 62):
+            continue
+        if r.get("kind") in ("xid", "oom_kill", "hung_task", "gpu_error") and (r.get("kind"), None) in explained_any_file:
+            continue
+        left.append(r)
+    if not left:
+        return None
+    where = [f"{r.get('file')}:{r.get('line')}" for r in left]
+    first = left[0]
+    return make_finding(
+        "SGL-RUN-002",
+        summary=(f"{len(left)} failure line(s) back no finding; the first is {where[0]}: "
+                 f"{_first_line(first)[:160]}. Read them before closing the incident."),
+        evidence=left,
+        confidence="high",
+        confidence_reason=None,
+        figures={"unexplained_lines": where[:500], "unexplained_count": len(left),
+                 "kinds": sorted({r["kind"] if r["kind"] != "failure" else f"failure:{failure_class(r)}" for r in left})},
+        actions=["Each line is listed as file:line; the first one in time on the first rank that failed is usually the "
+                 "one to read. If it explains the incident, `forensics explain SGL-RUN-002` says how to report it."],
+    )
+
+
+def _first_line(row: Row) -> str:
+    text = (row.get("text") or "").strip()
+    return text.splitlines()[-1 if row.get("kind") == "failure" and failure_class(row) != "traceback_cut" and
+                            text.startswith("Traceback") else 0] if text else row.get("kind", "")
 
 
 def _exception_words(row: Row) -> tuple[str | None, bool]:
@@ -126,6 +220,13 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                                                                    else ""), True, generic)
     if kind == "health_check_failed":
         return "the health check failed: the server stopped answering", False, generic
+    if kind in ("cuda_oom", "cuda_error_oom"):
+        msg = (str(a.get("message") or row.get("text") or "").strip().splitlines() or ["(no text)"])[0][:200]
+        return (f"a GPU allocation failed and no rule could place it (start-up, capture or serving): {msg}", True,
+                ["Read the lines before it: the start-up stage it happened in decides the fix (weights: more GPUs or a "
+                 "higher --mem-fraction-static; serving: a lower one).", *generic])
+    if kind == "failure":
+        return _failure_words(row, generic)
     if kind == "nccl_watchdog":
         return (f"a collective or barrier failed ({a.get('event') or 'watchdog'}): "
                 f"{str(a.get('message') or row.get('text') or '').strip()[:160]}", False,
@@ -134,7 +235,7 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
 
 
 def _finding(fatal: list[Row]) -> Finding:
-    lead = min(fatal, key=lambda r: (FATAL_KINDS.index(r["kind"]), r.get("file") or "", r.get("line") or 0))
+    lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
@@ -151,3 +252,55 @@ def _finding(fatal: list[Row]) -> Finding:
                  "failure_kinds": sorted({r["kind"] for r in fatal})},
         actions=actions,
     )
+
+
+_CLASS_WORDS = {
+    "illegal_memory_access": ("a kernel made an illegal memory access (the CUDA context is dead; every later error on "
+                              "that rank follows from it)",
+                              ["A software fault in a kernel (attention backend, custom op), not memory pressure: try "
+                               "another --attention-backend or --disable-cuda-graph to isolate it; check dmesg for Xid "
+                               "13/31/43 on the same GPU; report it with the engine and driver versions."]),
+    "ecc_error": ("the GPU reported an uncorrectable ECC error", ["Check `nvidia-smi -q -d ECC,PAGE_RETIREMENT` and dmesg for "
+                                                                  "Xid 48/63/64/94/95; drain the GPU and reset it."]),
+    "nvlink_error": ("an uncorrectable NVLink error", ["`nvidia-smi nvlink -s` and dmesg Xid 74; drain the node."]),
+    "launch_failure": ("a kernel crashed or timed out (unspecified launch failure)",
+                       ["Check dmesg for Xids at the same minute; try another attention backend."]),
+    "device_unavailable": ("no usable GPU: not detected, busy, or a driver mismatch",
+                           ["`nvidia-smi`; the container's `--gpus`/`NVIDIA_VISIBLE_DEVICES`; the driver version."]),
+    "nccl_error": ("a NCCL call failed", ["Run with NCCL_DEBUG=INFO; the WARN before it names the cause (a peer that "
+                                          "died, /dev/shm, out of memory)."]),
+    "collective_timeout": ("a rank timed out in a collective", ["The rank that never arrived failed first: read its log."]),
+    "store_timeout": ("the ranks never met at rendezvous (TCPStore/Gloo timed out)",
+                      ["Check --dist-init-addr and --nnodes/--node-rank on every node and that the port is reachable."]),
+    "host_oom": ("a host (CPU) memory allocation failed", ["`free -g` and the container's memory limit."]),
+    "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
+                     ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
+                      "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
+    "kernel_map_failed": ("the kernel could not map a host memory range for pinning", ["`free -g`; `ulimit -l`."]),
+    "port_in_use": ("a port the server needs was already taken", ["`ss -ltnp` to find the owner; a previous server's "
+                                                                  "process may still be alive."]),
+}
+
+
+def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
+    a = attrs(row)
+    cls = a.get("failure")
+    etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+    if cls in _CLASS_WORDS:
+        words, acts = _CLASS_WORDS[cls]
+        return words, True, [*acts, *generic]
+    if cls == "traceback_cut":
+        frame = a.get("innermost_frame")
+        return ("a traceback is cut before its exception line"
+                + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
+                False, ["Find the full traceback (the line after the last frame names the error).", *generic])
+    if cls == "signal":
+        return f"a process died of {a.get('signal') or 'a signal'}", False, generic
+    if cls == "process_exit":
+        code = row.get("code")
+        return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,
+                generic)
+    if etype:
+        return f"{etype}: {emsg[:200]}" if emsg else f"{etype} was raised", bool(emsg), generic
+    return (str(a.get("message") or row.get("text") or cls or "a failure").strip().splitlines() or ["a failure"])[0][:200], \
+        False, generic
