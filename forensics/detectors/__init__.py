@@ -16,13 +16,18 @@ from __future__ import annotations
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
 from . import (
+    context_sizing,
     cuda_graph_headroom,
     fatal_other,
+    held_at_start,
     host_memory_not_reclaimed,
+    host_pinning,
     kernel_oom_killer,
     kv_cache_capacity,
+    model_fit,
     nccl_timeout,
     per_rank_overallocation,
+    shm_exhausted,
     stranded_context,
     weights_do_not_fit,
     xid,
@@ -39,18 +44,28 @@ DETECTORS = (
     xid,
     nccl_timeout,
     kv_cache_capacity,
+    context_sizing,
+    model_fit,
+    held_at_start,
+    shm_exhausted,
+    host_pinning,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
 CAUSE_PRIORITY = (
     "SGL-HOST-001",
     "SGL-HOST-002",
+    "SGL-HOST-007",
+    "SGL-GPU-006",
     "SGL-GPU-004",
+    "SGL-GPU-007",
+    "SGL-KV-004",
     "SGL-GPU-002",
     "SGL-GPU-001",
     "SGL-KV-002",
     "SGL-XID-001",
     "SGL-HOST-004",
+    "SGL-HOST-006",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-005",
@@ -88,6 +103,12 @@ _link(("SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-GPU-004", "SGL-XID-001")
 _link(("SGL-GPU-005",), ("SGL-HOST-003",),
       "the same stuck processes that hold the GPU contexts hold their host memory (pinned pools)")
 _link(CAUSE_PRIORITY, ("SGL-XID-002",), "Xids from channels torn down when the processes were killed")
+_link(("SGL-HOST-007",), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-NCCL-002"),
+      "the host pools that could not be pinned had exhausted host memory")
+_link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
+      "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
+_link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
+      "memory another process held was missing when the weights and pools were sized")
 _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),

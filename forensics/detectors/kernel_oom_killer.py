@@ -20,6 +20,7 @@ import polars as pl
 from forensics.model import Finding, Timeline
 
 from ._common import (
+    Row,
     attrs,
     before,
     fmt_gib,
@@ -44,10 +45,20 @@ def _args_by_pid(tl: Timeline) -> dict[int, str]:
     return {int(r["pid"]): str(attrs(r).get("args") or "") for r in rows(tl, "process") if r.get("pid") is not None}
 
 
+#: failure lines (parsers.failures) that tie a death to host memory: a kernel kill line pasted without its
+#: block, a container runtime's OOMKilled, systemd's oom-kill result, Ray's memory monitor
+MEMORY_KILL_CLASSES = ("oom_killed", "ray_oom")
+
+
+def _memory_kill_lines(tl: Timeline) -> list[Row]:
+    return [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
+
+
 def detect(tl: Timeline) -> list[Finding]:
     kills = rows(tl, "oom_kill")
     if not kills:
-        return _sigkilled_without_kernel_log(tl)
+        lines = _memory_kill_lines(tl)
+        return _from_lines(lines) if lines else _sigkilled_without_kernel_log(tl)
     args = _args_by_pid(tl)
     victims = []
     for r in kills:
@@ -118,3 +129,38 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
                      "model loading into host RAM; other tenants) and size it, or raise the container's memory limit."],
         ), ref))
     return out
+
+
+def _from_lines(lines: list[Row]) -> list[Finding]:
+    """SGL-HOST-004 from kill lines without the kernel's whole OOM report (a pasted fragment, a runtime's word)."""
+    victims = sorted({str(r.get("comm")) for r in lines if r.get("comm")})
+    sglang = [v for v in victims if victim_is_sglang(v, None)]
+    ray = [r for r in lines if attrs(r).get("failure") == "ray_oom"]
+    shmem = max((int(attrs(r).get("shmem_rss_bytes") or 0) for r in lines), default=0)
+    used = max((int(r.get("used_bytes") or 0) for r in lines), default=0)
+    total = max((int(r.get("total_bytes") or 0) for r in ray), default=0)
+    summary = ("Host memory ran out and a process was killed for it"
+               + (f": {', '.join(victims[:4])}" if victims else "")
+               + (f" ({fmt_gib(used)} resident" + (f", {fmt_gib(shmem)} of it shared/pinned memory" if shmem else "") + ")"
+                  if used else "")
+               + (f"; Ray's memory monitor saw {fmt_gib(used)} of {fmt_gib(total)} in use" if ray and total else "")
+               + ". " + ("SGLang's schedulers were killed: the server died without a Python traceback." if sglang
+                         else ""))
+    actions = ["Find what filled host memory (pinned/shared pools such as HiCache or offloaded weights and embeddings, "
+               "model loading into RAM, other tenants) and size it to fit, or raise the container's memory limit.",
+               "The whole kernel report (`dmesg -T | grep -i -B2 -A20 'invoked oom-killer'`) shows every process's "
+               "memory at the kill."]
+    if shmem:
+        actions.insert(0, "Most of the victim's memory was shared/pinned (shmem-rss): a pinned host pool or an "
+                          "offload buffer, not ordinary heap. Turn that offload off or size it down; on unified-memory "
+                          "GPUs (GB10, GH200) pinned host memory comes out of the same RAM as the GPU's.")
+    return [make_finding(
+        "SGL-HOST-004",
+        summary=summary.strip(),
+        evidence=lines[:6],
+        confidence="medium",
+        confidence_reason="kill lines without the kernel's full OOM report: who filled memory is not in the input",
+        severity="critical" if sglang else "high",
+        figures={"victims": victims, "victim_rss_bytes": used or None, "victim_shmem_rss_bytes": shmem or None},
+        actions=actions,
+    )]

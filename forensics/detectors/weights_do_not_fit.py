@@ -51,6 +51,13 @@ def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, s
     if begin and end:
         pre, post = min(begin), min(end)
         return 1 - post / pre, f"1 − {fmt_gib(post)} free after weights ÷ {fmt_gib(pre)} before"
+    # newer logs print what the weights took ("mem usage=") beside what was left: before = after + usage
+    loaded = [r for r in of_kind(run, "weight_load_end") if r.get("avail_bytes") is not None and r.get("bytes")]
+    if loaded:
+        r = min(loaded, key=lambda x: x["avail_bytes"])
+        used, post = float(r["bytes"]), float(r["avail_bytes"])
+        return used / (used + post), (f"{fmt_gib(used)} of weights ÷ ({fmt_gib(used)} + {fmt_gib(post)} left after "
+                                      "loading) free before")
     return None, "unknown"
 
 

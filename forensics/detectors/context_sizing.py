@@ -1,0 +1,138 @@
+"""SGL-KV-004: a start-up buffer sized by the context length does not fit the GPU.
+
+SGLang sizes its request-to-token table (and a few other start-up buffers) as max running requests ×
+context length × 4 bytes. Without ``--context-length`` the model's own maximum is used; Llama 4
+Scout's is 10 M tokens, so the table alone asks for ~80 GiB on an 80 GB GPU::
+
+    torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 80.04 GiB. GPU 3 has a total
+    capacity of 79.10 GiB of which 20.08 GiB is free. ...
+
+One allocation of half a GPU or more during start-up, or a start-up failure while a context length of
+a million tokens or more is configured, is this mechanism, not a KV pool or headroom problem.
+
+>>> table_bytes(2_800_000, 2048) / 2**30
+21.36
+>>> fitting_context(2_800_000, 2048, 2 * 2**30)
+262144
+"""
+
+from __future__ import annotations
+
+import math
+
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import GIB, Row, fmt_gib, iter_runs, make_finding, of_kind, server_config, tag_run
+from .fatal_other import failure_class
+
+#: one allocation at least this share of the GPU during start-up is a table sized by configuration
+HUGE_ALLOCATION_SHARE = 0.5
+#: a configured context this long makes the start-up tables large enough to matter
+LONG_CONTEXT = 1 << 20
+#: SGLang's request-table rows when max_running_requests is not set (its default lies in 2048–4096)
+ASSUMED_REQUESTS = 2048
+TABLE_BUDGET = 2 * GIB
+#: what to suggest when the model's own (unknown) maximum is in use
+TYPICAL_CONTEXT = 131072
+
+
+def table_bytes(context: float, requests: float) -> float:
+    return round(context * requests * 4 / GIB, 2) * GIB
+
+
+def fitting_context(context: float, requests: float, budget: float) -> int:
+    """The largest power of two not above the context whose table fits ``budget``."""
+    fit = budget / (requests * 4)
+    return 1 << int(math.floor(math.log2(max(min(fit, context), 4096))))
+
+
+def _startup_failures(run: list[Row]) -> list[Row]:
+    out = [r for r in of_kind(run, "failure") if failure_class(r) in ("traceback_cut", "exception", "startup_failed")
+           and (r.get("kind") != "failure" or _in_setup(r))]
+    out += [r for r in of_kind(run, "scheduler_exception") if _in_setup(r)]
+    out += [r for r in of_kind(run, "rank_dead", "sigquit", "init_failed")]
+    return out
+
+
+def _in_setup(row: Row) -> bool:
+    from ._common import attrs
+
+    a = attrs(row)
+    text = row.get("text") or ""
+    return a.get("during") in ("init", "memory_pool") or "Scheduler(" in text or "ModelRunner(" in text \
+        or "init_memory_pool" in text or "__init__" in text
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    for ref, run in iter_runs(tl):
+        if of_kind(run, "cuda_graph_end", "decode_batch", "prefill_batch", "server_ready"):
+            continue  # it started: whatever failed later is no start-up table
+        cfg = server_config(tl, run)
+        ctx = cfg.num("context_length")
+        requests = cfg.num("max_running_requests")
+        huge = [r for r in of_kind(run, "cuda_oom") if r.get("bytes") and r.get("total_bytes")
+                and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"]]
+        failed = _startup_failures(run)
+        if huge:
+            out.append(tag_run(_huge(cfg, huge, ctx, requests), ref))
+        elif failed and ctx is not None and ctx >= LONG_CONTEXT:
+            out.append(tag_run(_long_context(cfg, failed, ctx, requests), ref))
+    return out
+
+
+def _flags(cfg, ctx: float | None, requests: float | None, why_unset: str) -> list[FlagChange]:
+    rq = requests or ASSUMED_REQUESTS
+    if ctx is not None:
+        new = fitting_context(ctx, rq, TABLE_BUDGET)
+        return [FlagChange("--context-length", cfg.flag_text("context_length"), str(new),
+                           f"{int(rq)} requests{'' if requests else ' (assumed)'} × {new} tokens × 4 bytes = "
+                           f"{fmt_gib(table_bytes(new, rq))} for the request table (now {fmt_gib(table_bytes(ctx, rq))})")]
+    return [FlagChange("--context-length", None, str(TYPICAL_CONTEXT), why_unset)]
+
+
+def _huge(cfg, huge: list[Row], ctx: float | None, requests: float | None) -> Finding:
+    r = max(huge, key=lambda x: x["bytes"])
+    tried, total = float(r["bytes"]), float(r["total_bytes"])
+    why_unset = (f"no --context-length: the model's own maximum sized a {fmt_gib(tried)} buffer; {TYPICAL_CONTEXT} "
+                 "tokens (or what your requests need) shrinks it in proportion")
+    flags = _flags(cfg, ctx, requests, why_unset)
+    return make_finding(
+        "SGL-KV-004",
+        summary=(f"During start-up one allocation asked for {fmt_gib(tried)}, "
+                 + ("more than the whole" if tried > total else f"{tried / total:.0%} of the")
+                 + f" {fmt_gib(total)} GPU: a buffer sized by the context length"
+                 + (f" ({int(ctx)} tokens)" if ctx else " (the model's own maximum, no --context-length given)")
+                 + f". Set --context-length {flags[0].new}."),
+        evidence=[r, *cfg.evidence_rows("context_length", "max_running_requests")],
+        confidence="medium",
+        confidence_reason="which buffer made the request is not in the message; its size points at a table sized by "
+                          "context length × running requests",
+        gpus=[r["gpu"]] if r.get("gpu") is not None else [],
+        figures={"failed_allocation_bytes": int(tried), "gpu_memory_bytes": int(total), "context_length": ctx,
+                 "max_running_requests": requests},
+        flags=flags,
+        actions=["Or lower --max-running-requests: the request table scales with it too.",
+                 "Not a --mem-fraction-static problem: no fraction makes one allocation larger than the GPU fit."],
+    )
+
+
+def _long_context(cfg, failed: list[Row], ctx: float, requests: float | None) -> Finding:
+    rq = requests or ASSUMED_REQUESTS
+    flags = _flags(cfg, ctx, requests, "")
+    return make_finding(
+        "SGL-KV-004",
+        summary=(f"The server failed during start-up with --context-length {int(ctx)}: the request table alone is "
+                 f"{int(rq)}{'' if requests else ' (assumed)'} requests × {int(ctx)} tokens × 4 bytes = "
+                 f"{fmt_gib(table_bytes(ctx, rq))} per GPU, besides a KV pool that must hold one full-length request. "
+                 f"Lower it to {flags[0].new}."),
+        evidence=[*failed[:3], *cfg.evidence_rows("context_length")],
+        confidence="low" if not any(r.get("kind") == "cuda_oom" for r in failed) else "medium",
+        confidence_reason="the failure's own message is not in the input (a cut traceback or a teardown line); the "
+                          "configured context length is the start-up setting that scales with it",
+        figures={"context_length": ctx, "max_running_requests": requests,
+                 "request_table_bytes": int(table_bytes(ctx, rq))},
+        flags=flags,
+        actions=["Find the failure's last line (the full traceback): a CUDA OOM in the memory-pool set-up confirms it.",
+                 "Long contexts need a KV pool to match: more GPUs (--tp-size) or --kv-cache-dtype fp8_e4m3."],
+    )
