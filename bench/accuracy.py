@@ -37,8 +37,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT_CORPUS = ROOT.parent / "shared" / "incidents"
 SCORED_CONFIDENCE = ("high", "medium")
-#: engines whose logs the report reads; cases of other projects are reported, not scored
-READ_ENGINES = ("sglang", "vllm")
+
+
+def read_engines() -> tuple[str, ...]:
+    """Engines whose logs the report reads (a parser module per engine); other projects' cases are
+    reported, not scored."""
+    return tuple(e for e in ("sglang", "vllm") if (ROOT / "parsers" / f"{e}.py").is_file())
+
+
+READ_ENGINES = read_engines()
 SEVERE = ("critical", "high")
 
 #: one name per flag, whatever alias the case or the finding uses
