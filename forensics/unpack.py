@@ -218,7 +218,7 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
                 raise InputError(f"{arch}: refusing member {info.filename!r}: encrypted (decrypt the zip first)")
             if info.is_dir() or not name:
                 continue
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: no Unix type recorded
                 raise InputError(f"{arch}: refusing member {info.filename!r}: not a regular file")
             if info.file_size > _in.MAX_MEMBER_BYTES:
                 raise InputError(f"{arch}: refusing member {info.filename!r}: declares {info.file_size} bytes, "
