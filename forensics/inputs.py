@@ -305,9 +305,10 @@ def _why(e: BaseException) -> str:
 
 
 def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = False, *, stream=None,
-                 label: str | None = None, depth: int = 1) -> tuple[list[InputFile], list[str]]:
+                 label: str | None = None, depth: int = 1, tick=None) -> tuple[list[InputFile], list[str]]:
     """Stream one tar archive (``path``, or the seekable binary ``stream`` called ``label``); return its
-    regular files (``depth`` archives deep) and what was skipped (in words).
+    regular files (``depth`` archives deep) and what was skipped (in words). ``tick``, if given, hears
+    the compressed bytes read so far (a progress bar's counter).
 
     With a ``spool``, a member declaring more than STREAM_BYTES is spooled to a private file instead
     of read into memory; so is one over STREAM_BYTES_BIG_INPUT once the input is ``big`` (the inputs
@@ -352,12 +353,12 @@ def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = Fal
             manifest = posixpath.basename(name) == "manifest.json" and member.size <= STREAM_BYTES
             fobj = tf.extractfile(member)
             if spool is not None and fobj is not None and member.size > over and not manifest:
-                got, where = _spool_capped(fobj, member.size, arch, member.name, total, counter, spool)
+                got, where = _spool_capped(fobj, member.size, arch, member.name, total, counter, spool, tick)
                 total += got
                 files.append(InputFile(name=name, data=b"", origin=arch, mtime=float(member.mtime), path=where,
                                        size=got, spool=spool, depth=depth))
                 continue
-            data = _read_capped(fobj, member.size, arch, member.name, total, counter) if fobj else b""
+            data = _read_capped(fobj, member.size, arch, member.name, total, counter, tick) if fobj else b""
             total += len(data)
             files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime), depth=depth))
         if members_seen == 0:
@@ -394,7 +395,7 @@ def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:
 
 
 def _capped_chunks(fobj, declared: int, arch: str, member: str, before: int,
-                   counter: _CountingReader) -> Iterator[bytes]:
+                   counter: _CountingReader, tick=None) -> Iterator[bytes]:
     """One member in 1 MiB steps, checking the size and ratio caps after every step."""
     got = 0
     while chunk := fobj.read(1 << 20):
@@ -402,19 +403,22 @@ def _capped_chunks(fobj, declared: int, arch: str, member: str, before: int,
         if got > MAX_MEMBER_BYTES:
             raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
         _check_expansion(before + got, counter, arch)
+        if tick is not None:
+            tick(counter.count)
         yield chunk
     if got < declared:
         raise InputError(f"{arch}: archive is truncated inside member {member!r}")
 
 
-def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader) -> bytes:
-    return b"".join(_capped_chunks(fobj, declared, arch, member, before, counter))
+def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
+                 tick=None) -> bytes:
+    return b"".join(_capped_chunks(fobj, declared, arch, member, before, counter, tick))
 
 
 def _spool_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
-                  spool: _Spool) -> tuple[int, Path]:
+                  spool: _Spool, tick=None) -> tuple[int, Path]:
     """Copy one member to a new file in the spool, under the caps of _read_capped."""
-    return _to_spool(spool, arch, member, _capped_chunks(fobj, declared, arch, member, before, counter))
+    return _to_spool(spool, arch, member, _capped_chunks(fobj, declared, arch, member, before, counter, tick))
 
 
 def _to_spool(spool: _Spool, arch: str, member: str, chunks: Iterable[bytes]) -> tuple[int, Path]:

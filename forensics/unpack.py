@@ -160,6 +160,8 @@ def decompress(f: InputFile, kind: str, spool: _Spool | None, keep_under: int, t
                     if tick is not None:
                         tick(counter.count)
                     yield chunk
+            if tick is not None and hasattr(tick, "done"):
+                tick.done()
         except InputError:
             raise
         except STREAM_ERRORS as e:
@@ -190,8 +192,8 @@ def _zip_member_name(info: zipfile.ZipInfo, arch: str) -> str:
     return _in._safe_member_name(info.orig_filename if hasattr(info, "orig_filename") else info.filename, arch)
 
 
-def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool, depth: int) -> tuple[
-        list[InputFile], list[str]]:
+def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool, depth: int,
+             tick: Tick | None = None) -> tuple[list[InputFile], list[str]]:
     """The regular files of one zip, checked as tar members are (see :func:`inputs.read_archive`).
 
     Everything the central directory declares is checked before a byte is inflated: names that
@@ -241,7 +243,7 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
             counter.count += info.compress_size  # what zipfile may read for it, at most
             try:
                 with zf.open(info) as fobj:
-                    chunks = _in._capped_chunks(fobj, info.file_size, arch, info.filename, total, counter)
+                    chunks = _in._capped_chunks(fobj, info.file_size, arch, info.filename, total, counter, tick)
                     if spool is not None and info.file_size > over:
                         got, where = _in._to_spool(spool, arch, info.filename, chunks)
                         files.append(InputFile(name=name, data=b"", origin=arch, mtime=_zip_mtime(info), path=where,
@@ -325,12 +327,15 @@ class Expander:
             self.skipped.append(f"{f.name}: archive nested more than one level deep, not opened")
             return []
         arch = label_of(f)
+        task = self.progress(f"reading {f.name}", f.nbytes) if self.progress and f.nbytes >= (1 << 20) else None
         with _source(f) as src:
             if kind == "zip":
-                members, skipped = read_zip(src, arch, self.spool, self.big, f.depth + 1)
+                members, skipped = read_zip(src, arch, self.spool, self.big, f.depth + 1, task)
             else:
                 members, skipped = _in.read_archive(None, self.spool, self.big, stream=src, label=arch,
-                                                    depth=f.depth + 1)
+                                                    depth=f.depth + 1, tick=task)
+        if task is not None and hasattr(task, "done"):
+            task.done()
         _in._strip_common_top(members)
         if prefix_members:
             self.roots.add(f.name)
