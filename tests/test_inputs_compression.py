@@ -168,3 +168,19 @@ def test_tar_xz_and_tar_bz2_bundles_are_read(tmp_path: Path) -> None:
             ti.size = len(data)
             tf.addfile(ti, io.BytesIO(data))
         assert [f.name for f in read_inputs([p]).files] == ["logs/sglang.log"], suffix
+
+
+def test_truncated_gzip_log_through_the_cli_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    comp = gzip.compress(b"".join(b"line %d of a log\n" % i for i in range(50_000)))
+    p = tmp_path / "server.log.gz"
+    p.write_bytes(comp[: len(comp) // 2])
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "forensics.cli", "report", str(p), "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and "truncated or corrupt" in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists()

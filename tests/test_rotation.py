@@ -86,3 +86,19 @@ def test_rotation_set_inside_a_zip(tmp_path: Path) -> None:
         zf.writestr("logs/sglang.log", _decode(2, 3002))
     ev = build_timeline([p]).events.filter(pl.col("kind") == "decode_batch")
     assert ev.select("tokens", "file", "line").rows() == [(3001, "sglang.log.1.gz", 2), (3002, "sglang.log", 1)]
+
+
+def test_a_big_rotation_set_streams_and_still_names_members(tmp_path: Path, monkeypatch) -> None:
+    from forensics import inputs, timeline
+
+    (tmp_path / "s.log.2.gz").write_bytes(gzip.compress((_line(0, ARGS) + "".join(
+        _decode(s % 3000, 10_000 + s) for s in range(1, 400))).encode()))
+    (tmp_path / "s.log.1").write_text("".join(_decode(s % 3000, 10_000 + s) for s in range(400, 800)))
+    (tmp_path / "s.log").write_text("".join(_decode(s % 3000, 10_000 + s) for s in range(800, 900)))
+    whole = build_timeline([tmp_path]).events
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 20_000)  # the joined log (~90 KB) is spooled and streamed
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 7_777)
+    streamed = build_timeline([tmp_path]).events
+    cols = ["kind", "run", "tokens", "file", "line"]
+    assert streamed.select(cols).sort("tokens").rows() == whole.select(cols).sort("tokens").rows()
+    assert whole.filter(pl.col("tokens") == 10_400).select("file", "line").rows() == [("s.log.1", 1)]
