@@ -5,6 +5,7 @@
     python bench/run.py --size 256MB --size 1GB --size 4GB
     python bench/run.py --bundle             # also `report` on the same set as a .tar.zst bundle
     python bench/run.py --bundle gz          # … as a .tar.gz
+    python bench/run.py --giant-line 200MB   # `report` on a log that is one 200 MB line: peak RSS
 
 For each size it generates (once, cached under bench/_data/) a synthetic multi-rank SGLang log
 set — 8 rank logs with every line kind in realistic proportions (mostly Decode/Prefill batch
@@ -203,13 +204,62 @@ def forensics_cmd() -> list[str]:
     return [sys.executable, "-m", "forensics.cli"]
 
 
+def giant_logs(size: int) -> list[Path]:
+    """Two logs made once under bench/_data/: one that is a single ``size``-byte line (a request body
+    logged whole, no line end at all), and the same line between ordinary start-up and decode lines."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    out = []
+    t0 = 1_764_000_000.0
+    for shape in ("alone", "amid"):
+        dest = DATA / f"giant-{size}-{shape}.log"
+        out.append(dest)
+        if dest.exists():
+            continue
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            if shape == "amid":
+                fh.write(("\n".join(_startup(0, t0)) + "\n").encode())
+            head = f"[{_stamp(t0 + 200)} TP0] Receive: obj=GenerateReqInput(text='".encode()
+            fh.write(head)
+            block = b"All work and no play makes a long request body. " * 20_000
+            left = size - len(head) - 2
+            while left > 0:
+                fh.write(block[:left])
+                left -= len(block)
+            fh.write(b"')")
+            if shape == "amid":
+                fh.write(b"\n" + f"[{_stamp(t0 + 201)} TP0] Decode batch. #running-req: 1, #token: 900, token usage: "
+                                  "0.01, gen throughput (token/s): 40.00, #queue-req: 0\n".encode())
+        tmp.rename(dest)
+    return out
+
+
+def giant_line(size: int) -> int:
+    """`forensics report` on each giant-line log: wall time and peak RSS (the budget is 512 MB)."""
+    logs = giant_logs(size)
+    worst = 0
+    print(f"{'log':>28} {'size':>9} {'report':>9} {'peak RSS':>10}")
+    for log in logs:
+        with tempfile.TemporaryDirectory() as tmp:
+            wall, rss, rc = timed([*forensics_cmd(), "report", str(log), "-o", f"{tmp}/r", "-q"])
+        worst = max(worst, rss)
+        print(f"{log.name:>28} {log.stat().st_size / 1e6:>7,.0f}MB {wall:>8.1f}s {rss / 1e6:>8,.0f}MB"
+              f"{'' if rc in (0, 1) else f'  (exit {rc})'}")
+    print(f"peak RSS {worst / 1e6:,.0f} MB: {'under' if worst < 512e6 else 'OVER'} the 512 MB budget")
+    return 0 if worst < 512e6 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", action="append", help="input size, e.g. 256MB, 1GB, 4GB (repeatable; default 1GB)")
     ap.add_argument("--no-report", action="store_true", help="time only grep and `forensics timeline`")
     ap.add_argument("--bundle", nargs="?", const="zst", choices=["zst", "gz"],
                     help="also time `forensics report` on the set packed as a .tar.zst (default) or .tar.gz bundle")
+    ap.add_argument("--giant-line", metavar="SIZE", nargs="?", const="200MB",
+                    help="only time `forensics report` on a log that is one SIZE-byte line (default 200MB)")
     args = ap.parse_args()
+    if args.giant_line:
+        return giant_line(parse_size(args.giant_line))
     sizes = [parse_size(s) for s in (args.size or ["1GB"])]
     ready = all((DATA / f"set-{t}" / ".complete").exists() for t in sizes)
     if args.bundle:

@@ -113,10 +113,15 @@ def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Pat
     from .detectors import run_all
     from .detectors._common import release
     from .findings import to_document
+    from .progress import for_stderr
     from .timeline import build_timeline
 
-    progress = None if quiet else _say
-    tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
+    progress = for_stderr(quiet)  # a bar per big file on a terminal, plain lines otherwise
+    try:
+        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
+    finally:
+        if progress is not None:
+            progress.close()
     _release_free_memory()
     findings, root = run_all(tl)
     doc = to_document(findings, root, tl)
@@ -208,7 +213,14 @@ def timeline(
     from .timeline import build_timeline, write_parquet
 
     spill = None if output == "-" else Path(output).absolute().parent
-    tl = build_timeline(inputs, tz=tz, progress=None if quiet else _say, spill_dir=spill)
+    from .progress import for_stderr
+
+    progress = for_stderr(quiet)
+    try:
+        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
+    finally:
+        if progress is not None:
+            progress.close()
     if output == "-":
         with tempfile.TemporaryDirectory(prefix="forensics-") as tmp:
             p = Path(tmp) / "timeline.parquet"

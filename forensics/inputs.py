@@ -1,4 +1,6 @@
-"""Read every input the commands accept: bundles (tar, tar.gz/tgz, tar.zst), directories, loose files.
+"""Read every input the commands accept: bundles (tar, tar.gz/tgz, tar.zst, tar.xz, tar.bz2, zip), directories,
+loose files, each possibly compressed (gzip, bzip2, xz, zstd: see :mod:`forensics.unpack`, which also opens
+archives nested one level deep), and rotation sets read as one log (:mod:`forensics.rotation`).
 
 Archives are streamed member by member; no member is ever written under its own name. Small
 members are read into memory. A member over the streaming threshold (see :func:`read_archive`) is
@@ -46,7 +48,11 @@ STREAM_BYTES_BIG_INPUT = 1 << 20
 #: Files this many times larger than any sane log are refused outright in directories too.
 MAX_FILES = 100_000
 
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz", ".txz", ".tar.bz2",
+                    ".tbz2", ".tbz", ".zip")
+#: Lines longer than this are cut here (the rest of the line is dropped and the cut counted): a
+#: request body logged whole must not take the parse, or memory, with it.
+MAX_LINE_BYTES = 1 << 20
 
 
 class InputError(Exception):
@@ -66,6 +72,14 @@ class InputFile:
     size: int | None = None
     #: the spool a spooled archive member's ``path`` lies in: kept alive as long as the file is
     spool: _Spool | None = field(default=None, repr=False, compare=False)
+    #: how many archives enclose it (0: loose or in a folder; 1: in an archive; 2: in an archive in one)
+    depth: int = 0
+    #: the compression it was read out of (gzip, bzip2, xz, zstd), if any
+    compression: str | None = None
+    #: lines cut at MAX_LINE_BYTES by the last full read (:meth:`chunks`)
+    cut_lines: int = 0
+    #: a rotation set read as one log: (member name, its first line in this file), oldest first
+    parts: list[tuple[str, int]] | None = None
 
     @property
     def streamed(self) -> bool:
@@ -82,14 +96,18 @@ class InputFile:
             return fh.read(n)
 
     def chunks(self, size: int = 32 << 20) -> Iterator[bytes | bytearray]:
-        """The content in pieces of about ``size`` bytes, each ending at a line end (but the last).
+        """The content in pieces of about ``size`` bytes, each ending at a line end (but the last), with
+        every line longer than MAX_LINE_BYTES cut there (counted in ``cut_lines`` once read through).
 
         Each piece is a fresh buffer (callers may keep views into it), read straight into place: the
-        carried-over tail is the only thing copied."""
+        carried-over tail is the only thing copied, and it never holds more than one cut line."""
         if self.path is None:
-            yield self.data
+            data, self.cut_lines = cut_long_lines(self.data)
+            yield data
             return
         carry = b""
+        skipping = False  # inside a line already cut: drop bytes up to its end
+        cuts = 0
         try:
             with open(self.path, "rb", buffering=0) as fh:
                 while True:
@@ -99,17 +117,87 @@ class InputFile:
                     if not got:
                         break
                     end = len(carry) + got
+                    if skipping:
+                        nl = buf.find(b"\n", len(carry), end)
+                        if nl < 0:
+                            continue
+                        del buf[len(carry):nl]
+                        end -= nl - len(carry)
+                        skipping = False
                     cut = buf.rfind(b"\n", 0, end) + 1
+                    tail = buf[cut:end]
+                    if len(tail) > MAX_LINE_BYTES:
+                        tail, skipping = tail[:MAX_LINE_BYTES], True
+                        cuts += 1
+                    carry = bytes(tail)
                     if cut == 0:
-                        carry = bytes(buf[:end])
                         continue
-                    carry = bytes(buf[cut:end])
                     del buf[cut:]
-                    yield buf
+                    out, n = cut_long_lines(buf)
+                    cuts += n
+                    yield out
         except OSError as e:
             raise InputError(f"{self.path}: unreadable ({_why(e)})") from None
+        self.cut_lines = cuts
         if carry:
             yield carry
+
+
+def cut_long_lines(buf: bytes | bytearray, limit: int | None = None) -> tuple[bytes | bytearray, int]:
+    """``buf`` with every line longer than ``limit`` (MAX_LINE_BYTES) cut to it; and how many were cut.
+
+    Only stretches of ``limit // 2`` bytes without a line end are looked at closely (a longer line holds
+    one wherever it starts), so a buffer of ordinary lines costs a few ``find`` calls, not one a line.
+
+    >>> data, n = cut_long_lines(b"ok\\n" + b"x" * 10 + b"\\nok\\n", limit=4)
+    >>> bytes(data), n
+    (b'ok\\nxxxx\\nok\\n', 1)
+    """
+    limit = MAX_LINE_BYTES if limit is None else limit
+    n = len(buf)
+    if n <= limit:
+        return buf, 0
+    half = max(limit // 2, 1)
+    spans: list[tuple[int, int]] = []
+    p = 0
+    while p + half <= n:
+        if buf.find(b"\n", p, p + half) >= 0:
+            p += half
+            continue
+        start = buf.rfind(b"\n", 0, p) + 1
+        end = buf.find(b"\n", p + half)
+        end = n if end < 0 else end
+        if end - start > limit:
+            spans.append((start + limit, end))
+        p = end + 1
+    if not spans:
+        return buf, 0
+    out = bytearray()
+    prev = 0
+    for a, b in spans:
+        out += buf[prev:a]
+        prev = b
+    out += buf[prev:]
+    return out, len(spans)
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether a file's first bytes are not text: mostly invalid UTF-8 or control characters once NULs
+    are set aside (a log with a run of NULs where the host crashed is still a log), or nothing but NULs.
+
+    >>> looks_binary(b"[2026-11-30 10:00:00] ok\\n" + b"\\0" * 100), looks_binary(bytes(range(256)) * 4)
+    (False, True)
+    """
+    if not head:
+        return False
+    rest = head.replace(b"\0", b"")
+    if not rest:
+        return True
+    text = rest.decode("utf-8", errors="replace")
+    if len(rest) >= 4 and text.endswith("\ufffd"):  # a character cut by the end of the head
+        text = text.rstrip("\ufffd")
+    bad = text.count("\ufffd") + sum(1 for c in text if c < " " and c not in "\t\n\r\f\v\x1b\x08")
+    return bad > len(text) // 10
 
 
 class _Spool:
@@ -189,12 +277,14 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def _open_archive_stream(path: Path) -> tuple[tarfile.TarFile, _CountingReader, object]:
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller through the returned handle
+def _open_archive_stream(path: Path | None, stream=None,
+                         label: str | None = None) -> tuple[tarfile.TarFile, _CountingReader, object]:
+    raw = stream if stream is not None else open(path, "rb")  # noqa: SIM115 - closed by the caller
     counter = _CountingReader(raw)
     buffered = io.BufferedReader(counter, buffer_size=1 << 20)
-    head = raw.peek(6)[:6] if hasattr(raw, "peek") else b""
-    name = path.name.lower()
+    head = raw.read(6)
+    raw.seek(0)
+    name = (label or path.name).lower() if (label or path) else ""
     try:
         if name.endswith((".tar.zst", ".tar.zstd", ".tzst")) or head.startswith(b"\x28\xb5\x2f\xfd"):
             dctx = zstandard.ZstdDecompressor()
@@ -205,7 +295,7 @@ def _open_archive_stream(path: Path) -> tuple[tarfile.TarFile, _CountingReader, 
             tf = tarfile.open(fileobj=buffered, mode="r|*")  # noqa: SIM115 - as above
     except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
         raw.close()
-        raise InputError(f"{path}: not a readable tar archive ({_why(e)})") from None
+        raise InputError(f"{label or path}: not a readable tar archive ({_why(e)})") from None
     return tf, counter, raw
 
 
@@ -214,8 +304,11 @@ def _why(e: BaseException) -> str:
     return msg[:200]
 
 
-def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> tuple[list[InputFile], list[str]]:
-    """Stream one archive; return its regular files and what was skipped (in words).
+def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = False, *, stream=None,
+                 label: str | None = None, depth: int = 1, tick=None) -> tuple[list[InputFile], list[str]]:
+    """Stream one tar archive (``path``, or the seekable binary ``stream`` called ``label``); return its
+    regular files (``depth`` archives deep) and what was skipped (in words). ``tick``, if given, hears
+    the compressed bytes read so far (a progress bar's counter).
 
     With a ``spool``, a member declaring more than STREAM_BYTES is spooled to a private file instead
     of read into memory; so is one over STREAM_BYTES_BIG_INPUT once the input is ``big`` (the inputs
@@ -228,8 +321,8 @@ def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> 
     skipped: list[str] = []
     total = 0
     declared = 0
-    tf, counter, raw = _open_archive_stream(path)
-    arch = str(path)
+    tf, counter, raw = _open_archive_stream(path, stream, label)
+    arch = label or str(path)
     try:
         members_seen = 0
         for member in tf:
@@ -260,14 +353,14 @@ def read_archive(path: Path, spool: _Spool | None = None, big: bool = False) -> 
             manifest = posixpath.basename(name) == "manifest.json" and member.size <= STREAM_BYTES
             fobj = tf.extractfile(member)
             if spool is not None and fobj is not None and member.size > over and not manifest:
-                got, where = _spool_capped(fobj, member.size, arch, member.name, total, counter, spool)
+                got, where = _spool_capped(fobj, member.size, arch, member.name, total, counter, spool, tick)
                 total += got
                 files.append(InputFile(name=name, data=b"", origin=arch, mtime=float(member.mtime), path=where,
-                                       size=got, spool=spool))
+                                       size=got, spool=spool, depth=depth))
                 continue
-            data = _read_capped(fobj, member.size, arch, member.name, total, counter) if fobj else b""
+            data = _read_capped(fobj, member.size, arch, member.name, total, counter, tick) if fobj else b""
             total += len(data)
-            files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime)))
+            files.append(InputFile(name=name, data=data, origin=arch, mtime=float(member.mtime), depth=depth))
         if members_seen == 0:
             raise InputError(f"{arch}: empty archive: nothing to read")
     except InputError:
@@ -290,7 +383,7 @@ def _spool_held(files: list[InputFile], over: int, arch: str, spool: _Spool) -> 
             continue
         _got, where = _to_spool(spool, arch, f.name, [f.data])
         files[i] = InputFile(name=f.name, data=b"", origin=f.origin, mtime=f.mtime, path=where, size=len(f.data),
-                             spool=spool)
+                             spool=spool, depth=f.depth)
 
 
 def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:
@@ -302,7 +395,7 @@ def _check_expansion(total: int, counter: _CountingReader, arch: str) -> None:
 
 
 def _capped_chunks(fobj, declared: int, arch: str, member: str, before: int,
-                   counter: _CountingReader) -> Iterator[bytes]:
+                   counter: _CountingReader, tick=None) -> Iterator[bytes]:
     """One member in 1 MiB steps, checking the size and ratio caps after every step."""
     got = 0
     while chunk := fobj.read(1 << 20):
@@ -310,19 +403,22 @@ def _capped_chunks(fobj, declared: int, arch: str, member: str, before: int,
         if got > MAX_MEMBER_BYTES:
             raise InputError(f"{arch}: refusing member {member!r}: over the {MAX_MEMBER_BYTES >> 30} GiB cap")
         _check_expansion(before + got, counter, arch)
+        if tick is not None:
+            tick(counter.count)
         yield chunk
     if got < declared:
         raise InputError(f"{arch}: archive is truncated inside member {member!r}")
 
 
-def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader) -> bytes:
-    return b"".join(_capped_chunks(fobj, declared, arch, member, before, counter))
+def _read_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
+                 tick=None) -> bytes:
+    return b"".join(_capped_chunks(fobj, declared, arch, member, before, counter, tick))
 
 
 def _spool_capped(fobj, declared: int, arch: str, member: str, before: int, counter: _CountingReader,
-                  spool: _Spool) -> tuple[int, Path]:
+                  spool: _Spool, tick=None) -> tuple[int, Path]:
     """Copy one member to a new file in the spool, under the caps of _read_capped."""
-    return _to_spool(spool, arch, member, _capped_chunks(fobj, declared, arch, member, before, counter))
+    return _to_spool(spool, arch, member, _capped_chunks(fobj, declared, arch, member, before, counter, tick))
 
 
 def _to_spool(spool: _Spool, arch: str, member: str, chunks: Iterable[bytes]) -> tuple[int, Path]:
@@ -384,14 +480,7 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
                 continue
             if len(files) >= MAX_FILES:
                 raise InputError(f"{root}: more than {MAX_FILES} files")
-            if is_archive_name(p):
-                sub, sub_skipped = read_archive(p, spool, stream_over < STREAM_BYTES)
-                _strip_common_top(sub)
-                for f in sub:
-                    f.name = f"{rel}/{f.name}"
-                files.extend(sub)
-                skipped.extend(sub_skipped)
-                continue
+            # archives and compressed files are opened by the caller (forensics.unpack), by content
             if st.st_size > stream_over and fn != "manifest.json":
                 files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
                                        size=st.st_size))
@@ -405,27 +494,34 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
     return files, skipped
 
 
-def read_inputs(paths: list[str | os.PathLike], spool_dir: str | os.PathLike | None = None) -> InputSet:
+def read_inputs(paths: list[str | os.PathLike], spool_dir: str | os.PathLike | None = None,
+                progress=None) -> InputSet:
     """Read all INPUT arguments into one set of named files (plus the bundle manifest, if any).
 
     Big archive members are spooled into a private folder under ``spool_dir`` (the system's temp
-    folder if None or missing); close the set, or use it as a context manager, to remove it."""
+    folder if None or missing); close the set, or use it as a context manager, to remove it.
+    ``progress`` (a callable taking one line, see :mod:`forensics.progress`) hears of long decompressions."""
     if not paths:
         raise InputError("no input given")
     out = InputSet(spool=_Spool(spool_dir))
     try:
-        _read_into(out, paths)
+        _read_into(out, paths, progress)
     except BaseException:  # a refusal, an unreadable file, Ctrl-C: nothing spooled stays behind
         out.close()
         raise
     return out
 
 
-def _read_into(out: InputSet, paths: list[str | os.PathLike]) -> None:
+def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> None:
+    from . import rotation, unpack
+    from .progress import byte_task
+
     big = _total_size(paths) > STREAM_BYTES
     stream_over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big else STREAM_BYTES
     used_names: set[str] = set()
     multi = len(paths) > 1
+    tasks = (lambda label, total: byte_task(progress, label, total)) if progress else None
+    expander = unpack.Expander(out.spool, stream_over, big, tasks)
     for arg in paths:
         p = Path(arg)
         try:
@@ -439,25 +535,25 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike]) -> None:
             raise InputError(f"{arg}: not a regular file or directory (device, FIFO or socket)")
         if p.is_dir():
             files, skipped = read_directory(p, stream_over, out.spool)
+            files = expander.expand(files)
             prefix = f"{p.name}/" if multi else ""
-        elif is_archive_name(p) or _looks_like_archive(p):
-            files, skipped = read_archive(p, out.spool, big)
-            _strip_common_top(files)
-            prefix = f"{p.name}/" if multi else ""
-        elif st.st_size > stream_over and p.name != "manifest.json":
-            st = p.stat()
-            files, skipped, prefix = [InputFile(name=p.name, data=b"", origin=str(arg), mtime=st.st_mtime, path=p,
-                                                size=st.st_size)], [], ""
         else:
-            try:
-                data = p.read_bytes()
-            except OSError as e:
-                raise InputError(f"{arg}: unreadable ({_why(e)})") from None
-            files, skipped, prefix = [InputFile(name=p.name, data=data, origin=str(arg), mtime=p.stat().st_mtime)], [], ""
+            # by content, whatever the name: an archive's members, a decompressed file, or the file itself
+            loose = InputFile(name=p.name, data=b"", origin=str(arg), mtime=st.st_mtime, path=p, size=st.st_size)
+            files, skipped = expander.one(loose, prefix_members=False), []
+            prefix = f"{p.name}/" if multi and any(f.depth for f in files) else ""
+            if len(files) == 1 and files[0] is loose and (st.st_size <= stream_over or p.name == "manifest.json"):
+                try:
+                    loose.data, loose.path, loose.size = p.read_bytes(), None, None
+                except OSError as e:
+                    raise InputError(f"{arg}: unreadable ({_why(e)})") from None
+        skipped = skipped + expander.skipped
+        expander.skipped = []
         for f in files:
-            if f.name == "manifest.json" and out.manifest is None:
+            if out.manifest is None and _manifest_place(f, expander.roots) is not None:
                 out.manifest = _load_manifest(f, arg)
                 if out.manifest is not None:
+                    _place_manifest(out.manifest, _manifest_place(f, expander.roots) or "")
                     continue
             name = prefix + f.name
             base, n = name, 2
@@ -470,6 +566,25 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike]) -> None:
         out.skipped.extend(skipped)
     if not out.files:
         raise InputError("input holds no files to read")
+    out.files = rotation.join_sets(out.files, out.spool, stream_over)
+
+
+def _manifest_place(f: InputFile, roots: set[str]) -> str | None:
+    """The folder a bundle's manifest.json speaks for: "" at the top, a nested bundle's name inside a
+    ticket's archive; None when ``f`` is no bundle manifest."""
+    if f.name == "manifest.json":
+        return ""
+    where, base = posixpath.split(f.name)
+    return where if base == "manifest.json" and where in roots else None
+
+
+def _place_manifest(manifest: dict, where: str) -> None:
+    """A nested bundle's artifacts are named under the archive that held it."""
+    if not where:
+        return
+    for a in manifest.get("artifacts") or []:
+        if isinstance(a, dict) and isinstance(a.get("path"), str):
+            a["path"] = f"{where}/{a['path']}"
 
 
 def _total_size(paths: list[str | os.PathLike]) -> int:
@@ -492,17 +607,6 @@ def _total_size(paths: list[str | os.PathLike]) -> int:
     return total
 
 
-def _looks_like_archive(p: Path) -> bool:
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(512)
-    except OSError:
-        return False
-    if head[:2] == b"\x1f\x8b" or head[:4] == b"\x28\xb5\x2f\xfd":
-        return True
-    return len(head) >= 262 and head[257:262] == b"ustar"
-
-
 def _load_manifest(f: InputFile, arg) -> dict | None:
     if f.streamed:  # too big to be a manifest
         return None
@@ -518,9 +622,11 @@ def _load_manifest(f: InputFile, arg) -> dict | None:
 def iter_text(files: list[InputFile]) -> Iterator[tuple[InputFile, str]]:
     """Decode each file for the parsers: UTF-8 with replacement, never an exception.
 
-    Streamed files are read whole here; the timeline streams them itself where their parser can."""
+    Streamed files are read whole here; the timeline streams them itself where their parser can. Lines
+    over MAX_LINE_BYTES are cut (``f.cut_lines`` says how many)."""
     for f in files:
         if f.streamed:
             yield f, b"".join(f.chunks()).decode("utf-8", errors="replace")
             continue
-        yield f, f.data.decode("utf-8", errors="replace")
+        data, f.cut_lines = cut_long_lines(f.data)
+        yield f, data.decode("utf-8", errors="replace")

@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import tempfile
-import time
 import weakref
 import zoneinfo
 from collections import Counter
@@ -29,9 +28,11 @@ import polars as pl
 from parsers import _bulkscan, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
-from .inputs import InputError, InputFile, iter_text, read_inputs
+from .inputs import InputError, InputFile, iter_text, looks_binary, read_inputs
 from .model import Artifact, Facts, Timeline
+from .progress import byte_task
 from .redact import redact_frame, redact_text
+from .rotation import member_examples
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
@@ -70,8 +71,21 @@ def _parse_dt(value: Any) -> datetime | None:
 
 
 def _is_binary(data: bytes) -> bool:
-    head = data[:8192]
-    return bool(head) and head.count(b"\x00") > len(head) // 10
+    return looks_binary(data[:8192])
+
+
+def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
+    """Rows of a joined rotation set (forensics.rotation) named by their member file and its own line."""
+    if not frame.height:
+        return frame
+    starts = pl.Series([s for _n, s in parts], dtype=pl.Int64)
+    idx = (starts.search_sorted(frame.get_column("line").fill_null(1).cast(pl.Int64), side="right") - 1).clip(0)
+    known = pl.col("line").is_not_null()
+    return frame.with_columns(_first=starts.gather(idx), _member=pl.Series([n for n, _s in parts]).gather(idx)).with_columns(
+        file=pl.when(known).then(pl.col("_member")).otherwise(pl.col("file")),
+        line=(pl.col("line") - pl.col("_first") + 1).cast(EVENT_SCHEMA["line"]),
+        line_end=(pl.col("line_end") - pl.col("_first") + 1).cast(EVENT_SCHEMA["line_end"]),
+    ).drop("_first", "_member")
 
 
 def _count_lines(text: str) -> int:
@@ -104,18 +118,18 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     if fmt != "sglang":
         return None
     st = sglang_fast.Stream(f.name)
-    done, t0, said = 0, time.monotonic(), time.monotonic()
+    done = 0
+    tick = byte_task(progress, f.name, f.nbytes)
     for chunk in f.chunks(CHUNK_BYTES):
         fr = st.feed(chunk)
         done += len(chunk)
         del chunk
         if fr.height:
             emit(fr)
-        now = time.monotonic()
-        if progress and now - said >= 2:
-            said = now
-            rate = done / max(now - t0, 1e-9) / (1 << 20)
-            progress(f"  {f.name}: {done / (1 << 20):,.0f} of {f.nbytes / (1 << 20):,.0f} MiB ({rate:,.0f} MiB/s)")
+        if tick is not None:
+            tick(done)
+    if tick is not None:
+        tick.done()
     try:
         last, res = st.finish()
     except NotThisFormat:
@@ -491,7 +505,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
     # big archive members are spooled next to the output, and removed once the rows are read
-    inp = read_inputs([str(p) for p in paths], spool_dir=spill_dir)
+    inp = read_inputs([str(p) for p in paths], spool_dir=spill_dir, progress=progress)
     sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
     redactions: Counter[str] = Counter()
     if redact:
@@ -547,9 +561,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
     n_bulk = n_kept = 0
+    members: list[tuple[str, int]] | None = None  # the members of the file being read, if a rotation set
 
     def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
         """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
+        if members and fr.height:
+            fr = _to_members(fr, members)
         if facts.host and fr.height:
             fr = fr.with_columns(pl.col("host").fill_null(facts.host))
         if transform is not None and fr.height:
@@ -561,6 +578,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         frames.append(sampler.keep(fr))
 
     for f in inp.files:
+        members = f.parts
         art = arts_by_path.get(f.name)
         artifact = Artifact(path=f.name, format=None, bytes=f.nbytes, lines=0,
                             timed_out=bool(art and art.get("timed_out")),
@@ -572,7 +590,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             artifact.lines = _count_lines(text)
         if _is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
-            coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0})
+            coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0,
+                             "cut_lines": 0, "binary": True})
             continue
         if progress and f.nbytes >= PROGRESS_FILE_BYTES:  # small files are read faster than a line is printed
             progress(f"reading {f.name} ({f.nbytes / (1 << 20):,.1f} MiB)")
@@ -591,7 +610,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                 unrec[f.name] = sorted(res.unrecognized_examples)[:20]
             coverage.append({"file": f.name, "format": "sglang", "lines": res.lines,
                              "recognized": min(res.recognized, res.lines),
-                             "unrecognized": res.lines - min(res.recognized, res.lines)})
+                             "unrecognized": res.lines - min(res.recognized, res.lines), "cut_lines": f.cut_lines})
         else:
             if text is None:
                 text = next(iter_text([f]))[1]
@@ -631,8 +650,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             if examples:
                 unrec[f.name] = sorted(examples)[:20]
             coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
-                             "unrecognized": n_lines - recognized})
+                             "unrecognized": n_lines - recognized, "cut_lines": f.cut_lines})
             del text
+        if members:
+            coverage[-1]["members"] = [n for n, _s in members]
+            if f.name in unrec:
+                unrec[f.name] = member_examples(unrec[f.name], members)  # type: ignore[assignment]
         if sampler is not None:
             n_bulk += sampler.bulk
             n_kept += sampler.kept

@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 from polars.testing import assert_frame_equal
 
-from forensics import inputs, timeline
+from forensics import inputs, progress, timeline
 from tests.test_perf_equivalence import _mix
 
 
@@ -30,7 +30,7 @@ def test_streamed_timeline_equals_whole(tmp_path, monkeypatch) -> None:
     said: list[str] = []
     monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)  # the rank logs are ~60 KB: streamed
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)  # cuts inside records, at odd places
-    monkeypatch.setattr(timeline.time, "monotonic", iter(range(0, 10**6, 3)).__next__)  # progress every chunk
+    monkeypatch.setattr(progress.time, "monotonic", iter(range(0, 10**6, 3)).__next__)  # progress every chunk
     streamed = timeline.build_timeline([tmp_path], progress=said.append)
     assert_frame_equal(whole.events, streamed.events)
     assert whole.coverage == streamed.coverage
