@@ -538,6 +538,10 @@ def _wrap_command(argv: list[str]) -> str:
     return "".join(parts)
 
 
+CLEANUP_RULES = ("SGL-CHK-001", "SGL-GPU-005")  # their steps come before the launch, in order
+CONTAINER_FLAGS = ("--shm-size",)  # docker run options, not the server's
+
+
 def render_text(res: CheckResult, fail_on: str | None) -> str:
     launch = res.launch
     cfg_flags = launch.flags
@@ -552,11 +556,15 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
         out.append(f"{f.severity.upper():8} {f.rule_id}  {f.summary}")
         for c in f.remediation.flags:
             out.append(f"         fix: {c.flag} {c.old or '(unset)'} → {c.new}   ({c.why})")
-        if not f.remediation.flags and f.remediation.actions:
+        if not f.remediation.flags and f.remediation.actions and f.rule_id not in CLEANUP_RULES:
             out.append(f"         next: {f.remediation.actions[0]}")
     for f in infos:
         out.append(f"note     {f.summary}")
     changes = _flag_changes(res.findings)
+    container = {k: changes.pop(k) for k in list(changes) if k in CONTAINER_FLAGS}
+    for flag, new in container.items():
+        out.append("")
+        out.append(f"Container: add {flag} {new} to the docker run ({launch.file}:{launch.line}).")
     if changes:
         out.append("")
         if launch.argv:
@@ -569,7 +577,7 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
             for flag, new in changes.items():
                 line = launch.config_lines.get(flag)
                 out.append(f"  {flag.lstrip('-')}: {new}" + (f"   (line {line})" if line else "   (add)"))
-    steps = [a for f in shown if f.rule_id in ("SGL-CHK-001", "SGL-GPU-005") for a in f.remediation.actions[:2]]
+    steps = [a for f in shown if f.rule_id in CLEANUP_RULES for a in f.remediation.actions[:2]]
     if steps:
         out.append("")
         out.append("Before launching:")

@@ -142,13 +142,13 @@ def _shm(tl: Timeline, prior: list[Finding]) -> Finding | None:
     fix = {"docker": f"add --shm-size {SHM_ADVICE} (or --ipc=host) to the docker run",
            "compose": f"add shm_size: {SHM_ADVICE} (or ipc: host) to the service",
            "kubernetes": "mount an emptyDir {medium: Memory, sizeLimit: 32Gi} at /dev/shm"}.get(container, "")
-    flags = [FlagChange("--shm-size", fmt_gib(size) if not assumed else None, SHM_ADVICE,
-                        f"{ranks} ranks ({ranks_how}) share /dev/shm for NCCL's intra-host transport; "
-                        f"{fmt_gib(size)} < {fmt_gib(SHM_MIN_BYTES)}")] if container == "docker" else []
+    flags = [FlagChange("--shm-size", fmt_size(size) if not assumed else None, SHM_ADVICE,
+                        f"docker run option: {ranks} ranks ({ranks_how}) share /dev/shm for NCCL's intra-host "
+                        f"transport; {fmt_size(size)} < {fmt_size(SHM_MIN_BYTES)}")] if container == "docker" else []
     return make_finding(
         "SGL-CHK-002",
         summary=(f"A {ranks}-GPU server in a {container} container with "
-                 + (f"no /dev/shm size set (the default {fmt_gib(size)})" if assumed else f"/dev/shm of {fmt_gib(size)}")
+                 + (f"no /dev/shm size set (the default {fmt_size(size)})" if assumed else f"/dev/shm of {fmt_size(size)}")
                  + f": NCCL between the {ranks} ranks needs more; {fix}."),
         evidence=[row],
         confidence="medium" if assumed else "high",
@@ -164,14 +164,18 @@ def _shm(tl: Timeline, prior: list[Finding]) -> Finding | None:
 
 
 def _gpu_bytes(tl: Timeline) -> tuple[float | None, Row | None, str]:
-    """The smallest memory SGLang will multiply by the fraction: free (total − used) when read, else total."""
+    """The smallest GPU's total memory: what SGLang multiplies by the fraction once the GPUs are clean
+    (GPUs in use now are SGL-CHK-001's finding, not a reason to shrink the fraction)."""
     snap = [r for r in rows(tl, "gpu_memory") if is_check_row(r) and r.get("total_bytes")]
     if not snap:
         return None, None, "unknown"
-    row = min(snap, key=lambda r: r["total_bytes"] - (r.get("used_bytes") or 0))
-    if row.get("used_bytes") is not None:
-        return float(row["total_bytes"] - row["used_bytes"]), row, f"GPU {row.get('gpu')} free now"
-    return float(row["total_bytes"]), row, "GPU memory given"
+    row = min(snap, key=lambda r: r["total_bytes"])
+    return float(row["total_bytes"]), row, "GPU total" + (" read" if row.get("used_bytes") is not None else " given")
+
+
+def fmt_size(n: float) -> str:
+    """MiB below a GiB (docker's 64 MiB default reads as what it is), else GiB."""
+    return f"{n / MIB:.0f} MiB" if n < GIB else fmt_gib(n)
 
 
 def _headroom(tl: Timeline, prior: list[Finding]) -> Finding | None:
