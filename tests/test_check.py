@@ -190,3 +190,31 @@ def test_live_mode_without_gpus_says_so_through_the_real_command(tmp_path: Path)
                           env={"PATH": str(bin_dir), "FORENSICS_CHECK_PROC": str(tmp_path)})
     assert proc.returncode == 1, proc.stderr
     assert "no nvidia-smi on this host" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_live_mode_reads_the_cgroup_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a container the cgroup's memory.max, not the host's RAM, bounds the pools."""
+    case = CASES / "no_gpus_live"
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "cgroup").write_text("0::/kubepods/pod1/ctr\n")
+    folder = tmp_path / "cg" / "kubepods" / "pod1" / "ctr"
+    folder.mkdir(parents=True)
+    (folder / "memory.max").write_text(f"{200 * GIB}\n")
+    monkeypatch.setenv("PATH", str(case / "bin"))
+    res = run_check(CheckOptions(files=[str(case / "launch.sh")], proc_root=tmp_path / "proc",
+                                 cgroup_root=tmp_path / "cg"))
+    f = next(f for f in res.findings if f.rule_id == "SGL-HOST-001")
+    assert f.figures["capacity_bytes"] == 200 * GIB
+    assert 2 * int(f.remediation.flags[0].new) * 1e9 <= 200 * GIB
+    assert any(x.name == "memory limit" and x.how == "read" for x in res.facts)
+
+
+def test_compose_without_shm_or_ipc_assumes_the_default(tmp_path: Path) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text((CASES / "compose_ipc_host" / "compose.yaml").read_text().replace("    ipc: host\n", ""))
+    res = run_check(CheckOptions(files=[str(compose)], host_memory=449 * GIB, gpus=8))
+    f = next(f for f in res.findings if f.rule_id == "SGL-CHK-002")
+    assert f.figures["shm_assumed_default"] is True and f.confidence == "medium"
+    compose.write_text(compose.read_text().replace("services:\n  sglang:\n", "services:\n  sglang:\n    shm_size: 32gb\n"))
+    res = run_check(CheckOptions(files=[str(compose)], host_memory=449 * GIB, gpus=8))
+    assert "SGL-CHK-002" not in {f.rule_id for f in res.findings}
