@@ -31,7 +31,13 @@ from typing import Any
 import polars as pl
 
 from forensics.detectors import link_consequences, pick_root_cause, prelaunch, run_all
-from forensics.detectors._common import _IMAGE_TAG_RE, parse_version, version_text
+from forensics.detectors._common import (
+    _IMAGE_TAG_RE,
+    parse_version,
+    ranks_per_host,
+    server_config,
+    version_text,
+)
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
 from parsers import free as free_parser
 from parsers import launch as launch_parser
@@ -40,6 +46,7 @@ from parsers.schema import NotThisFormat, empty_frame, rows_to_frame
 from parsers.units import k8s_quantity, slurm_mem
 
 COMMAND_TIMEOUT_S = 10.0
+VLLM_RE = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints")
 CGROUP_UNLIMITED = 1 << 60  # cgroup v1 prints ~2^63 for "no limit"
 
 
@@ -202,6 +209,10 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
         cmds = launch_parser.find_commands(text)
         cfg = {} if cmds else engine_config(text)
         if not cmds and not cfg:
+            if VLLM_RE.search(text):
+                # the hook for vLLM: once parsers/launch.py reads `vllm serve`, its --swap-space and
+                # --cpu-offload-gb (host memory per GPU, like HiCache) reach the detectors through here
+                raise CheckError(f"{name}: a vLLM launch; `forensics check` reads SGLang launches only so far")
             raise CheckError(f"{name}: no SGLang launch command or engine config found")
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         if cmds:
@@ -469,6 +480,9 @@ def build(opts: CheckOptions) -> CheckResult:
         tl.facts.versions["sglang"] = version
     tl.facts.gaps = [f"{f.name}: {f.value}" for f in facts if f.how == "missing"]
     tl.coverage = coverage
+    ranks, ranks_how = ranks_per_host(server_config(tl))
+    if gpu_count and ranks > gpu_count:
+        notes.append(f"The launch needs {ranks} GPUs per host ({ranks_how}); {gpu_count} are there.")
     findings, _root = run_all(tl)
     findings += prelaunch.detect(tl, findings)
     for f in findings:  # the launch has not happened: its rows carry a stamp only to order them after the facts

@@ -218,3 +218,20 @@ def test_compose_without_shm_or_ipc_assumes_the_default(tmp_path: Path) -> None:
     compose.write_text(compose.read_text().replace("services:\n  sglang:\n", "services:\n  sglang:\n    shm_size: 32gb\n"))
     res = run_check(CheckOptions(files=[str(compose)], host_memory=449 * GIB, gpus=8))
     assert "SGL-CHK-002" not in {f.rule_id for f in res.findings}
+
+
+def test_kubernetes_limit_is_read_by_the_launch_parser() -> None:
+    from parsers import launch
+
+    cmd = launch.find_commands((CASES / "k8s_limit_below_request" / "deployment.yaml").read_text())[-1]
+    assert cmd.docker_memory_bytes == 400 * GIB and cmd.flags["--hicache-size"] == "64"
+
+
+def test_a_vllm_launch_is_named_not_misread() -> None:
+    proc = cli("--cmd", "vllm serve /models/x --tensor-parallel-size 8 --swap-space 64", "--host-memory", "256GiB")
+    assert proc.returncode == 3 and "vLLM" in _one_line(proc)
+
+
+def test_more_ranks_than_gpus_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    res = run_check(CheckOptions(cmd="python -m sglang.launch_server --tp 8", host_memory=449 * GIB, gpus=4))
+    assert any("needs 8 GPUs per host" in n for n in res.notes)
