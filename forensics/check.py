@@ -434,7 +434,10 @@ def build(opts: CheckOptions) -> CheckResult:
     how = "given"
     if version is None and limits.get("image_version"):
         version, how = limits["image_version"], "file"
-    if version is None and not opts.offline:
+    if version is None and not opts.offline and limits.get("container"):
+        facts.append(Fact("SGLang version", "inside the container image, not this host's (pass --engine-version)",
+                          "missing"))
+    elif version is None and not opts.offline:
         from forensics.collect_sources import VERSION_SCRIPT
 
         python = launch.argv[0] if launch.argv and "python" in Path(launch.argv[0]).name else "python3"
@@ -443,6 +446,8 @@ def build(opts: CheckOptions) -> CheckResult:
         if v and parse_version(v[0]):
             version, how = v[0], "read"
         else:
+            if problem and "not found" not in problem and "timed out" not in problem:
+                problem = f"sglang not importable by {python}"
             facts.append(Fact("SGLang version", (problem or f"not installed for {python}")
                               + " (pass --engine-version)", "missing"))
     if version is not None and not parse_version(version):
