@@ -610,5 +610,6 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
     worst = [f for f in res.findings if fail_on and SEVERITY_RANK[f.severity] <= SEVERITY_RANK[fail_on]]
     out.append("")
     out.append(f"Result: {len(worst)} finding(s) at or above {fail_on} — fix before launching." if worst
-               else f"Result: nothing at or above {fail_on or 'the threshold'}.")
+               else f"Result: nothing at or above {fail_on}." if fail_on
+               else f"Result: {len(shown)} finding(s); --fail-on none: the exit status is 0 whatever is found.")
     return "\n".join(out) + "\n"
