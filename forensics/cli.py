@@ -272,6 +272,66 @@ def collect(
         _say(f"wrote {path}")
 
 
+def _size_option(name: str, value: str | None) -> int | None:
+    from parsers.units import parse_cli_size
+
+    if value is None:
+        return None
+    size = parse_cli_size(value)
+    if not size:
+        raise Fail(f"{name} {value!r}: not a size (e.g. 449GiB, 480G, 97887MiB or bytes)", EXIT_USAGE)
+    return size
+
+
+@app.command()
+def check(
+    files: list[str] = typer.Argument(None, metavar="[FILE]...",
+                                      help="Launch script, compose file, Kubernetes manifest, Slurm script, engine "
+                                           "config YAML, or - for stdin."),
+    cmd: str = typer.Option(None, "--cmd", metavar="TEXT", help="The launch command as one string."),
+    host_memory: str = typer.Option(None, "--host-memory", metavar="SIZE", help="Host RAM (449GiB, 480G, bytes)."),
+    gpus: int = typer.Option(None, "--gpus", min=1, max=1024, metavar="N", help="GPUs on the host."),
+    gpu_memory: str = typer.Option(None, "--gpu-memory", metavar="SIZE", help="Memory of one GPU (97887MiB, 80GiB)."),
+    engine_version: str = typer.Option(None, "--engine-version", metavar="V", help="SGLang version (0.5.6)."),
+    model_config: str = typer.Option(None, "--model-config", metavar="PATH",
+                                     help="The model's config.json (default: the model path's, when local)."),
+    fmt: str = typer.Option("text", "--format", metavar="text|json", help="text (default) or json (findings.json)."),
+    fail_on: str = typer.Option("high", "--fail-on", metavar="SEVERITY",
+                                help="Exit 1 when a finding is at or above this severity (default high; none)."),
+) -> None:
+    """Check a launch configuration against the host before starting it.
+
+    With --host-memory/--gpus/--gpu-memory/--engine-version it runs offline on those facts (plus limits
+    in the file); without them it reads this host (free, the cgroup limit, nvidia-smi, the installed
+    SGLang) with bounded commands. Prints each problem with the corrected flag and its arithmetic,
+    then the corrected command.
+    """
+    from .check import CheckError, CheckOptions, render_text, run_check
+    from .findings import dumps_document, to_document
+
+    if fmt not in ("text", "json"):
+        raise Fail(f"--format: {fmt!r}; choose text or json", EXIT_USAGE)
+    threshold = _severity_threshold(fail_on)
+    files = list(files or [])
+    if files.count("-") > 1:
+        raise Fail("- (stdin) can be given once", EXIT_USAGE)
+    opts = CheckOptions(
+        files=files, cmd=cmd, host_memory=_size_option("--host-memory", host_memory), gpus=gpus,
+        gpu_memory=_size_option("--gpu-memory", gpu_memory), engine_version=engine_version, model_config=model_config,
+        stdin=sys.stdin.read() if "-" in files else None,
+    )
+    try:
+        res = run_check(opts)
+    except CheckError as e:
+        raise Fail(str(e), e.code) from None
+    doc = to_document(res.findings, res.root, res.timeline)
+    if fmt == "json":
+        typer.echo(dumps_document(doc), nl=False)
+    else:
+        typer.echo(render_text(res, threshold), nl=False)
+    raise typer.Exit(_exit_for(doc, threshold))
+
+
 @app.command()
 def rules() -> None:
     """List the rule catalog (id, severity, category, title)."""

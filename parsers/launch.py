@@ -41,7 +41,7 @@ from typing import Any
 import regex as re
 
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
-from .units import GIB, KIB, MIB, TIB
+from .units import GIB, KIB, MIB, TIB, k8s_quantity
 
 FORMAT = "launch"
 
@@ -586,6 +586,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
             parts[top] = (argv, idx, last)
         elif path == ("mem_limit",) or path[-4:] == ("deploy", "resources", "limits", "memory"):
             memory = docker_size(_unquote_yaml(value))
+        elif path[-3:] == ("resources", "limits", "memory"):  # a Kubernetes container: 400Gi, 400G
+            memory = k8s_quantity(_unquote_yaml(value))
         elif path == ("shm_size",):
             shm = docker_size(_unquote_yaml(value))
         elif path == ("gpus",) or path[-2:] in (("devices", "device_ids"), ("devices", "count")):

@@ -90,3 +90,62 @@ def parse_size(text: str, *, kb_is_kib: bool = False, decimal_suffixes: bool = F
     if unit in _BINARY:
         return int(round(num * _BINARY[unit]))
     return None
+
+
+_CLI_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?)(b?)\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_cli_size(text: str) -> int | None:
+    """A size typed on the command line: ``449GiB``, ``97887MiB``, ``480GB`` (10^9), ``480G`` (GiB, as
+    ``free -g``, docker and Slurm mean it), plain bytes; None when it is not a size.
+
+    >>> parse_cli_size("449GiB"), parse_cli_size("480G") == 480 * GIB, parse_cli_size("480GB")
+    (482110078976, True, 480000000000)
+    >>> parse_cli_size("97887MiB"), parse_cli_size("1024"), parse_cli_size("lots")
+    (102641958912, 1024, None)
+    """
+    m = _CLI_SIZE_RE.match(text)
+    if not m:
+        return None
+    num, prefix, binary, b = float(m.group(1)), m.group(2).lower(), m.group(3), m.group(4)
+    if not prefix:
+        return None if binary else int(round(num))
+    decimal = bool(b) and not binary  # "GB" is 10^9; "G", "Gi", "GiB" are 2^30
+    return int(round(num * (1000 if decimal else 1024) ** _POWERS[prefix]))
+
+
+_K8S_QUANTITY_RE = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?\s*$")
+_K8S_SUFFIX = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+               "Ki": KIB, "Mi": MIB, "Gi": GIB, "Ti": TIB, "Pi": 1 << 50, "Ei": 1 << 60}
+
+
+def k8s_quantity(text: str) -> int | None:
+    """A Kubernetes resource quantity in bytes: ``400Gi`` is 2^30-based, ``400G`` 10^9-based.
+
+    >>> k8s_quantity("400Gi"), k8s_quantity("400G"), k8s_quantity("'512Mi'"), k8s_quantity("4e9")
+    (429496729600, 400000000000, 536870912, 4000000000)
+    >>> k8s_quantity("400g") is None
+    True
+    """
+    m = _K8S_QUANTITY_RE.match(text.strip().strip("\"'"))
+    if not m:
+        return None
+    return int(round(float(m.group(1)) * _K8S_SUFFIX[m.group(2)]))
+
+
+_SLURM_MEM_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)[Bb]?\s*$", re.IGNORECASE)
+
+
+def slurm_mem(text: str) -> int | None:
+    """``#SBATCH --mem`` in bytes: megabytes by default, ``K M G T`` suffixes, all 1024-based; ``0`` means
+    all of the node's memory (None: no limit to apply).
+
+    >>> slurm_mem("400G"), slurm_mem("512000"), slurm_mem("0")
+    (429496729600, 536870912000, None)
+    """
+    m = _SLURM_MEM_RE.match(text)
+    if not m:
+        return None
+    unit = {"K": KIB, "M": MIB, "G": GIB, "T": TIB}[m.group(2).upper() or "M"]
+    return int(round(float(m.group(1)) * unit)) or None

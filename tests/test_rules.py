@@ -41,7 +41,9 @@ def test_rule_reachable_from_its_detector(rule: rules.Rule) -> None:
 
 
 def _scenarios() -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SCENARIOS.glob("*/expected.json"))]
+    # the pre-launch rules (SGL-CHK-*) are exercised by `forensics check` cases (tests/test_check.py)
+    paths = sorted(SCENARIOS.glob("*/expected.json")) + sorted((ROOT / "fixtures" / "check").glob("*/expected.json"))
+    return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
 
 
 @pytest.mark.parametrize("rule", rules.load_catalog(), ids=lambda r: r.id)

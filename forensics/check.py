@@ -1,0 +1,615 @@
+"""``forensics check``: the launch configuration against the host, before anything starts.
+
+The launch (a script, compose file, Kubernetes manifest, Slurm script, engine config YAML or one
+command) is read by the launch parser; the host's facts come from the options (offline: CI, a laptop),
+from limits written in the file (a container memory limit, ``nvidia.com/gpu``, ``#SBATCH --mem``) or,
+with no hardware option, from this host through the collector's bounded commands. Both become rows of
+a small timeline (``attrs.check`` = true), and the detectors that ``report`` runs judge it with their
+own arithmetic (SGL-HOST-001 sizes ``--hicache-size``, SGL-GPU-005 sees stranded GPUs), plus the
+pre-launch rules of :mod:`forensics.detectors.prelaunch`.
+
+A hook for vLLM: its ``--swap-space`` / ``--cpu-offload-gb`` are per-GPU host memory like HiCache;
+once the launch parser reads ``vllm serve`` and a detector judges them, they come through here unchanged.
+
+>>> res = run_check(CheckOptions(cmd="python -m sglang.launch_server --tp 8 --enable-hicache --hicache-size 300",
+...                              host_memory=449 * 2**30, gpus=8, engine_version="0.5.6"))
+>>> [f.rule_id for f in res.findings], res.findings[0].remediation.flags[0].new
+(['SGL-HOST-001'], '48')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from forensics.detectors import link_consequences, pick_root_cause, prelaunch, run_all
+from forensics.detectors._common import (
+    _IMAGE_TAG_RE,
+    parse_version,
+    ranks_per_host,
+    server_config,
+    version_text,
+)
+from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
+from parsers import free as free_parser
+from parsers import launch as launch_parser
+from parsers import nvidia_smi_csv
+from parsers.schema import NotThisFormat, empty_frame, rows_to_frame
+from parsers.units import k8s_quantity, slurm_mem
+
+COMMAND_TIMEOUT_S = 10.0
+VLLM_RE = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints")
+CGROUP_UNLIMITED = 1 << 60  # cgroup v1 prints ~2^63 for "no limit"
+
+
+class CheckError(Exception):
+    """A one-line problem with the input: exit 3 (unreadable) or 2 (usage)."""
+
+    def __init__(self, message: str, code: int = 3):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class CheckOptions:
+    files: list[str] = field(default_factory=list)  # paths, "-" = stdin text in ``stdin``
+    cmd: str | None = None
+    host_memory: int | None = None
+    gpus: int | None = None
+    gpu_memory: int | None = None
+    engine_version: str | None = None
+    model_config: str | None = None
+    stdin: str | None = None
+    # where the live mode reads its own cgroup (tests point these at fake trees)
+    proc_root: Path = field(default_factory=lambda: Path(os.environ.get("FORENSICS_CHECK_PROC", "/proc")))
+    cgroup_root: Path = field(default_factory=lambda: Path(os.environ.get("FORENSICS_CHECK_CGROUP", "/sys/fs/cgroup")))
+    timeout_s: float = COMMAND_TIMEOUT_S
+
+    @property
+    def offline(self) -> bool:
+        """Any hardware option given: judge against those facts, read nothing from this host."""
+        return any(v is not None for v in (self.host_memory, self.gpus, self.gpu_memory, self.engine_version))
+
+
+@dataclass
+class Fact:
+    name: str
+    value: str | None
+    how: str  # given | file | read | missing | assumed
+
+
+@dataclass
+class Launch:
+    """The launch being checked: where it is written, its argv and flags, and what its file says."""
+
+    file: str
+    line: int
+    line_end: int
+    text: str
+    argv: list[str]
+    flags: dict[str, Any]
+    spellings: dict[str, str]
+    attrs: dict[str, Any]
+    config_lines: dict[str, int] = field(default_factory=dict)  # engine config YAML: flag → line
+
+
+@dataclass
+class CheckResult:
+    launch: Launch
+    facts: list[Fact]
+    findings: list[Finding]
+    root: str | None
+    timeline: Timeline
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the launch
+
+
+_CONFIG_LINE_RE = re.compile(r"^([A-Za-z][\w-]*)\s*:\s*(.*?)\s*$")
+
+
+def engine_config(text: str) -> dict[str, tuple[Any, int]]:
+    """A flat SGLang/vLLM config YAML (``tp-size: 8``, ``enable-hierarchical-cache: true``): canonical
+    flag → (value, line). Empty when the text is not such a mapping.
+
+    >>> engine_config("model-path: /m\\ntp_size: 8\\nenable-hicache: true\\n")["--enable-hierarchical-cache"]
+    (True, 3)
+    """
+    out: dict[str, tuple[Any, int]] = {}
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = launch_parser.strip_comment(raw).rstrip()
+        if not line.strip() or line.strip() == "---":
+            continue
+        m = _CONFIG_LINE_RE.match(line)
+        if not m:
+            return {}
+        value: Any = m.group(2).strip().strip("\"'")
+        if value.lower() in ("true", "yes", "on"):
+            value = True
+        elif value.lower() in ("false", "no", "off", "null", "~", ""):
+            continue
+        out[launch_parser.canonical_flag("--" + m.group(1))] = (value, i)
+    return out if any(k in out for k in ("--model-path", "--tp-size", "--hicache-size", "--mem-fraction-static",
+                                         "--enable-hierarchical-cache", "--context-length")) else {}
+
+
+def file_limits(text: str) -> dict[str, Any]:
+    """What a deployment file says about the host around the launch: memory limit, GPUs, /dev/shm, IPC.
+
+    >>> file_limits("#SBATCH --mem=400G\\n#SBATCH --gres=gpu:h100:8\\n")
+    {'memory_bytes': 429496729600, 'memory_from': '#SBATCH --mem=400G', 'gpus': 8, 'gpus_from': '#SBATCH --gres=gpu:h100:8', 'container': None}
+    """
+    out: dict[str, Any] = {}
+    m = re.search(r"^#SBATCH\s+--mem[= ](\S+)", text, re.M)
+    if m and slurm_mem(m.group(1)):
+        out["memory_bytes"], out["memory_from"] = slurm_mem(m.group(1)), m.group(0).strip()
+    m = (re.search(r"^#SBATCH\s+--(?:gpus-per-node|gpus)[= ](?:\w+:)?(\d+)\s*$", text, re.M)
+         or re.search(r"^#SBATCH\s+--gres[= ]gpu(?::\w+)?:(\d+)", text, re.M))
+    if m:
+        out["gpus"], out["gpus_from"] = int(m.group(1)), m.group(0).strip()
+    m = re.search(r"^\s*nvidia\.com/gpu\s*:\s*[\"']?(\d+)", text, re.M)
+    if m:
+        out["gpus"], out["gpus_from"] = int(m.group(1)), m.group(0).strip()
+    kube = re.search(r"^\s*(?:kind:\s*(?:Pod|Deployment|StatefulSet|Job|DaemonSet|LeaderWorkerSet)|containers:)",
+                     text, re.M)
+    out["container"] = "kubernetes" if kube else ("compose" if re.search(r"^services\s*:", text, re.M) else None)
+    if re.search(r"^\s*hostIPC:\s*true|^\s*ipc:\s*[\"']?host|--ipc[= ]host", text, re.M):
+        out["ipc_host"] = True
+    if re.search(r"mountPath:\s*[\"']?/dev/shm", text):
+        out["shm_mount"] = True
+        m = re.search(r"medium:\s*[\"']?Memory[\"']?\s*\n\s*sizeLimit:\s*(\S+)|sizeLimit:\s*(\S+)\s*\n\s*medium:\s*"
+                      r"[\"']?Memory", text)
+        size = k8s_quantity(m.group(1) or m.group(2)) if m else None
+        if size:
+            out["shm_mount_bytes"] = size
+    m = _IMAGE_TAG_RE.search(text)
+    if m:
+        out["image_version"] = m.group(1)
+    return out
+
+
+def _read_text(path: str, opts: CheckOptions) -> tuple[str, str]:
+    if path == "-":
+        return "<stdin>", opts.stdin or ""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except IsADirectoryError:
+        raise CheckError(f"{path}: is a directory; give a launch script, compose file or manifest") from None
+    except OSError as e:
+        raise CheckError(f"{path}: cannot read ({e.strerror or e})") from None
+    if b"\0" in data[:4096] and b"sglang" not in data[:4096]:
+        raise CheckError(f"{path}: binary file, not a launch configuration")
+    return path, data.decode("utf-8", errors="replace")
+
+
+def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[str]]:
+    """The launch to check (the last one found), coverage per input, and notes."""
+    sources: list[tuple[str, str]] = [_read_text(p, opts) for p in opts.files]
+    if opts.cmd:
+        sources.append(("--cmd", opts.cmd))
+    if not sources:
+        raise CheckError("give a launch file (or - for stdin) or --cmd 'python -m sglang.launch_server …'", 2)
+    found: list[tuple[str, launch_parser.LaunchCommand, str]] = []
+    configs: list[tuple[str, dict[str, tuple[Any, int]]]] = []
+    coverage: list[dict[str, Any]] = []
+    limits: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, text in sources:
+        cmds = launch_parser.find_commands(text)
+        cfg = {} if cmds else engine_config(text)
+        if not cmds and not cfg:
+            if VLLM_RE.search(text):
+                # the hook for vLLM: once parsers/launch.py reads `vllm serve`, its --swap-space and
+                # --cpu-offload-gb (host memory per GPU, like HiCache) reach the detectors through here
+                raise CheckError(f"{name}: a vLLM launch; `forensics check` reads SGLang launches only so far")
+            raise CheckError(f"{name}: no SGLang launch command or engine config found")
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if cmds:
+            try:
+                coverage.append(launch_parser.parse(text, name).coverage())
+            except NotThisFormat:
+                coverage.append({"file": name, "format": "launch", "lines": lines, "recognized": lines,
+                                 "unrecognized": 0})
+        else:
+            coverage.append({"file": name, "format": "engine_config", "lines": lines, "recognized": lines,
+                             "unrecognized": 0})
+        found += [(name, c, text) for c in cmds]
+        if cfg:
+            configs.append((name, cfg))
+        limits.update({k: v for k, v in file_limits(text).items() if v is not None})
+        limits.setdefault("container", None)
+    if len(found) > 1:
+        notes.append(f"{len(found)} launch commands found; checking the last ({found[-1][0]}:{found[-1][1].line}).")
+    if found:
+        name, cmd, _text = found[-1]
+        launch = Launch(name, cmd.line, cmd.line_end, cmd.text, list(cmd.argv), dict(cmd.flags),
+                        dict(cmd.scan.spellings), dict(cmd.attrs()))
+        if cmd.launcher == "docker run":
+            limits["container"] = "docker"
+        elif cmd.launcher == "compose" and not limits.get("container"):
+            limits["container"] = "compose"
+    else:
+        name, cfg = configs[-1]
+        first = min(line for _, line in cfg.values())
+        launch = Launch(name, first, max(line for _, line in cfg.values()), "", [], {}, {}, {})
+    # engine config files (given, or named by --config and readable here) under the command line's flags
+    cfg_path = launch.flags.get("--config")
+    if isinstance(cfg_path, str) and Path(cfg_path).is_file() and not any(n == cfg_path for n, _ in configs):
+        try:
+            cfg = engine_config(Path(cfg_path).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            cfg = {}
+        if cfg:
+            configs.append((cfg_path, cfg))
+    for cname, cfg in configs:
+        for flag, (value, line) in cfg.items():
+            launch.flags.setdefault(flag, value)
+            if cname == launch.file and not launch.argv:
+                launch.config_lines[flag] = line
+    launch.attrs.update({k: v for k, v in limits.items() if k in ("container", "ipc_host", "shm_mount",
+                                                                   "shm_mount_bytes")})
+    launch.attrs["file_limits"] = limits
+    return launch, coverage, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# reading this host (the collector's bounded commands)
+
+
+def _run(argv: list[str], opts: CheckOptions) -> tuple[str | None, str | None]:
+    """(output, problem) of one bounded command."""
+    import shutil
+
+    from forensics.collect import run_command
+
+    if shutil.which(argv[0]) is None:
+        return None, f"{argv[0]}: not found on this host"
+    cap = run_command(argv, opts.timeout_s, 4 << 20, env=dict(os.environ, LC_ALL="C"), merge_stderr=False)
+    text = cap.data.decode("utf-8", errors="replace")
+    if cap.timed_out:
+        return None, f"{' '.join(argv[:2])}: timed out after {opts.timeout_s:g} s"
+    if cap.error:
+        return None, f"{argv[0]}: {cap.error}"
+    if cap.rc not in (0, None):
+        err = (cap.stderr or b"").decode("utf-8", errors="replace").strip().splitlines()
+        return (text if text.strip() else None), f"{argv[0]}: exit status {cap.rc}" + (f" ({err[0][:120]})" if err else "")
+    return text, None
+
+
+def _cgroup_limit(opts: CheckOptions) -> tuple[int | None, str | None]:
+    from forensics.collect import cgroup_memory_dirs, read_file_tail
+
+    cap = read_file_tail(opts.proc_root / "self" / "cgroup", 1 << 20)
+    if cap.error:
+        return None, None
+    for folder in cgroup_memory_dirs(cap.data.decode(errors="replace"), opts.cgroup_root):
+        for name in ("memory.max", "memory.limit_in_bytes"):
+            c = read_file_tail(folder / name, 4096)
+            value = c.data.decode(errors="replace").strip() if not c.error else ""
+            if value.isdigit() and 0 < int(value) < CGROUP_UNLIMITED:
+                return int(value), str(folder / name)
+    return None, None
+
+
+def _stamp_rows(frame: pl.DataFrame, file: str, ts: datetime) -> list[dict[str, Any]]:
+    out = []
+    for r in frame.iter_rows(named=True):
+        a = json.loads(r["attrs"]) if r.get("attrs") else {}
+        a["check"] = True
+        r.update(attrs=a, file=file, ts=ts, ts_basis="source-utc")
+        out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the timeline the detectors read
+
+
+def _model_facts(launch: Launch, opts: CheckOptions) -> tuple[dict[str, Any] | None, str | None, int | None]:
+    """config.json and the weights' total size: --model-config, else the model path when it is local."""
+    path = Path(opts.model_config) if opts.model_config else None
+    model_path = launch.flags.get("--model-path")
+    if path is None and isinstance(model_path, str) and Path(model_path, "config.json").is_file():
+        path = Path(model_path, "config.json")
+    if path is None:
+        return None, None, None
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckError(f"--model-config {path}: cannot read a JSON config ({e})") from None
+    if not isinstance(cfg, dict):
+        raise CheckError(f"--model-config {path}: not a JSON object")
+    cfg = {**cfg.get("text_config", {}), **cfg} if isinstance(cfg.get("text_config"), dict) else cfg
+    weights = None
+    index = path.with_name("model.safetensors.index.json")
+    try:
+        weights = int(json.loads(index.read_text(encoding="utf-8"))["metadata"]["total_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        shards = list(path.parent.glob("*.safetensors"))
+        weights = sum(p.stat().st_size for p in shards) or None
+    return cfg, str(path), weights
+
+
+def build(opts: CheckOptions) -> CheckResult:
+    launch, coverage, notes = read_launch(opts)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    rows: list[dict[str, Any]] = []
+    facts: list[Fact] = []
+    limits = launch.attrs.get("file_limits", {})
+
+    # host memory
+    container_limit = launch.attrs.get("docker_memory_bytes") or limits.get("memory_bytes")
+    if container_limit:
+        where = limits.get("memory_from") if not launch.attrs.get("docker_memory_bytes") else {
+            "kubernetes": "resources.limits.memory", "compose": "mem_limit / deploy.resources.limits.memory",
+            "docker": "docker run --memory"}.get(limits.get("container") or "", "container limit")
+        facts.append(Fact("memory limit", f"{container_limit / 2**30:.2f} GiB, {where}", "file"))
+    if opts.host_memory is not None:
+        rows.append({"file": "check: --host-memory", "line": 1, "kind": "host_memory", "source": "check",
+                     "total_bytes": opts.host_memory, "ts": now, "text": f"host memory {opts.host_memory} bytes (given)",
+                     "attrs": {"check": True}})
+        facts.append(Fact("host memory", f"{opts.host_memory / 2**30:.2f} GiB", "given"))
+    elif not opts.offline:
+        text, problem = _run(["free", "-b", "-w"], opts)
+        parsed = None
+        if text:
+            try:
+                parsed = free_parser.parse(text, "check: free -b -w", command="free -b -w")
+            except NotThisFormat:
+                problem = "free: output not understood"
+        if parsed is not None and not parsed.events.is_empty():
+            got = _stamp_rows(parsed.events, "check: free -b -w", now)
+            rows += got
+            total, avail = got[0].get("total_bytes"), got[0].get("avail_bytes")
+            facts.append(Fact("host memory", f"{(total or 0) / 2**30:.2f} GiB total, "
+                                             f"{(avail or 0) / 2**30:.2f} GiB available", "read"))
+        else:
+            facts.append(Fact("host memory", problem or "free printed nothing", "missing"))
+        limit, where = _cgroup_limit(opts)
+        if limit and not container_limit:
+            container_limit = limit
+            facts.append(Fact("memory limit", f"{limit / 2**30:.2f} GiB, {where}", "read"))
+    else:
+        facts.append(Fact("host memory", "not given (--host-memory)", "missing"))
+
+    # GPUs
+    gpu_count = opts.gpus or limits.get("gpus")
+    if opts.offline or opts.gpus or opts.gpu_memory:
+        if gpu_count or opts.gpu_memory:
+            for i in range(gpu_count or 1):
+                rows.append({"file": "check: --gpus/--gpu-memory", "line": 1, "kind": "gpu_memory", "source": "check",
+                             "gpu": i, "total_bytes": opts.gpu_memory, "ts": now,
+                             "text": f"GPU {i}: {opts.gpu_memory or '?'} bytes (given)", "attrs": {"check": True}})
+        how = "given" if opts.gpus else ("file" if limits.get("gpus") else "missing")
+        facts.append(Fact("GPUs", (f"{gpu_count}" if gpu_count else "count unknown")
+                          + (f" × {opts.gpu_memory / 2**30:.2f} GiB" if opts.gpu_memory else ", memory unknown")
+                          + (f" ({limits['gpus_from']})" if how == "file" else ""), how))
+        facts.append(Fact("GPU processes", "not read (offline)", "missing"))
+    else:
+        query = ["nvidia-smi", "--query-gpu=index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free",
+                 "--format=csv"]
+        apps = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv"]
+        gtext, problem = _run(query, opts)
+        if gtext is None:
+            if problem and "not found" in problem:
+                problem = "no nvidia-smi on this host (no NVIDIA driver, or not on PATH): GPU checks skipped"
+            facts.append(Fact("GPUs", (problem or "nvidia-smi printed nothing")
+                              + "; to check for another host pass --gpus N --gpu-memory SIZE", "missing"))
+        else:
+            atext, aproblem = _run(apps, opts)
+            combined = gtext + ("\n" + atext if atext and atext.strip() else "")
+            try:
+                parsed = nvidia_smi_csv.parse(combined, "check: nvidia-smi")
+                got = _stamp_rows(parsed.events, "check: nvidia-smi", now)
+            except NotThisFormat:
+                got = []
+            if atext is not None and not atext.strip():
+                got.append({"file": "check: nvidia-smi", "line": 1, "kind": "gpu_process_none", "source": "check",
+                            "ts": now, "text": "no compute processes", "attrs": {"check": True}})
+            rows += got
+            mem = [r for r in got if r["kind"] == "gpu_memory"]
+            procs = [r for r in got if r["kind"] == "gpu_process"]
+            gpu_count = len(mem)
+            sizes = sorted({r.get("total_bytes") for r in mem if r.get("total_bytes")})
+            facts.append(Fact("GPUs", f"{len(mem)}" + (f" × {sizes[0] / 2**30:.2f} GiB" if len(sizes) == 1 else ""),
+                              "read"))
+            facts.append(Fact("GPU processes", f"{len(procs)} running" if atext is not None else (aproblem or "?"),
+                              "read" if atext is not None else "missing"))
+
+    # engine version
+    version = opts.engine_version
+    how = "given"
+    if version is None and limits.get("image_version"):
+        version, how = limits["image_version"], "file"
+    if version is None and not opts.offline and limits.get("container"):
+        facts.append(Fact("SGLang version", "inside the container image, not this host's (pass --engine-version)",
+                          "missing"))
+    elif version is None and not opts.offline:
+        from forensics.collect_sources import VERSION_SCRIPT
+
+        python = launch.argv[0] if launch.argv and "python" in Path(launch.argv[0]).name else "python3"
+        out, problem = _run([python, "-c", VERSION_SCRIPT, "sglang"], opts)
+        v = (out or "").strip().splitlines()[-1:] if out else []
+        if v and parse_version(v[0]):
+            version, how = v[0], "read"
+        else:
+            if problem and "not found" not in problem and "timed out" not in problem:
+                problem = f"sglang not importable by {python}"
+            facts.append(Fact("SGLang version", (problem or f"not installed for {python}")
+                              + " (pass --engine-version)", "missing"))
+    if version is not None and not parse_version(version):
+        raise CheckError(f"--engine-version {version!r}: not a version (e.g. 0.5.6)", 2)
+    if version is not None:
+        facts.append(Fact("SGLang version", f"{version_text(parse_version(version))}"
+                          + (", image tag" if how == "file" else ""), how))
+    elif opts.offline:
+        facts.append(Fact("SGLang version", "not given (--engine-version): HiCache sizes state the "
+                          "0.4.5–0.5.4 power-of-two rounding too", "missing"))
+
+    # the model
+    model_cfg, model_path, weights = _model_facts(launch, opts)
+    if model_cfg is not None:
+        rows.append({"file": f"check: {model_path}", "line": 1, "kind": "model_config", "source": "check", "ts": now,
+                     "text": f"model config {model_path}", "attrs": {"check": True, "config": model_cfg,
+                                                                    "weights_bytes": weights}})
+        facts.append(Fact("model config", model_path + (f", weights {weights / 2**30:.1f} GiB" if weights else
+                                                        ", weights size unknown"), "read"))
+
+    # the launch itself: a moment after the facts (it has not happened yet)
+    attrs = dict(launch.attrs)
+    attrs.update(flags=launch.flags, check=True)
+    if container_limit:
+        attrs["docker_memory_bytes"] = int(container_limit)
+    attrs.pop("file_limits", None)
+    rows.append({"file": launch.file, "line": launch.line, "line_end": launch.line_end, "kind": "launch_command",
+                 "source": "launch", "ts": now + timedelta(seconds=1), "text": launch.text or f"{launch.file} (engine config)",
+                 "attrs": attrs})
+    events = pl.concat([rows_to_frame([r], source=r.get("source") or "check", path=r["file"]) for r in rows],
+                       how="vertical_relaxed") if rows else empty_frame()
+    tl = Timeline(events=events, facts=Facts(input_paths=[n for n in opts.files] + (["--cmd"] if opts.cmd else []),
+                                             sglang_version=version, collected_at=now))
+    if version:
+        tl.facts.versions["sglang"] = version
+    tl.facts.gaps = [f"{f.name}: {f.value}" for f in facts if f.how == "missing"]
+    tl.coverage = coverage
+    ranks, ranks_how = ranks_per_host(server_config(tl))
+    if gpu_count and ranks > gpu_count:
+        notes.append(f"The launch needs {ranks} GPUs per host ({ranks_how}); {gpu_count} are there.")
+    findings, _root = run_all(tl)
+    findings += prelaunch.detect(tl, findings)
+    for f in findings:  # the launch has not happened: its rows carry a stamp only to order them after the facts
+        for ev in f.evidence:
+            if ev.file == launch.file:
+                ev.ts = None
+    findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id))
+    link_consequences(findings)
+    root = pick_root_cause(findings)
+    return CheckResult(launch, facts, findings, root, tl, notes)
+
+
+def run_check(opts: CheckOptions) -> CheckResult:
+    return build(opts)
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+
+
+def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
+    """The user's own argv with the flag values changed (``--flag v`` and ``--flag=v``; aliases too);
+    a flag the command did not have is appended.
+
+    >>> l = Launch("x", 1, 1, "", ["python", "-m", "sglang.launch_server", "--tp", "8", "--hicache-size=300"],
+    ...            {}, {"--tp-size": "--tp"}, {})
+    >>> corrected_argv(l, {"--hicache-size": "48", "--tp-size": "4", "--context-length": "8192"})[3:]
+    ['--tp', '4', '--hicache-size=48', '--context-length', '8192']
+    """
+    argv = list(launch.argv)
+    for flag, new in changes.items():
+        names = {flag, launch.spellings.get(flag, flag)}
+        names |= {n.replace("-", "_").replace("__", "--", 1) for n in names}
+        done = False
+        for i, tok in enumerate(argv):
+            head, eq, _ = tok.partition("=")
+            if head in names or launch_parser.canonical_flag(head) == flag:
+                if eq:
+                    argv[i] = f"{head}={new}"
+                elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                    argv[i + 1] = new
+                else:
+                    argv.insert(i + 1, new)
+                done = True
+        if not done and flag.startswith("--"):
+            argv += [flag, new]
+    return argv
+
+
+def _flag_changes(findings: list[Finding]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in findings:
+        for c in f.remediation.flags:
+            out.setdefault(c.flag, c.new)
+    return out
+
+
+def _wrap_command(argv: list[str]) -> str:
+    """One shell word list, broken before each flag like a launch script."""
+    parts: list[str] = []
+    for tok in argv:
+        word = shlex.quote(tok)
+        if tok.startswith("--") and parts:
+            parts.append(" \\\n    " + word)
+        else:
+            parts.append((" " if parts else "") + word)
+    return "".join(parts)
+
+
+CLEANUP_RULES = ("SGL-CHK-001", "SGL-GPU-005")  # their steps come before the launch, in order
+CONTAINER_FLAGS = ("--shm-size",)  # docker run options, not the server's
+
+
+def render_text(res: CheckResult, fail_on: str | None) -> str:
+    launch = res.launch
+    cfg_flags = launch.flags
+    where = f"{launch.file}:{launch.line}" if launch.file != "--cmd" else "--cmd"
+    out = [f"forensics check: {where}" + (f" (tp {cfg_flags['--tp-size']})" if "--tp-size" in cfg_flags else "")]
+    out.append("")
+    shown = [f for f in res.findings if f.severity != "info"]
+    infos = [f for f in res.findings if f.severity == "info"]
+    if not shown:
+        out.append("No problem found in what could be checked.")
+    for f in shown:
+        out.append(f"{f.severity.upper():8} {f.rule_id}  {f.summary}")
+        for c in f.remediation.flags:
+            out.append(f"         fix: {c.flag} {c.old or '(unset)'} → {c.new}   ({c.why})")
+        if not f.remediation.flags and f.remediation.actions and f.rule_id not in CLEANUP_RULES:
+            out.append(f"         next: {f.remediation.actions[0]}")
+    for f in infos:
+        out.append(f"note     {f.summary}")
+    changes = _flag_changes(res.findings)
+    container = {k: changes.pop(k) for k in list(changes) if k in CONTAINER_FLAGS}
+    for flag, new in container.items():
+        out.append("")
+        out.append(f"Container: add {flag} {new} to the docker run ({launch.file}:{launch.line}).")
+    if changes:
+        out.append("")
+        if launch.argv:
+            out.append("Corrected command:" if launch.attrs.get("launcher") != "compose" else
+                       f"Corrected command (the container's command and args, {launch.file} lines "
+                       f"{launch.line}–{launch.line_end}):")
+            out.append("  " + _wrap_command(corrected_argv(launch, changes)).replace("\n", "\n  "))
+        else:
+            out.append(f"Corrected {launch.file}:")
+            for flag, new in changes.items():
+                line = launch.config_lines.get(flag)
+                out.append(f"  {flag.lstrip('-')}: {new}" + (f"   (line {line})" if line else "   (add)"))
+    steps = [a for f in shown if f.rule_id in CLEANUP_RULES for a in f.remediation.actions[:2]]
+    if steps:
+        out.append("")
+        out.append("Before launching:")
+        out += [f"  {s}" for s in steps]
+    out.append("")
+    out.append("Facts: " + "; ".join(f"{f.name} {f.value} ({f.how})" for f in res.facts if f.how != "missing"))
+    missing = [f for f in res.facts if f.how == "missing"]
+    if missing:
+        out.append("Not known: " + "; ".join(f"{f.name}: {f.value}" for f in missing))
+    out += [f"Note: {n}" for n in res.notes]
+    worst = [f for f in res.findings if fail_on and SEVERITY_RANK[f.severity] <= SEVERITY_RANK[fail_on]]
+    out.append("")
+    out.append(f"Result: {len(worst)} finding(s) at or above {fail_on} — fix before launching." if worst
+               else f"Result: nothing at or above {fail_on}." if fail_on
+               else f"Result: {len(shown)} finding(s); --fail-on none: the exit status is 0 whatever is found.")
+    return "\n".join(out) + "\n"
