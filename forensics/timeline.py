@@ -390,7 +390,7 @@ def _envelope_skew(events: pl.DataFrame, facts: Facts) -> None:
     quarter_h = round(med / 900) * 900
     hint = ""
     if quarter_h and abs(med - quarter_h) < 120:
-        sign = "+" if quarter_h < 0 else "-"
+        sign = "+" if quarter_h > 0 else "-"
         hint = (f"; a steady {abs(quarter_h) / 3600:g} h looks like a time zone: the log's own clock may be "
                 f"UTC{sign}{abs(quarter_h) // 3600:02d}:{abs(quarter_h) % 3600 // 60:02d} (try --tz)")
     facts.notes.append(f"{d.height:,} row(s): the time the program printed differs from its envelope's "

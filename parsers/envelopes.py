@@ -65,6 +65,7 @@ _UNIX = re.compile(r"(?P<epoch>\d{9,11}\.\d{1,9}) " + _HT)
 _RFC5424 = re.compile(
     r"<\d{1,3}>1 (?P<iso>" + _ISO + r"|-) (?P<host>\S{1,255}) (?P<tag>\S{1,48}) (?P<pid>\S{1,128}) \S{1,32} "
     r"(?P<sd>-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: (?P<msg>.*))?$")
+_MONO_STAMP = re.compile(r"\[\s*\d{1,10}\.\d{1,9}\]")
 _KUBECTL_PREFIX = re.compile(r"\[pod/(?P<pod>[^/\s\]]{1,253})/(?P<container>[^/\s\]]{1,253})\] ")
 _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,80}?) *\| ?")
 _RAY = re.compile(r"\((?:(?P<actor>[A-Za-z_][\w.]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})(?:, ip=(?P<ip>[^)\s]{1,60}))?\) ")
@@ -293,9 +294,17 @@ def _line_rec(n: int, s: str) -> _Rec | None:
     return None
 
 
+#: Journal/syslog lines left as written: the kernel's and NVIDIA daemons' (parsers.kernel reads them) and
+#: the system's own daemons' (parsers.kernel reads them as well-formed lines of a kernel log).
+_RAW_TAG = re.compile(
+    r"kernel|nvidia.*|systemd(?:-.+)?|rsyslogd|r?syslog-ng|cron|CRON|crond|anacron|atd|sshd|sudo|su|login|"
+    r"dbus.*|polkitd|NetworkManager|dhclient|chronyd|ntpd|snapd|audit.*|udisksd|avahi-daemon|multipathd|"
+    r"irqbalance|smartd|lvm|mdadm|thermald|rtkit-daemon|accounts-daemon|ModemManager|wpa_supplicant")
+
+
 def _kernel_tag(tag: object) -> bool:
-    """Lines the kernel parser reads from a journal or syslog: the kernel's and NVIDIA daemons'."""
-    return isinstance(tag, str) and (tag == "kernel" or tag.startswith("nvidia"))
+    """Lines the kernel parser reads from a journal or syslog (see :data:`_RAW_TAG`)."""
+    return isinstance(tag, str) and _RAW_TAG.fullmatch(tag) is not None
 
 
 def _is_kernel(rec: _Rec) -> bool:
@@ -474,7 +483,15 @@ def _outer(lines: list[str]) -> tuple[list[_Rec], int]:
 
 
 def _host_rule(recs: list[_Rec], lines: list[str]) -> None:
-    """Syslog-like readings stand only when one host holds most of them; a kernel-tagged one goes raw."""
+    """Syslog-like readings stand only when one host holds most of them (and, for ``[ 123.4] host tag:``,
+    when most ``[ 123.4]`` lines read so: dmesg's ``[ 1.2] Call Trace:`` is no journal line); a
+    kernel-tagged one goes raw."""
+    n_mono = sum(1 for s in lines if s[:1] == "[" and _MONO_STAMP.match(s))
+    mono = sum(1 for r in recs if r.meta is not None and r.meta.envelope == "journal-short-monotonic" and r.prefix_len)
+    if mono and mono < 0.5 * n_mono:
+        for r in recs:
+            if r.meta is not None and r.meta.envelope == "journal-short-monotonic":
+                r.msg, r.meta, r.prefix_len = _orig_line_placeholder, None, 0
     hosts = Counter(r.meta.host for r in recs if r.meta is not None and r.prefix_len and r.meta.host)
     total = sum(hosts.values())
     top = hosts.most_common(1)[0] if hosts else (None, 0)
@@ -570,13 +587,20 @@ def _gate_weak(recs: list[_Rec], found: list[tuple[str, re.Match] | None]) -> No
             end += 1
         nonblank = sum(1 for r in recs[start:end] if r.msg.strip() and not r.raw)
         for name, share in WEAK_SHARE.items():
-            hits = sum(1 for h in found[start:end] if h is not None and h[0] == name)
-            if hits and hits < share * max(nonblank, 1):
+            mine = [h[1] for h in found[start:end] if h is not None and h[0] == name]
+            hits = len(mine)
+            if hits and (hits < share * max(nonblank, 1) or (name == "compose" and not _compose_like(mine))):
                 for k in range(start, end):
                     h = found[k]
                     if h is not None and h[0] == name:
                         found[k] = None
         start = end
+
+
+def _compose_like(hits: list[re.Match]) -> bool:
+    """``docker compose logs`` pads every service name to one width, and names replicas ``svc-1``/``svc_1``:
+    a table's ``name | value`` rows do neither."""
+    return all(re.search(r"[-_]\d+$", m.group("svc")) for m in hits) or len({m.end() for m in hits}) == 1
 
 
 def _outer_name(r: _Rec) -> str:

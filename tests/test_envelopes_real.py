@@ -14,7 +14,6 @@ import pytest
 
 from forensics.detectors import run_all
 from forensics.timeline import build_timeline
-
 from tests.envelope_wrappers import WRAPPERS
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "sglang_real_logs"
