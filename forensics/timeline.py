@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -289,6 +290,9 @@ def _read_envelopes(f: InputFile, text: str, art: dict | None, facts: Facts,
     return pieces, ", ".join(labels)
 
 
+_YEAR_IN_TEXT = re.compile(r"(?m)^\S{0,40}?\[?((?:19|20)\d\d)-[01]\d-[0-3]\d[ T]\d\d:")
+
+
 class _EnvelopeChunks:
     """A streamed file's chunks with their envelopes peeled, when its head has one; the rows' lines are
     mapped back to the file's and get the envelope's columns. Kernel lines of a streamed journal are not
@@ -330,6 +334,9 @@ class _EnvelopeChunks:
                 self.map_inner.append(self.inner + i + 1)
                 self.map_delta.append(d)
                 delta = d
+        if self.year is None and st.lines:  # a year-less syslog stamp: the year the records print
+            m = _YEAR_IN_TEXT.search(st.text)
+            self.year = int(m.group(1)) if m else None
         if st.lines:
             meta = envelopes.meta_frame(st, self.inner + 1)
             self.metas = [*self.metas[-1:], _env_utc(meta, self.facts, self.tz, self.year)]

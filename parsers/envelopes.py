@@ -71,7 +71,7 @@ _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,80}?) *\| ?")
 _RAY = re.compile(r"\((?:(?P<actor>[A-Za-z_][\w.]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})(?:, ip=(?P<ip>[^)\s]{1,60}))?\) ")
 _SRUN = re.compile(r" {0,5}(?P<task>\d{1,5}): ")
 _JOURNAL_MARK = re.compile(r"-- (?:Logs begin at|Journal begins at|Journal ends|Boot [0-9a-f]+|Reboot|No entries)")
-_EXPORT_START = re.compile(r"(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|__SEQNUM)=")
+_EXPORT_START = re.compile(r"^(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|__SEQNUM)=", re.M)
 _EXPORT_FIELD = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]{0,63})(?:=(?P<value>.*))?$")
 #: Cheap test over the whole text: could any line start an envelope at all?
 _ANY = re.compile(
@@ -80,6 +80,8 @@ _ANY = re.compile(
     r"[A-Za-z0-9][\w.-]{0,80}? *\| |\((?:[\w.]+(?:, | ))?pid=\d| {0,5}\d{1,5}: |__CURSOR=|__REALTIME_TIMESTAMP=)",
     re.M)
 
+#: A text where fewer than one line in this many could start an envelope is taken as bare.
+RARE = 200
 #: A segment's weak prefix is peeled only when at least this share of its non-blank lines carry it.
 WEAK_SHARE = {"compose": 0.5, "srun": 0.8}
 #: Of the syslog-like lines of a text, the commonest host must hold this share (dmesg lines are no syslog).
@@ -624,8 +626,12 @@ def peel(text: str) -> Peeled | None:
         return None
     has_ansi = "\x1b" in text
     has_cr = "\r\n" in text
-    if not has_ansi and not has_cr and _ANY.search(text) is None:
-        return None
+    if not has_ansi and not has_cr:
+        # an envelope wraps (nearly) every line: a few lines that merely look like one in a long bare log
+        # are not worth a line-by-line pass
+        n_any = sum(1 for _ in _ANY.finditer(text))
+        if not n_any or n_any * RARE < text.count("\n"):
+            return None
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
@@ -747,6 +753,10 @@ def carry_split(chunk: str) -> tuple[str, str]:
     '{"log":"b","stream":"stdout","time":"x"}\\n'
     """
     end = len(chunk)
+    blank = chunk.rfind("\n\n")
+    tail_at = blank + 2 if blank >= 0 else 0
+    if _EXPORT_START.search(chunk, tail_at):
+        return chunk[:tail_at], chunk[tail_at:]  # a journal export record goes on in the next chunk
     cut = end
     while cut > 0:
         start = chunk.rfind("\n", 0, cut - 1) + 1

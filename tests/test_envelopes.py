@@ -236,10 +236,15 @@ def test_full_journal_splits_kernel_from_the_server(tmp_path: Path) -> None:
 
 
 # -------------------------------------------------------------------------------- streamed files
-def test_streamed_docker_log_is_peeled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("wrap", [
+    lambda ls: W.docker_json(ls, split=100), lambda ls: W.cri(ls, split=40), W.kubectl_prefix, W.journal_short,
+    W.journal_export_bytes,
+], ids=["docker-json-partial", "cri-partial", "kubectl-prefix", "journal-short", "journal-export"])
+def test_streamed_wrapped_log_is_peeled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrap) -> None:
     lines = [SGL[0], SGL[1], "y" * 150, SGL[2]] + SGL[3:] * 400
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "d.log").write_text(W.docker_json(lines, split=100), encoding="utf-8")
+    data = wrap(lines)
+    (tmp_path / "in" / "d.log").write_bytes(data if isinstance(data, bytes) else data.encode())
     whole = timeline.build_timeline([tmp_path / "in"])
     monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
