@@ -265,9 +265,10 @@ def _read_envelopes(f: InputFile, text: str, art: dict | None, facts: Facts,
         envs = sorted({m.envelope for m in st.meta if m is not None})
         labels.append(f"{label} in {'/'.join(envs)}" if envs else label)
         meta = _env_utc(envelopes.meta_frame(st), facts, tz, _stamp_year(facts, [p.result.events for p in sub]))
-        if "local-assumed" in meta.get_column("_env_basis").to_list():
-            facts.notes.append("Envelope stamps (syslog/journal) are host-local without a zone and the input "
-                               "gives no UTC offset: they were read as UTC (pass --tz to correct).")
+        note = ("Envelope stamps (syslog/journal) are host-local without a zone and the input gives no UTC "
+                "offset: they were read as UTC (pass --tz to correct).")
+        if note not in facts.notes and "local-assumed" in meta.get_column("_env_basis").to_list():
+            facts.notes.append(note)
         orig = pl.Series(st.lines, dtype=pl.Int64)
         for piece in sub:
             res = piece.result

@@ -6,6 +6,7 @@ longer ones).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -254,3 +255,15 @@ def test_streamed_wrapped_log_is_peeled(tmp_path: Path, monkeypatch: pytest.Monk
     assert whole.events.select(cols).equals(streamed.events.select(cols))
     assert whole.coverage[0]["lines"] == streamed.coverage[0]["lines"]
     assert whole.coverage[0]["recognized"] == streamed.coverage[0]["recognized"]
+
+
+def test_journal_json_kernel_records_go_to_the_kernel_parser(tmp_path: Path) -> None:
+    kern = [json.dumps({"MESSAGE": msg, "__REALTIME_TIMESTAMP": "1772445901000000", "_TRANSPORT": "kernel",
+                        "SYSLOG_IDENTIFIER": "kernel", "_SOURCE_MONOTONIC_TIMESTAMP": str(466_000_000 + i),
+                        "_HOSTNAME": W.HOST, "PRIORITY": "3"})
+            for i, msg in enumerate(KERNEL_SHORT.splitlines()[i].split(": ", 1)[1] for i in range(2))]
+    text = W.journal_json(SGL[:2]) + "\n".join(kern) + "\n" + W.journal_json(SGL[2:])
+    tl = _tl(tmp_path, "all.json", text)
+    lines = dict(tl.events.select("kind", "line").rows())
+    assert lines["oom_kill"] == 3 and lines["weight_load_end"] == 2 and lines["decode_batch"] == 6
+    assert tl.coverage[0]["unrecognized"] == 0
