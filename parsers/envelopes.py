@@ -29,6 +29,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -137,22 +138,41 @@ def _iso(value: str) -> datetime | None:
 
     >>> _iso("2025-11-20T09:14:02.123456789+0800").isoformat()
     '2025-11-20T01:14:02.123456+00:00'
+    >>> _iso("2025-11-20T09:14:02Z").isoformat(), _iso("2025-11-20T09:14:02.5"), _iso("yesterday")
+    ('2025-11-20T09:14:02+00:00', None, None)
     """
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d)$", value)
-    if not m:
+    rest = value[19:]
+    frac = ""
+    if rest[:1] == ".":
+        j = 1
+        while j < len(rest) and rest[j].isdigit():
+            j += 1
+        frac, rest = rest[1:j], rest[j:]
+        if not frac or len(frac) > 9:
+            return None
+    dt = _iso_second(value[:19], rest)
+    if dt is None or not frac:
+        return dt
+    return dt.replace(microsecond=int(frac[:6].ljust(6, "0")))
+
+
+@functools.lru_cache(maxsize=4096)
+def _iso_second(base: str, zone: str) -> datetime | None:
+    """One whole second of an RFC 3339 stamp, in UTC (cached: a busy log prints many lines a second)."""
+    if len(base) != 19 or base[10] != "T" or not _ZONE.fullmatch(zone):
         return None
     try:
-        dt = datetime.fromisoformat(m.group(1))
+        dt = datetime.fromisoformat(base)
     except ValueError:
         return None
-    if m.group(2):
-        dt = dt.replace(microsecond=int(m.group(2)[:6].ljust(6, "0")))
-    z = m.group(3)
-    if z == "Z":
+    if zone == "Z":
         return dt.replace(tzinfo=UTC)
-    sign = -1 if z[0] == "-" else 1
-    off = timedelta(hours=int(z[1:3]), minutes=int(z[-2:]))
+    sign = -1 if zone[0] == "-" else 1
+    off = timedelta(hours=int(zone[1:3]), minutes=int(zone[-2:]))
     return dt.replace(tzinfo=timezone(sign * off)).astimezone(UTC)
+
+
+_ZONE = re.compile(r"Z|[+-]\d\d:?\d\d")
 
 
 def _epoch_us(value: object) -> datetime | None:
