@@ -274,7 +274,7 @@ def _line_rec(n: int, s: str) -> _Rec | None:
             meta = Meta("syslog-5424", ts=_iso(iso) if iso != "-" else None, host=m.group("host"),
                         unit=m.group("tag") if m.group("tag") != "-" else None,
                         pid=int(pid) if pid.isdigit() else None)
-            return _Rec(n, m.group("msg") or "", meta)
+            return _Rec(n, (m.group("msg") or "").removeprefix("\ufeff"), meta)  # MSG may open with a BOM
         m = _ISO_SYSLOG.match(s)
         if m:
             meta = _syslog_meta("syslog-iso", m)
@@ -687,7 +687,10 @@ def peel(text: str) -> Peeled | None:
             raw_text.append(r.msg)
             raw_lines.append(r.line)
             continue
-        parts = r.msg.split("\n") if "\n" in r.msg else [r.msg]
+        msg = r.msg
+        if r.meta is not None and "\x1b" in msg:  # colours inside a JSON envelope's message
+            msg = _ANSI.sub("", msg)
+        parts = msg.split("\n") if "\n" in msg else [msg]
         for p in parts:
             main_text.append(p.removesuffix("\r") if "\r" in p else p)
             main_lines.append(r.line)

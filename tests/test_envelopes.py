@@ -267,3 +267,26 @@ def test_journal_json_kernel_records_go_to_the_kernel_parser(tmp_path: Path) -> 
     lines = dict(tl.events.select("kind", "line").rows())
     assert lines["oom_kill"] == 3 and lines["weight_load_end"] == 2 and lines["decode_batch"] == 6
     assert tl.coverage[0]["unrecognized"] == 0
+
+
+def test_ansi_inside_docker_json_and_bom_in_rfc5424() -> None:
+    text = json.dumps({"log": "\x1b[32m" + SGL[0] + "\x1b[0m\n", "stream": "stdout", "time": "2026-03-02T10:00:01Z"})
+    p = peel(text + "\n")
+    assert p is not None and p.streams[0].text == SGL[0] + "\n"
+    p = peel("<14>1 2026-03-02T10:00:01Z h app 1 - - \ufeff" + SGL[0] + "\n")
+    assert p is not None and p.streams[0].text == SGL[0] + "\n"
+
+
+def test_journal_export_kernel_record_reaches_the_kernel_parser(tmp_path: Path) -> None:
+    oom = KERNEL_SHORT.splitlines()[:2]
+    sgl = W.journal_export_bytes(SGL[:2], binary_every=99)
+    kern = b"".join(
+        f"__CURSOR=s=k{i}\n__REALTIME_TIMESTAMP=1772445901{i:06d}\n_TRANSPORT=kernel\nSYSLOG_IDENTIFIER=kernel\n"
+        f"_SOURCE_MONOTONIC_TIMESTAMP={466_000_000 + i}\n_HOSTNAME={W.HOST}\nPRIORITY=3\n"
+        f"MESSAGE={line.split(': ', 1)[1]}\n\n".encode() for i, line in enumerate(oom))
+    tl = _tl(tmp_path, "j.export", sgl + kern)
+    kinds = set(tl.events.get_column("kind").to_list())
+    assert {"oom_kill", "weight_load_begin", "weight_load_end"} <= kinds
+    (oom_row,) = tl.events.filter(pl.col("kind") == "oom_kill").rows(named=True)
+    text = (sgl + kern).decode().splitlines()
+    assert text[oom_row["line"] - 1].startswith("MESSAGE=") and "oom-killer" in text[oom_row["line"] - 1]
