@@ -118,9 +118,10 @@ _YEAR_IN_TEXT = re.compile(r"(?m)^\S{0,40}?\[?((?:19|20)\d\d)-[01]\d-[0-3]\d[ T]
 
 
 class EnvelopeChunks:
-    """A streamed file's chunks with their envelopes peeled, when its head has one; the rows' lines are
-    mapped back to the file's and get the envelope's columns. Kernel lines of a streamed journal are not
-    read (a note says how many): only the SGLang parser streams."""
+    """A streamed file's chunks with their envelopes peeled, each chunk on its own (so a file may switch
+    envelope mid-way, or start bare); the rows' lines are mapped back to the file's and get the
+    envelope's columns. A bare chunk passes as it came. Kernel lines of a streamed journal are not read
+    (a note says how many): only the SGLang parser streams."""
 
     def __init__(self, facts: Facts, tz: str | None) -> None:
         self.facts, self.tz = facts, tz
@@ -135,16 +136,30 @@ class EnvelopeChunks:
     def chunks(self, raw: Any) -> Any:
         carry = ""
         for chunk in raw:
-            text = carry + bytes(chunk).decode("utf-8", errors="replace")
-            text, carry = envelopes.carry_split(text)
-            yield self._peel(text)
+            had = bool(carry)
+            text = bytes(chunk).decode("utf-8", errors="replace")
+            text, carry = envelopes.carry_split(carry + text if had else text)
+            out = self._peel(text)
+            if out is None and not had and not carry:
+                yield chunk  # bare, and whole: as it came
+            else:
+                yield out if out is not None else text.encode("utf-8", errors="surrogatepass")
         if carry:
-            yield self._peel(carry)
+            out = self._peel(carry)
+            yield out if out is not None else carry.encode("utf-8", errors="surrogatepass")
 
-    def _peel(self, text: str) -> bytes:
+    def _peel(self, text: str) -> bytes | None:
+        """The inner text of one chunk; None when the chunk is bare (its lines go on as they are)."""
         n_orig = _count_lines(text)
         peeled = envelopes.peel(text)
-        streams = peeled.streams if peeled else [envelopes.Stream(text, list(range(1, n_orig + 1)), [None] * n_orig)]
+        if peeled is None:
+            if self.map_delta[-1] != self.orig - self.inner:
+                self.map_inner.append(self.inner + 1)
+                self.map_delta.append(self.orig - self.inner)
+            self.inner += n_orig
+            self.orig += n_orig
+            return None
+        streams = peeled.streams
         st = next((s for s in streams if not s.raw), envelopes.Stream("", [], []))
         self.unread += sum(len(s.lines) for s in streams if s.raw)
         delta = self.map_delta[-1]
@@ -168,7 +183,7 @@ class EnvelopeChunks:
         return line + self.map_delta[bisect.bisect_right(self.map_inner, line) - 1]
 
     def remap(self, fr: pl.DataFrame) -> pl.DataFrame:
-        if not fr.height:
+        if not fr.height or (len(self.map_inner) == 1 and not self.metas):  # nothing peeled so far
             return fr
         starts = pl.Series(self.map_inner, dtype=pl.Int64)
         deltas = pl.Series(self.map_delta, dtype=pl.Int64)

@@ -95,8 +95,8 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
                    emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
                    tz: str | None = None) -> ParseResult | None:
     """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
-    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). A file whose
-    head is wrapped in an envelope (docker JSON, kubectl, journald…) is peeled chunk by chunk."""
+    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). Envelopes
+    (docker JSON, kubectl, journald…) are peeled chunk by chunk; the head's inner text is sniffed."""
     from parsers import envelopes, sglang_fast
 
     from .envelope_rows import EnvelopeChunks
@@ -111,15 +111,13 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         fmt, _score = registry.best_format(head)
     if fmt != "sglang":
         return None
-    env = EnvelopeChunks(facts or Facts(), tz) if wrapped else None
+    env = EnvelopeChunks(facts or Facts(), tz)
     st = sglang_fast.Stream(f.name)
     done, t0, said = 0, time.monotonic(), time.monotonic()
-    for chunk in (env.chunks(f.chunks(CHUNK_BYTES)) if env else f.chunks(CHUNK_BYTES)):
-        fr = st.feed(chunk)
+    for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
+        fr = env.remap(st.feed(chunk))
         done += len(chunk)
         del chunk
-        if env is not None:
-            fr = env.remap(fr)
         if fr.height:
             emit(fr)
         now = time.monotonic()
@@ -131,8 +129,7 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         last, res = st.finish()
     except NotThisFormat:
         return None
-    if env is not None:
-        last, res = env.remap(last), env.finish(res, f.name)
+    last, res = env.remap(last), env.finish(res, f.name)
     if last.height:
         emit(last)
     return res

@@ -290,3 +290,22 @@ def test_journal_export_kernel_record_reaches_the_kernel_parser(tmp_path: Path) 
     (oom_row,) = tl.events.filter(pl.col("kind") == "oom_kill").rows(named=True)
     text = (sgl + kern).decode().splitlines()
     assert text[oom_row["line"] - 1].startswith("MESSAGE=") and "oom-killer" in text[oom_row["line"] - 1]
+
+
+def test_streamed_file_that_starts_bare_then_wrapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = SGL[:3] + SGL[3:] * 300
+    half = len(lines) // 2
+    (tmp_path / "in").mkdir()
+    text = "\n".join(lines[:half]) + "\n" + W.docker_json(lines[half:]) + W.journal_short(SGL[3:] * 5) + KERNEL_SHORT
+    (tmp_path / "in" / "r.log").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
+    tl = timeline.build_timeline([tmp_path / "in"], spill_dir=tmp_path / "spill")
+    assert tl.parquet_path
+    ev = tl.events.filter(pl.col("kind") == "decode_batch")
+    assert ev.height == len(lines) - 3 + 5
+    assert ev.get_column("line").to_list() == [*range(4, len(lines) + 1), *range(len(lines) + 1, len(lines) + 6)]
+    assert ev.get_column("envelope").to_list() == [None] * (half - 3) + ["docker-json"] * (len(lines) - half) + \
+        ["journal-short"] * 5
+    assert tl.coverage[0]["lines"] == text.count("\n")
+    assert any("kernel line(s) of this streamed journal were not read" in n for n in tl.facts.notes)
