@@ -106,22 +106,31 @@ def _run_parser(fmt: str, text: str, name: str, command: str | None) -> ParseRes
 
 
 def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
-                   emit: Callable[[pl.DataFrame], None]) -> ParseResult | None:
+                   emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
+                   tz: str | None = None) -> ParseResult | None:
     """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
-    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted)."""
-    from parsers import sglang_fast
+    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). Envelopes
+    (docker JSON, kubectl, journald…) are peeled chunk by chunk; the head's inner text is sniffed."""
+    from parsers import envelopes, sglang_fast
 
+    from .envelope_rows import EnvelopeChunks
+
+    head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
+    peeled = envelopes.peel(head[: head.rfind("\n") + 1] or head)
+    wrapped = peeled is not None and any(not s.raw for s in peeled.streams)
     fmt = art.get("format") if art else None
     if not (fmt and registry.get(fmt) is not None):
-        head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
+        if wrapped:
+            head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
         fmt, _score = registry.best_format(head)
     if fmt != "sglang":
         return None
+    env = EnvelopeChunks(facts or Facts(), tz)
     st = sglang_fast.Stream(f.name)
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
-    for chunk in f.chunks(CHUNK_BYTES):
-        fr = st.feed(chunk)
+    for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
+        fr = env.remap(st.feed(chunk))
         done += len(chunk)
         del chunk
         if fr.height:
@@ -134,6 +143,7 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         last, res = st.finish()
     except NotThisFormat:
         return None
+    last, res = env.remap(last), env.finish(res, f.name)
     if last.height:
         emit(last)
     return res
@@ -205,6 +215,26 @@ REPORTED_FAILURE_KINDS = frozenset({
 _UNREAD_KINDS = ("log",)
 
 
+def _scan_failures(text: str, name: str) -> pl.DataFrame:
+    """The failure scan of a text, through its envelopes when it has any (lines mapped back to the file's)."""
+    from parsers import envelopes, failures
+
+    peeled = envelopes.peel(text)
+    if peeled is None:
+        return failures.parse(text, name).events
+    frames = []
+    for stream in peeled.streams:
+        ev = failures.parse(stream.text, name).events
+        if ev.is_empty():
+            continue
+        orig = pl.Series(stream.lines, dtype=pl.Int64)
+        last = len(stream.lines) - 1
+        at = (ev.get_column("line") - 1).clip(0, last)
+        at_end = (ev.get_column("line_end").fill_null(ev.get_column("line")) - 1).clip(0, last)
+        frames.append(ev.with_columns(line=orig.gather(at), line_end=orig.gather(at_end)))
+    return pl.concat(frames, how="vertical") if frames else failures.parse("", name).events
+
+
 def _failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
     """Failure lines of ``text`` that its parsers did not already report, and the lines they newly read.
 
@@ -213,9 +243,7 @@ def _failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.D
     no parsed record of a failure kind covers its line; it takes the run of the record before it, so it
     joins that server run.
     """
-    from parsers import failures
-
-    found = failures.parse(text, name).events
+    found = _scan_failures(text, name)
     if found.is_empty():
         return None, set()
     parsed = pl.concat([p.select("line", "line_end", "kind", "run") for p in parts], how="vertical") \
@@ -283,15 +311,20 @@ def _resolve_time(frame: pl.DataFrame, facts: Facts, tz: str | None, capture: da
     has_local = local.is_not_null()
     has_up = pl.col("uptime_s").is_not_null() & pl.lit(facts.boot_time is not None)
     has_cap = pl.lit(capture is not None)
+    # no clock of the row's own: its envelope's (docker, journald) stamp
+    env = pl.col("env_ts") if "env_ts" in frame.columns else pl.lit(None, dtype=EVENT_SCHEMA["ts"])
+    has_env = env.is_not_null()
     return frame.with_columns(
         ts=pl.when(has_ts).then(pl.col("ts"))
         .when(has_local).then(local_utc)
         .when(has_up).then(up_utc)
+        .when(has_env).then(env)
         .when(has_cap).then(cap)
         .otherwise(None).cast(EVENT_SCHEMA["ts"]),
         ts_basis=pl.when(has_ts).then(pl.lit("source-utc"))
         .when(has_local).then(pl.lit(local_basis))
         .when(has_up).then(pl.lit("uptime+boot"))
+        .when(has_env).then(pl.lit("envelope"))
         .when(has_cap).then(pl.lit("capture"))
         .otherwise(pl.lit("none")),
     )
@@ -599,8 +632,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         capture = _parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
         streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
-            _resolve_time(_shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s)
-        ) if f.streamed else None
+            _resolve_time(_shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s),
+            facts, tz) if f.streamed else None
         if streamed is not None:
             res = streamed
             artifact.format = "sglang"
@@ -616,7 +649,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                 text = next(iter_text([f]))[1]
             n_lines = _count_lines(text)
             artifact.lines = n_lines
-            pieces, label = _parse_file(f, text, art)
+            from .envelope_rows import read_enveloped
+
+            pieces, label = read_enveloped(f, text, art, facts, tz) or _parse_file(f, text, art)
             artifact.format = label
             recognized = 0
             examples: list[tuple[int, str]] = []
@@ -663,6 +698,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     frames.clear()
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)
     _derive_facts(events, facts, tz, sink.bases if sink is not None else None)
+    from .envelope_rows import note_skew
+
+    note_skew(events, facts)
     facts.notes.extend(dict.fromkeys(notes))
     if finish is not None:
         finish(facts, unrec)

@@ -67,6 +67,14 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "code": pl.Int64,  # exit code, Xid number, HTTP status, signal
     "text": pl.Utf8,  # the raw record (multi-line records joined with "\n")
     "attrs": pl.Utf8,  # JSON object of every parsed field, sorted keys
+    # what a log envelope around the record knew (parsers/envelopes.py); null for a bare log
+    "envelope": pl.Utf8,  # docker-json, timestamp, journal-short, compose, ... ("+" joins stacked ones)
+    "env_ts": pl.Datetime("us", "UTC"),  # the envelope's own stamp, in UTC
+    "unit": pl.Utf8,  # systemd unit or syslog tag
+    "container": pl.Utf8,  # docker/compose/kubernetes container or service, Ray actor
+    "pod": pl.Utf8,  # kubernetes pod
+    "stream": pl.Utf8,  # stdout | stderr
+    "task": pl.Int32,  # Slurm task (srun --label)
 }
 
 COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA)

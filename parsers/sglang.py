@@ -1035,7 +1035,7 @@ class _Scanner:
                 events = None
             if events and events[0][0] in _EMBEDDABLE and events[0][0] != kind:
                 base = {k: rec.row.get(k) for k in ("ts_local", "rank", "tp_rank", "dp_rank", "pp_rank",
-                                                    "ep_rank", "pid", "host")}
+                                                    "ep_rank", "pid", "host", "container")}
                 base["attrs"] = {k: v for k, v in (rec.row["attrs"] or {}).items()
                                  if k in ("stamp", "container", "ray_actor", "ip", "gpu_id") or k.endswith("_rank")}
                 base["line"] = lineno
@@ -1120,7 +1120,7 @@ class _Scanner:
             cm = _CONTAINER.match(s)
             if cm:
                 if cm.group("svc"):
-                    attrs["container"] = cm.group("svc")
+                    attrs["container"] = base["container"] = cm.group("svc")
                 else:
                     base["pid"] = _int(cm.group("pid"))
                     if cm.group("actor"):
