@@ -470,9 +470,11 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     i = 0
     n = len(lines)
     recognized = 0
+    loose_frames: list[tuple[str, str]] = []
     while i < n:
         msg = strip_prefix(lines[i])
         if _TRACEBACK.search(msg):
+            loose_frames = []
             j, frames = i + 1, []
             while j < n:
                 inner = strip_prefix(lines[j])
@@ -496,9 +498,21 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             recognized += end - i + 1
             i = end + 1
             continue
+        fm = _FRAME.match(msg)
+        if fm:  # frames of a traceback whose header was cut: they still say where it failed
+            loose_frames.append((fm.group(1), fm.group(2)))
+            i += 1
+            continue
         found = classify(msg)
+        if found is None and loose_frames and lines[i][:1].isspace():
+            i += 1  # the source line shown under a frame
+            continue
         if found:
             kind, cols, attrs = found
+            if loose_frames and "during" not in attrs:
+                attrs["innermost_frame"] = f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}"
+                attrs["during"] = _during(loose_frames)
+            loose_frames = []
             end = i
             # a figure the runtime prints on the next line (ROCm: "Available Free mem : 30 MB")
             if i + 1 < n and (af := _AVAIL_FREE.search(lines[i + 1])) is not None:
@@ -516,6 +530,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             recognized += end - i + 1
             i = end + 1
             continue
+        loose_frames = []
         i += 1
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 

@@ -68,7 +68,8 @@ LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b")
 # Tokens that end a simple command in a shell line: redirections, pipes, lists, background.
-_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?|\|\|?|&&?|;;?)")
+# ``<redacted-A>`` in a pasted command is a placeholder for a value, not an input redirection
+_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?(?![\w.-]+>)|\|\|?|&&?|;;?)")
 _WRAPPERS = {"nohup", "exec", "env", "sudo", "time", "stdbuf", "setsid", "nice", "taskset", "numactl"}
 _DOCKER_BINS = {"docker", "podman", "nvidia-docker"}
 _PS_HEADER_RE = re.compile(r"^\s*(?:PID\s+PPID|USER\s+PID|UID\s+PID)\b")

@@ -162,6 +162,8 @@ _C10D_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _C10D_RAN = re.compile(r"ran for (\d+) milliseconds")
 _C10D_RANK = re.compile(r"\bRank (\d+)")
 _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+_BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
+_TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
 _TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
 _PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
 
@@ -805,6 +807,9 @@ def _capture_progress(seg: str) -> list[Event] | None:
     attrs: dict[str, Any] = {"avail_mem_gib": _float(m.group(2))}
     if m.group(1):
         attrs["bs"] = _int(m.group(1))
+    steps = _TQDM_STEPS.search(seg)
+    if steps:  # how many batch sizes were captured: the bar's total
+        attrs["steps_done"], attrs["steps_total"] = _int(steps.group(1)), _int(steps.group(2))
     return _ev("capture_progress", {"avail_bytes": _gib(m.group(2))}, attrs)
 
 
@@ -1055,6 +1060,13 @@ class _Scanner:
                 base = {"line": lineno, "text": seg}
                 self._emit(*ev[0], base=base)
                 return FOREIGN
+        bare = _BARE_BAR.match(seg)
+        if bare:
+            # an unlabelled bar: after the weights are loaded SGLang draws only the CUDA-graph capture's
+            steps = _TQDM_STEPS.search(seg)
+            self._emit("progress_bar", {}, {"steps_done": _int(steps.group(1)), "steps_total": _int(steps.group(2))}
+                       if steps else {}, {"line": lineno, "text": seg})
+            return FOREIGN
         if _TQDM.search(seg) or seg.startswith(("Loading safetensors checkpoint shards",
                                                 "Loading pt checkpoint shards", "Capturing batches",
                                                 "Multi-thread loading shards")):

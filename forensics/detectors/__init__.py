@@ -19,6 +19,7 @@ from . import (
     context_sizing,
     cuda_graph_headroom,
     fatal_other,
+    hang,
     held_at_start,
     host_memory_not_reclaimed,
     host_pinning,
@@ -27,6 +28,7 @@ from . import (
     model_fit,
     nccl_timeout,
     per_rank_overallocation,
+    rendezvous,
     shm_exhausted,
     stranded_context,
     weights_do_not_fit,
@@ -49,6 +51,8 @@ DETECTORS = (
     held_at_start,
     shm_exhausted,
     host_pinning,
+    rendezvous,
+    hang,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -57,15 +61,18 @@ CAUSE_PRIORITY = (
     "SGL-HOST-002",
     "SGL-HOST-007",
     "SGL-GPU-006",
-    "SGL-GPU-004",
     "SGL-GPU-007",
+    "SGL-GPU-004",
     "SGL-KV-004",
     "SGL-GPU-002",
     "SGL-GPU-001",
     "SGL-KV-002",
+    "SGL-XID-003",
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-HOST-006",
+    "SGL-NCCL-003",
+    "SGL-NCCL-004",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-005",
@@ -91,7 +98,7 @@ _link(("SGL-HOST-001",), ("SGL-HOST-002",),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001",), ("SGL-NCCL-001", "SGL-NCCL-002"),
+_link(("SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
       "schedulers killed while pinning or unpinning their large host pools hang in uninterruptible sleep and keep "
@@ -107,6 +114,9 @@ _link(("SGL-HOST-007",), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-N
       "the host pools that could not be pinned had exhausted host memory")
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
+_link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
+      "the collectives timed out because the ranks never met / one rank hung inside the step")
+_link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
       "memory another process held was missing when the weights and pools were sized")
 _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),

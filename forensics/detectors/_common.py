@@ -287,7 +287,7 @@ SGLANG_KINDS = (
     "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "not_enough_memory", "weights_no_kv_room",
     "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead", "subprocess_crashed", "sigterm",
     "init_failed", "memory_imbalance", "dist_init_begin", "dist_init_end", "nccl_watchdog", "health_check_failed",
-    "failure", "notice",
+    "failure", "notice", "capture_progress", "cuda_graph_bs", "progress_bar",
 )
 #: Sources whose rows belong to a server run: the engine's own parser, and failure lines found in its
 #: log or in a fragment beside it (``parsers.failures``)

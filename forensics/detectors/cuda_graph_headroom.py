@@ -32,6 +32,7 @@ from ._common import (
     server_config,
     tag_run,
 )
+from .held_at_start import foreign_processes
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
 THIN_FRACTION = 0.025  # "little left" after capture: below max(1 GiB, 2.5% of the GPU's memory)
@@ -108,6 +109,20 @@ def _alternatives(cfg: ServerConfig, run: list[Row]) -> list[str]:
     return out
 
 
+#: without the GPU's size, the fraction is lowered by this much (about 4 % of the GPU to activations)
+BLIND_STEP = 0.04
+
+
+def assumed_mem_fraction(cfg: ServerConfig) -> tuple[float, str]:
+    """SGLang's automatic --mem-fraction-static when the flag is absent: by TP size in the releases that
+    pick it so (newer ones derive it from the GPU's memory; the finding says it assumed)."""
+    tp = int(cfg.num("tp_size") or 1)
+    for at_least, value in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+        if tp >= at_least:
+            return value, f"TP {tp}"
+    return 0.88, f"TP {tp}" if cfg.get("tp_size") is not None else "TP 1 assumed"
+
+
 def _flag(cfg: ServerConfig, new: float, why: str) -> list[FlagChange]:
     old = cfg.flag_text("mem_fraction_static")
     return [FlagChange("--mem-fraction-static", old, f"{new:.2f}", why)] if new > 0 else []
@@ -134,6 +149,8 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
     captured = serving or has_kind(run, "cuda_graph_end")
     loaded = captured or has_kind(run, "weight_load_end")
+    # a table sized by the context length, or memory another process held, is not headroom (SGL-KV-004, SGL-GPU-006)
+    ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "")]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
@@ -145,7 +162,16 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
             return _serving_oom(tl, cfg, run, ooms)
     elif captured:
         return _thin(tl, cfg, run)
+    elif ooms and not has_kind(run, "weight_load_begin", "server_args", "dist_init_begin", "sigquit") \
+            and not any(attrs(r).get("during") in ("weight_load", "init", "memory_pool") for r in ooms):
+        # a fragment: the OOM without the start-up around it. Serving OOMs are by far the common case; say so.
+        return _serving_oom(tl, cfg, run, ooms, phase_known=False)
     return None
+
+
+def _sized_by_config(row: Row) -> bool:
+    tried, total = row.get("bytes"), row.get("total_bytes")
+    return bool(tried and total and tried >= 0.5 * total)
 
 
 def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
@@ -161,11 +187,15 @@ def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
     return ooms[0], None, None
 
 
-def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row]) -> Finding:
+def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row], phase_known: bool = True) -> Finding:
     oom, tried, free_at = _oom_sizes(ooms)
     headroom, head_row = _headroom(run)
     gpu, gpu_how = _gpu_memory(tl, run, ooms)
     f = cfg.num("mem_fraction_static")
+    f_assumed = None
+    if f is None and not phase_known:
+        f_assumed, f_how = assumed_mem_fraction(cfg)
+        f = f_assumed
     prefill = [r for r in of_kind(run, "prefill_batch") if before(r, oom)]
     last_prefill = prefill[-1] if prefill else None
     need = shortfall = None
@@ -184,10 +214,23 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         reasons.append("the OOM does not say how much it tried to allocate")
     if f is None:
         reasons.append("--mem-fraction-static unknown (no server_args or launch command)")
+    if f_assumed is not None:
+        reasons.append(f"--mem-fraction-static not in the input: assumed SGLang's default {f_assumed:g} ({f_how})")
+    if not phase_known:
+        reasons.append("the lines around the OOM are not in the input: taken as an OOM while serving (the common "
+                       "case); an OOM while loading weights needs the opposite fix (SGL-GPU-004)")
+    if attrs(oom).get("unreliable"):
+        reasons.append("the runtime's out-of-resources error is not always GPU memory (queues and threads too)")
     if gpu is None:
         reasons.append("the GPU's memory is unknown")
     flags: list[FlagChange] = []
     new = None
+    if f is not None and gpu is None and not phase_known:
+        new = math.floor(round((f - BLIND_STEP) * 100, 6)) / 100
+        flags = [FlagChange("--mem-fraction-static", cfg.flag_text("mem_fraction_static"), f"{new:.2f}",
+                            f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − {BLIND_STEP} → {new:.2f}: "
+                            "returns about 4 % of the GPU to activations; the GPU's size (`nvidia-smi "
+                            "--query-gpu=memory.total --format=csv`) gives the exact step")]
     if f is not None and gpu is not None:
         new, freed = corrected_fraction(f, shortfall=shortfall or 0.0, gpu_bytes=gpu)
         why = (f"{f:g} − ({fmt_gib(shortfall)} shortfall + {fmt_gib(margin_bytes(gpu))} margin "
@@ -232,6 +275,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         "SGL-GPU-001",
         summary=summary,
         evidence=ev,
+        severity=None if phase_known else "high",
         confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=ranks,
@@ -280,33 +324,76 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     )
 
 
+#: with the GPU's size unknown, headroom after capture is thin when it is below what the capture itself took
+#: (the graphs' memory tracks the activations of the largest captured batch) and below this
+THIN_ABSOLUTE = 8 * GIB
+
+
+def graph_max_bs(run: list[Row], cfg: ServerConfig) -> tuple[int | None, str]:
+    """The largest captured batch size: the flag, the logged bs list, or the capture bar's step count
+    (SGLang captures 1, 2, 4, then every 8: n steps ≈ bs 8 × (n − 3))."""
+    v = cfg.num("cuda_graph_max_bs")
+    if v:
+        return int(v), "--cuda-graph-max-bs"
+    lists = [b for r in of_kind(run, "cuda_graph_bs") for b in (attrs(r).get("bs") or []) if isinstance(b, int)]
+    if lists:
+        return max(lists), "the captured bs list"
+    steps = [attrs(r).get("steps_total") for r in of_kind(run, "capture_progress") if attrs(r).get("steps_total")]
+    if steps:
+        return 8 * (max(steps) - 3), f"{max(steps)} capture steps (1, 2, 4, then every 8)"
+    return None, "unknown"
+
+
 def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
     headroom, head_row = _headroom(run)
     gpu, gpu_how = _gpu_memory(tl, run, [])
-    if headroom is None or gpu is None or head_row is None:
+    if headroom is None or head_row is None:
         return None
-    threshold = max(GIB, THIN_FRACTION * gpu)
-    if headroom >= threshold:
+    graphs = head_row.get("bytes") if head_row.get("kind") == "cuda_graph_end" else None
+    if gpu is not None:
+        threshold = max(GIB, THIN_FRACTION * gpu)
+        if headroom >= threshold:
+            return None
+        rule_words = f"below {fmt_gib(threshold)}"
+    elif graphs and headroom < graphs and headroom < THIN_ABSOLUTE:
+        threshold = float(graphs)
+        rule_words = f"less than the {fmt_gib(graphs)} the capture itself took"
+    else:
         return None
     f = cfg.num("mem_fraction_static")
-    target = margin_bytes(gpu)
     flags: list[FlagChange] = []
     new = None
-    if f is not None:
+    if f is not None and gpu is not None:
+        target = margin_bytes(gpu)
         new = math.floor(round((f - (target - headroom) / gpu) * 100, 6)) / 100
         flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(target)} target headroom (max(1 GiB, 3% of {fmt_gib(gpu)})) − "
                                 f"{fmt_gib(headroom)} left) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+    max_bs, bs_how = graph_max_bs(run, cfg)
+    if max_bs and max_bs > 128 and (gpu is None or not flags):
+        new_bs = max(max_bs // 2, 64)
+        flags.append(FlagChange("--cuda-graph-max-bs", cfg.flag_text("cuda_graph_max_bs"), str(new_bs),
+                                f"graphs up to bs {max_bs} ({bs_how}) took {fmt_gib(graphs)}; capturing up to "
+                                f"{new_bs} needs about half, left to activations; larger decode batches run without "
+                                "graphs" if graphs else f"half of bs {max_bs} ({bs_how})"))
+    reasons = ["a risk, not a failure: no CUDA OOM was seen in this run"]
+    if gpu is None:
+        reasons.append("the GPU's size is not in the input: judged against what the capture itself took")
     return make_finding(
         "SGL-GPU-003",
         summary=(f"Only {fmt_gib(headroom)} of GPU memory was left after CUDA-graph capture"
                  + (f" (--mem-fraction-static {f:g})" if f is not None else "")
-                 + f", below {fmt_gib(threshold)}: a long prefill may hit CUDA OOM."),
-        evidence=[head_row, *cfg.evidence_rows("mem_fraction_static")],
-        confidence="medium",
-        confidence_reason="a risk, not a failure: no CUDA OOM was seen in this run",
+                 + f", {rule_words}: a long prefill or a large decode batch may hit CUDA OOM."
+                 + (f" Lower --cuda-graph-max-bs to {flags[-1].new}." if flags and flags[-1].flag == "--cuda-graph-max-bs"
+                    else "")),
+        evidence=[head_row, *of_kind(run, "capture_progress")[:1], *cfg.evidence_rows("mem_fraction_static")],
+        confidence="medium" if gpu is not None else "low",
+        confidence_reason="; ".join(reasons),
         ranks=[x for x in (rank_of(head_row),) if x is not None],
         figures={"mem_fraction_static": f, "headroom_after_capture_bytes": int(headroom),
-                 "threshold_bytes": int(threshold), "gpu_memory_bytes": int(gpu), "corrected_mem_fraction_static": new},
+                 "threshold_bytes": int(threshold), "gpu_memory_bytes": int(gpu) if gpu else None,
+                 "graph_memory_bytes": int(graphs) if graphs else None, "graph_max_bs": max_bs,
+                 "corrected_mem_fraction_static": new},
         flags=flags,
-        actions=_alternatives(cfg, run),
+        actions=[*_alternatives(cfg, run),
+                 "Or lower --mem-fraction-static by a few hundredths (the KV pool shrinks by that share of the GPU)."],
     )

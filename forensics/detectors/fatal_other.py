@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from forensics.model import SEVERITY_RANK, Finding, Timeline
+from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_of, rows, tag_run
 
@@ -106,7 +106,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
         fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
-        out.append(tag_run(_finding(fatal), ref))
+        out.append(tag_run(_finding(fatal, run), ref))
     leftover = _unexplained_lines(tl, [*findings, *out])
     if leftover:
         out.append(leftover)
@@ -234,9 +234,30 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     return "a child process failed and SGLang sent SIGQUIT to tear the server down", False, generic
 
 
-def _finding(fatal: list[Row]) -> Finding:
+def during_capture(lead: Row, run: list[Row]) -> bool:
+    """Did ``lead`` happen while CUDA graphs were being captured (after a capture began, before it ended)?"""
+    if attrs(lead).get("during") == "graph_capture" or lead.get("kind") == "cuda_graph_failed":
+        return True
+    same = [r for r in run if r.get("file") == lead.get("file") and (r.get("line") or 0) < (lead.get("line") or 0)]
+    loaded = [r for r in same if r.get("kind") == "weight_load_end"]
+    begun = [r for r in same if r.get("kind") in ("cuda_graph_begin", "capture_progress")
+             or (r.get("kind") == "progress_bar" and any(w["line"] < r["line"] for w in loaded))]
+    if not begun:
+        return False
+    last = max(r["line"] for r in begun)
+    return not any(r.get("kind") == "cuda_graph_end" and r["line"] > last for r in same)
+
+
+def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
+    flags = []
+    if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
+        words += " while CUDA graphs were being captured"
+        flags.append(FlagChange("--disable-cuda-graph", None, "true",
+                                "the server died during CUDA-graph capture of something that is no OOM: run once "
+                                "without graphs to confirm the capture path is what fails (slower decode), then "
+                                "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
               + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"))
@@ -247,6 +268,7 @@ def _finding(fatal: list[Row]) -> Finding:
         confidence="medium" if said else "low",
         confidence_reason=reason,
         ranks=[x for x in (rank_of(r) for r in fatal) if x is not None],
+        flags=flags,
         figures={"first_failure_kind": lead["kind"], "exception_type": attrs(lead).get("exception_type"),
                  "exit_code": lead.get("code") if lead["kind"] in ("rank_dead", "subprocess_crashed") else None,
                  "failure_kinds": sorted({r["kind"] for r in fatal})},

@@ -42,7 +42,10 @@ def _seq(row: Row) -> int | None:
     if row.get("count") is not None:
         return int(row["count"])
     v = attrs(row).get("seq_num")
-    return int(v) if isinstance(v, int | float) else None
+    if isinstance(v, int | float):
+        return int(v)
+    m = re.search(r"SeqNum=(\d+)|work sequence id: (\d+)|at work: (\d+)", row.get("text") or "")
+    return int(next(g for g in m.groups() if g)) if m else None
 
 
 def _rank(row: Row) -> int | None:
@@ -55,6 +58,8 @@ def _rank(row: Row) -> int | None:
 
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None]
+    # the same watchdog line in a fragment or a vLLM log, read by the failure scan
+    hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout" and _seq(r) is not None]
     if not hits:
         return []
     out: list[Finding] = []

@@ -18,6 +18,7 @@ from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
 from parsers.kernel import normalize_pci
 
 from ._common import Row, attrs, before, end_events, make_finding, rows
+from ._common import evidence as evidence_of
 
 
 def our_severity(value: Any) -> str:
@@ -74,7 +75,38 @@ def _with_gpu(row: Row, index: dict[str, int]) -> Row:
     return row
 
 
+#: failure classes (parsers.failures) where CUDA itself reports a hardware fault to the process
+HARDWARE_CLASSES = {"ecc_error": "an uncorrectable ECC error (Xid 48/94/95 class)",
+                    "nvlink_error": "an uncorrectable NVLink error (Xid 74 class)"}
+
+
+def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
+    """SGL-XID-003: the CUDA runtime told a process the GPU failed, whether or not the kernel log is here."""
+    hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") in HARDWARE_CLASSES]
+    if not hits:
+        return []
+    kinds = sorted({attrs(r)["failure"] for r in hits})
+    return [make_finding(
+        "SGL-XID-003",
+        summary=("CUDA reported " + " and ".join(HARDWARE_CLASSES[k] for k in kinds) + " to the server: a hardware "
+                 "fault of the GPU, not a load or configuration problem."
+                 + ("" if xid_rows else " The kernel log is not in the input, so the GPU's Xid and its bus id are "
+                                        "not known.")),
+        evidence=hits[:4],
+        confidence="high",
+        figures={"hardware_errors": kinds},
+        actions=["Find the GPU: `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` (volatile/aggregate uncorrectable "
+                 "counts, pending remaps) and `dmesg -T | grep -i xid` for the bus id.",
+                 "Drain the node, reset the GPU (`nvidia-smi -r -i N`) or reboot to apply row remapping; replace it if "
+                 "the errors recur. Relaunching the server on the same GPU will fail again."],
+    )]
+
+
 def detect(tl: Timeline) -> list[Finding]:
+    return _detect_xids(tl) + _hardware_from_cuda(tl, rows(tl, "xid"))
+
+
+def _detect_xids(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "xid") if r.get("code") is not None]
     # "fallen off the bus" without its Xid 79 line (probe time, or the Xid line lost): an Xid 79 all the same
     hits += [{**r, "code": 79} for r in rows(tl, "gpu_fallen_off_bus") if not attrs(r).get("xid79_line")
@@ -102,7 +134,25 @@ def detect(tl: Timeline) -> list[Finding]:
         (noise if is_noise else real).setdefault(code, []).append(r)
     out = []
     if real:
-        out.append(_real(real, infos))
+        finding = _real(real, infos)
+        crashes = _engine_crashes(tl)
+        app = sorted(c for c in real if c in APPLICATION_XIDS)
+        if crashes and app and SEVERITY_RANK[finding.severity] > SEVERITY_RANK["high"]:
+            # a GPU exception and a server crash in the same incident are one event: the kernel that faulted
+            # is what killed the rank
+            finding.severity = "high"
+            finding.summary += (f" A rank of the server crashed in the same incident ({_crash_words(crashes[0])}): "
+                                f"Xid {', '.join(map(str, app))} is the GPU's side of that crash, a fault raised by a "
+                                "kernel the server ran. That is usually a software bug (attention or MoE kernel, "
+                                "speculative decoding, a driver/CUDA mismatch), not bad hardware: do not drain or "
+                                "RMA the GPU unless the Xid follows it across workloads.")
+            finding.evidence = finding.evidence + [evidence_of(r) for r in crashes[:2]]
+            finding.figures["crash_lines"] = [f"{r.get('file')}:{r.get('line')}" for r in crashes[:5]]
+            finding.remediation.actions.insert(0, "Match the Xid's time to the rank's crash (`dmesg -T`), then "
+                                                  "reproduce with another attention backend or with speculative "
+                                                  "decoding off to find the kernel; report it with the driver and "
+                                                  "engine versions.")
+        out.append(finding)
     if noise:
         codes = sorted(noise)
         rows_ = [r for c in codes for r in noise[c]]
@@ -116,6 +166,29 @@ def detect(tl: Timeline) -> list[Finding]:
             actions=["None needed for these; look at what killed the processes."],
         ))
     return out
+
+
+#: Xids raised by a faulting kernel (graphics exception, MMU fault, channel reset): the application's fault
+APPLICATION_XIDS = frozenset({13, 31, 43, 45, 69, 109})
+_CRASH_KINDS = ("scheduler_exception", "rank_dead", "subprocess_crashed", "failure", "cuda_error_oom")
+
+
+def _engine_crashes(tl: Timeline) -> list[Row]:
+    """Lines where a server process crashed (not teardown after a kill, not a client)."""
+    from .fatal_other import client_side, failure_class
+
+    out = []
+    for r in rows(tl, *_CRASH_KINDS):
+        if r.get("kind") == "failure" and (failure_class(r) not in ("exception", "traceback_cut", "illegal_memory_access",
+                                                                      "launch_failure", "cuda_error", "signal",
+                                                                      "process_exit") or client_side(r)):
+            continue
+        out.append(r)
+    return out
+
+
+def _crash_words(row: Row) -> str:
+    return f"{row.get('file')}:{row.get('line')}"
 
 
 def _real(real: dict[int, list[Row]], infos: dict[int, Any]) -> Finding:

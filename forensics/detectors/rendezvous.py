@@ -1,0 +1,91 @@
+"""SGL-NCCL-003: the nodes of one server never met — rendezvous misconfigured or unreachable.
+
+A server over several nodes starts only when every node reaches the same rendezvous address
+(``--dist-init-addr``, the TCPStore on node rank 0). Launch commands that give the nodes different
+addresses, the same ``--node-rank`` twice, or a different ``--nnodes`` leave the start-up waiting in
+silence until a timeout; the store's own messages say the same from the other side::
+
+    # node 0:  ... --dist-init-addr 10.0.0.1:5000 --nnodes 2 --node-rank 0
+    # node 1:  ... --dist-init-addr 10.0.0.2:5000 --nnodes 2 --node-rank 1
+    torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.
+"""
+
+from __future__ import annotations
+
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import Row, attrs, launch_rows, make_finding, rows
+from .fatal_other import failure_class
+
+
+def _flag(row: Row, key: str) -> str | None:
+    flags = attrs(row).get("flags") or {}
+    for k in (key, key.replace("_", "-"), f"--{key.replace('_', '-')}"):
+        if k in flags and flags[k] not in (None, True):
+            return str(flags[k])
+    return None
+
+
+def _node_launches(tl: Timeline) -> list[Row]:
+    """Launch commands of a multi-node server (``--nnodes`` > 1), one per node as given."""
+    out = []
+    for r in launch_rows(tl):
+        nnodes = _flag(r, "nnodes")
+        if nnodes and nnodes.isdigit() and int(nnodes) > 1:
+            out.append(r)
+    return out
+
+
+def _mismatches(launches: list[Row]) -> tuple[list[str], str | None]:
+    """What the nodes' commands disagree on, and the address node rank 0 was given."""
+    addrs = {_flag(r, "dist_init_addr") for r in launches}
+    ranks = [_flag(r, "node_rank") for r in launches]
+    nnodes = {_flag(r, "nnodes") for r in launches}
+    problems = []
+    if len(addrs) > 1:
+        problems.append("different --dist-init-addr (" + ", ".join(sorted(str(a) for a in addrs)) + ")")
+    elif addrs == {None}:
+        problems.append("no --dist-init-addr")
+    dup = sorted({r for r in ranks if r is not None and ranks.count(r) > 1})
+    if dup:
+        problems.append(f"--node-rank {', '.join(dup)} given to more than one node")
+    if len(nnodes) > 1:
+        problems.append("different --nnodes (" + ", ".join(sorted(str(n) for n in nnodes)) + ")")
+    head = next((r for r in launches if _flag(r, "node_rank") == "0"), None)
+    return problems, _flag(head, "dist_init_addr") if head is not None else None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    launches = _node_launches(tl)
+    store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
+    problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
+    if not problems and not store:
+        return []
+    flags: list[FlagChange] = []
+    if any(p.startswith("different --dist-init-addr") for p in problems) and head_addr:
+        olds = sorted({str(_flag(r, "dist_init_addr")) for r in launches if _flag(r, "dist_init_addr") != head_addr})
+        flags.append(FlagChange("--dist-init-addr", ", ".join(olds), head_addr,
+                                "every node must name the same rendezvous: node rank 0's address and port"))
+    joined = [r for r in store if r.get("count") is not None and attrs(r).get("world_size")]
+    words = []
+    if problems:
+        words.append("the nodes' launch commands disagree: " + "; ".join(problems))
+    if joined:
+        r = joined[0]
+        words.append(f"only {r['count']} of {attrs(r)['world_size']} processes joined the rendezvous")
+    elif store:
+        words.append("the rendezvous store timed out or could not be reached")
+    return [make_finding(
+        "SGL-NCCL-003",
+        summary=("The nodes of the server never met at start-up: " + "; and ".join(words) + ". The ranks wait at "
+                 "initialisation until a timeout, with no error of their own."),
+        evidence=[*launches[:4], *store[:3]],
+        confidence="high" if problems else "medium",
+        confidence_reason=None if problems else "the launch commands of the nodes are not in the input",
+        figures={"nodes_given": len(launches), "problems": problems or None, "head_dist_init_addr": head_addr},
+        flags=flags,
+        actions=["Give every node the same --dist-init-addr (node rank 0's IP and a free port) and --nnodes, and each "
+                 "node its own --node-rank 0…N-1.",
+                 "From every node: `nc -zv <addr> <port>` to the rendezvous, and the same interface for NCCL and Gloo "
+                 "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) on a routable subnet."],
+    )]
