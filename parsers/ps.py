@@ -35,6 +35,7 @@ from typing import Any
 
 import regex as re
 
+from ._proc_titles import CHILD_ROLES, process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import KIB
 
@@ -263,7 +264,7 @@ def _row(fields: dict[str, str], line_no: int, text: str) -> dict[str, Any] | No
     for extra in ("user", "tty", "cpu_pct", "mem_pct", "cpu_time", "cpu_util", "nlwp"):
         if extra in fields:
             attrs[extra] = fields[extra]
-    ident = sglang_identity(comm, args)
+    ident = process_identity(comm, args)
     attrs.update(ident)
     return {
         "line": line_no, "kind": "process", "pid": pid, "comm": comm,
@@ -282,6 +283,39 @@ def _split_lines(text: str) -> list[str]:
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
+#: Header-less ``ps -eo pid,ppid,stat,…,args`` rows by the classes of their leading words (I: a number,
+#: S: a STAT, E: an ``[[dd-]hh:]mm:ss`` elapsed time), longest first; ``pid,ppid,stat,rss`` and
+#: ``pid,ppid,stat,etimes`` look alike and are left unread.
+_SIGNATURE_HEADERS = (
+    ("IISII", ["PID", "PPID", "STAT", "ELAPSED", "RSS", "COMMAND"]),
+    ("IISEI", ["PID", "PPID", "STAT", "ELAPSED", "RSS", "COMMAND"]),
+    ("IISE", ["PID", "PPID", "STAT", "ELAPSED", "COMMAND"]),
+    ("IIS", ["PID", "PPID", "STAT", "COMMAND"]),
+)
+
+
+def _word_class(word: str) -> str:
+    if word.isdigit():
+        return "I"
+    if _STAT_RE.match(word):
+        return "S"
+    if ":" in word and _ETIME_RE.match(word):
+        return "E"
+    return "?"
+
+
+def _signature_header(line: str) -> list[str] | None:
+    """``41300  1 Sl 01:02:03 8388608 sglang::scheduler_TP0`` → the ``-eo`` columns it was printed with."""
+    words = line[:512].split(None, 5)
+    classes = "".join(_word_class(w) for w in words)
+    for sig, header in _SIGNATURE_HEADERS:
+        # the signature, then the title, which must not itself read as one more column of the signature
+        if classes.startswith(sig) and len(words) > len(sig) and (
+                len(sig) == 5 or classes[len(sig):len(sig) + 1] == "?"):
+            return header
+    return None
+
+
 def _shape_header(line: str) -> list[str] | None:
     if _DEFAULT_ROW_RE.match(line):
         return _DEFAULT_HEADER
@@ -289,7 +323,25 @@ def _shape_header(line: str) -> list[str] | None:
         return _AUX_HEADER
     if _EF_ROW_RE.match(line):
         return _EF_HEADER
-    return None
+    return _signature_header(line)
+
+
+def _mark_orphans(rows: list[dict[str, Any]]) -> None:
+    """Engine child processes with PPID 1: reparented to init, so their launcher is gone — unless the
+    launcher itself is PID 1 (a container whose entry point is the server). Judged only when the listing
+    shows PID 1; otherwise only ``reparented_to_init`` is said."""
+    init = next((r for r in rows if r["pid"] == 1), None)
+    init_is_launcher = init is not None and init["attrs"].get("engine") is not None and \
+        init["attrs"].get("sglang_role", init["attrs"].get("vllm_role")) in ("launch_server", "api_server")
+    for r in rows:
+        a = r["attrs"]
+        if a.get("ppid") != 1 or r["pid"] == 1:
+            continue
+        if a.get("sglang_role", a.get("vllm_role")) not in CHILD_ROLES:
+            continue
+        a["reparented_to_init"] = True
+        if init is not None:
+            a["orphaned"] = not init_is_launcher
 
 
 def sniff(head: str) -> float:
@@ -338,6 +390,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         rows.append(row)
     if not rows and not saw_header and n_unrec:
         raise NotThisFormat("no ps header and no process rows")
+    _mark_orphans(rows)
     return ParseResult.from_rows(
         rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines) - n_unrec,
         unrecognized=n_unrec, unrecognized_examples=unrec,
