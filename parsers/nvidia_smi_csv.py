@@ -11,7 +11,8 @@ after each value unless ``nounits``; ``noheader`` drops the header line)::
 
 The columns are read from the header; without one, from the ``command`` argument
 (``--query-gpu=index,memory.used``); with neither, only the unambiguous ``N, NNNN MiB`` shape is
-read, as ``index, memory.used`` with ``attrs.assumed_columns``. Placeholders (``[N/A]``,
+read, as ``index, memory.used`` with ``attrs.assumed_columns``, and header-less compute-apps rows
+whose cells have the shapes of a pid, a process name and a memory or UUID (:func:`guess_app_fields`). Placeholders (``[N/A]``,
 ``[Not Supported]``, ``[Insufficient Permissions]``, ``[Requested functionality has been
 deprecated]`` …) become null, never 0, and are kept in ``attrs.placeholders``.
 

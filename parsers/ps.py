@@ -12,10 +12,13 @@ STIME TTY TIME CMD``); header-less rows of those three layouts are recognised by
       41400   41207 Z    Sun Nov 29 08:50:52 2026    3589      0      0 python3         [python3] <defunct>
 
 One ``process`` event per process: ``pid``, ``comm``, ``used_bytes`` = RSS, ``seconds`` = elapsed;
-attrs ``ppid``, ``stat``, ``state``, ``vsz_bytes``, ``args``, ``start``, ``user``, and for SGLang
-processes ``sglang_role`` (``launch_server``, ``scheduler``, ``detokenizer``, ``tokenizer``,
-``data_parallel_controller``) with ``tp_rank``/``dp_rank``/``pp_rank``/``ep_rank`` from the
-process title (also in the rank columns).
+attrs ``ppid``, ``stat``, ``state``, ``vsz_bytes``, ``args``, ``start``, ``user``, and for engine
+processes their identity (:func:`parsers._proc_titles.process_identity`): ``engine``,
+``sglang_role`` (``launch_server``, ``scheduler``, ``detokenizer``, ``tokenizer``,
+``data_parallel_controller``) or ``vllm_role``, with ``tp_rank``/``dp_rank``/``pp_rank``/``ep_rank``
+from the process title (also in the rank columns). Header-less ``ps -eo pid,ppid,stat,etime,rss,args``
+rows are read by the classes of their leading words. An engine child with PPID 1 gets
+``reparented_to_init`` (and ``orphaned`` when the listing shows what PID 1 is).
 
 >>> text = ("    PID    PPID STAT                  STARTED ELAPSED   RSS    VSZ COMMAND         COMMAND\\n"
 ...         "  41300   41207 Rl   Sun Nov 29 08:50:52 2026    3589 8388608 99614720 sglang::schedul "
