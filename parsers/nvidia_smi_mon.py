@@ -59,7 +59,7 @@ FORMAT = "nvidia_smi_mon"
 _MAX = 2048
 #: column → (attr, how): pct → ``<col>_pct``; mib → bytes; num → float as printed
 _DMON_COLS: dict[str, tuple[str, str]] = {
-    "pwr": ("power_w", "num"), "gtemp": ("temperature_c", "num"), "mtemp": ("memory_temperature_c", "num"),
+    "pwr": ("power_w", "num"), "gtemp": ("temperature_c", "num"), "temp": ("temperature_c", "num"), "mtemp": ("memory_temperature_c", "num"),
     "sm": ("sm_pct", "num"), "mem": ("mem_pct", "num"), "enc": ("enc_pct", "num"), "dec": ("dec_pct", "num"),
     "jpg": ("jpg_pct", "num"), "ofa": ("ofa_pct", "num"), "mclk": ("mclk_mhz", "num"),
     "pclk": ("pclk_mhz", "num"), "pviol": ("pviol_pct", "num"), "tviol": ("tviol_pct", "num"),
