@@ -441,3 +441,25 @@ def test_real_captures_of_the_older_forms_still_go_to_their_parsers():
         if "failure" not in path.name:
             assert cov["unrecognized"] == 0, path.name
     assert seen
+
+
+def test_stranded_context_finds_the_owner_named_only_by_uuid():
+    """The collector's compute-apps rows name their GPU by UUID; the query-gpu rows of the same snapshot
+    say which index that is, so the D-state scheduler is seen as the owner of GPU 0."""
+    from test_detectors_common import fired, timeline
+
+    from forensics.detectors import stranded_context
+
+    gib = 1 << 30
+    rows_ = [
+        {"kind": "gpu_memory", "source": "nvidia_smi_csv", "file": "host/q.csv", "line": 2 + i, "snapshot": 0,
+         "gpu": i, "used_bytes": used * gib, "total_bytes": 140 * gib, "attrs": {"uuid": uuid}}
+        for i, (used, uuid) in enumerate(((94, U0), (0, U1)))
+    ] + [
+        {"kind": "gpu_process", "source": "nvidia_smi_csv", "file": "host/apps.csv", "line": 2, "snapshot": 0,
+         "pid": 4242, "comm": "sglang::scheduler_TP0", "used_bytes": 94 * gib, "attrs": {"gpu_uuid": U0}},
+        {"kind": "process", "source": "ps", "file": "host/ps.txt", "line": 2, "snapshot": 0, "pid": 4242,
+         "comm": "sglang::scheduler_TP0", "attrs": {"state": "D", "stat": "D", "ppid": 1}},
+    ]
+    f = fired(stranded_context.detect(timeline(*rows_)))["SGL-GPU-005"]
+    assert f.gpus == [0] and f.figures["owner_states"] == {"0": "4242:D"}
