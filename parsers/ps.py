@@ -54,6 +54,8 @@ _HEADER_FIELDS = {
     "NI": "nice", "PRI": "pri", "PSR": "psr", "NLWP": "nlwp", "LWP": "lwp", "SZ": "sz", "WCHAN": "wchan",
     "F": "flags", "PGID": "pgid", "SID": "sid", "SESS": "sid", "TGID": "tgid", "ADDR": "addr",
     "ETIME": "elapsed", "ETIMES": "elapsed",
+    # top -b: sizes in KiB unless suffixed (m, g, t: binary); PR may be "rt"
+    "PR": "pri", "VIRT": "virt", "RES": "res", "SHR": "shr", "TIME+": "cpu_time",
 }
 #: ``ps -o`` spec names → header words, for header-less output when the command is known.
 _SPEC_HEADERS = {
@@ -212,6 +214,23 @@ def _split_row(line: str, header: list[str]) -> dict[str, str] | None:
     return fields
 
 
+_TOP_SUMMARY_RE = re.compile(r"^(?:top - |Tasks:|Threads:|%Cpu|[KMGT]iB (?:Mem|Swap)\s*:)")
+_TOP_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([kmgtpe]?)$")
+
+
+def _top_bytes(text: str) -> int | None:
+    """top's VIRT/RES/SHR: KiB, or with a binary suffix (``8.0g``, ``512m``).
+
+    >>> _top_bytes("8.0g"), _top_bytes("2097152"), _top_bytes("x")
+    (8589934592, 2147483648, None)
+    """
+    m = _TOP_SIZE_RE.match(text.lower())
+    if not m:
+        return None
+    power = "kmgtpe".index(m.group(2) or "k")
+    return int(float(m.group(1)) * (KIB << (10 * power)))
+
+
 def _int(s: str | None) -> int | None:
     return int(s) if s is not None and s.isdigit() else None
 
@@ -236,6 +255,10 @@ def _row(fields: dict[str, str], line_no: int, text: str) -> dict[str, Any] | No
     attrs: dict[str, Any] = {"args": args}
     rss, vsz = _int(fields.get("rss")), _int(fields.get("vsz"))
     if "rss" in fields and rss is None or "vsz" in fields and vsz is None:
+        return None
+    top_sizes = {attr: _top_bytes(fields[key]) for key, attr in (("res", "rss_bytes"), ("virt", "vsz_bytes"),
+                                                                   ("shr", "shr_bytes")) if key in fields}
+    if any(v is None for v in top_sizes.values()):
         return None
     if vsz is not None:
         attrs["vsz_bytes"] = vsz * KIB
@@ -264,14 +287,17 @@ def _row(fields: dict[str, str], line_no: int, text: str) -> dict[str, Any] | No
         attrs["zombie"] = True
     if kernel_thread and "<defunct>" not in args:
         attrs["kernel_thread"] = True
-    for extra in ("user", "tty", "cpu_pct", "mem_pct", "cpu_time", "cpu_util", "nlwp"):
+    attrs.update(top_sizes)
+    if any(not fields[k].isdigit() for k in ("res", "virt", "shr") if k in fields):
+        attrs["sizes_rounded"] = True  # top printed 40.2g: a tenth of the unit is all we know
+    for extra in ("user", "tty", "cpu_pct", "mem_pct", "cpu_time", "cpu_util", "nlwp", "pri", "nice"):
         if extra in fields:
             attrs[extra] = fields[extra]
     ident = process_identity(comm, args)
     attrs.update(ident)
     return {
         "line": line_no, "kind": "process", "pid": pid, "comm": comm,
-        "used_bytes": rss * KIB if rss is not None else None,
+        "used_bytes": top_sizes.get("rss_bytes", rss * KIB if rss is not None else None),
         "seconds": float(elapsed) if elapsed is not None else None,
         "rank": ident.get("rank"), "tp_rank": ident.get("tp_rank"), "dp_rank": ident.get("dp_rank"),
         "pp_rank": ident.get("pp_rank"), "ep_rank": ident.get("ep_rank"),
@@ -352,7 +378,10 @@ def sniff(head: str) -> float:
     lines = [ln for ln in _split_lines(head)[:200] if ln.strip()]
     if not lines:
         return 0.0
-    for i, ln in enumerate(lines[:5]):
+    skip = 0
+    while skip < min(len(lines), 8) and _TOP_SUMMARY_RE.match(lines[skip]):
+        skip += 1  # top -b: its summary lines come before the header
+    for i, ln in enumerate(lines[:skip + 5]):
         header = _header_words(ln)
         if header and "PID" in header and any(h in header for h in ("COMMAND", "CMD", "ARGS", "COMM")):
             rows = lines[i + 1:i + 21]

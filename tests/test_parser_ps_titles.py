@@ -167,3 +167,26 @@ def test_truncated_comm_in_kernel_oom_and_xid_lines():
     assert (got["xid"]["engine"], got["xid"]["sglang_role"]) == ("sglang", "scheduler")
     assert (got["oom_kill"]["engine"], got["oom_kill"]["vllm_role"], got["oom_kill"]["title_truncated"]) == \
         ("vllm", "worker", True)
+
+
+TOP_B = """top - 08:50:41 up 3 days,  2:11,  1 user,  load average: 8.01, 8.02, 8.00
+Tasks: 812 total,   2 running, 808 sleeping,   0 stopped,   0 zombie
+%Cpu(s):  3.1 us,  0.4 sy,  0.0 ni, 96.5 id,  0.0 wa,  0.0 hi,  0.0 si,  0.0 st
+MiB Mem : 515603.2 total, 123456.7 free, 325678.9 used,  66467.6 buff/cache
+MiB Swap:      0.0 total,      0.0 free,      0.0 used. 180987.2 avail Mem
+
+    PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND
+  61310 root      20   0   95.0g  40.2g   1.2g D   0.0   7.8 100:11.22 sglang::schedul
+   2041 root      rt   0  280012  21504  10240 S   0.3   0.0   5:12.01 nvidia-persiste
+"""
+
+
+def test_top_batch_rows_with_truncated_comm_and_suffixed_sizes():
+    assert registry.best_format(TOP_B)[0] == "ps"
+    r = ps.parse(TOP_B)
+    got = {x["pid"]: x for x in rows(r)}
+    sched = got[61310]
+    assert sched["a"]["state"] == "D" and sched["a"]["sglang_role"] == "scheduler" and sched["a"]["title_truncated"]
+    assert sched["used_bytes"] == int(40.2 * (1 << 30)) and sched["a"]["sizes_rounded"] is True
+    assert got[2041]["used_bytes"] == 21504 * 1024 and "sizes_rounded" not in got[2041]["a"]
+    assert r.unrecognized == 5  # top's summary lines are not process rows: counted, not hidden
