@@ -17,9 +17,10 @@ R610+ writes ``KMD Version``/``CUDA UMD Version``; Windows shows ``WDDM``/``TCC`
 Events: ``gpu_memory`` per GPU (``used/total/free_bytes`` from MiB, ``ratio`` = GPU-Util),
 ``gpu_mig_device`` per row of the ``MIG devices:`` box, ``gpu_process`` per process row,
 ``gpu_process_none`` for ``No running processes found``, ``version`` (driver, cuda) from the header,
-(process rows are also read pasted without the box, ``attrs.boxless``; a row cut short is unrecognised),
 ``gpu_error`` for failure lines and for GPU indices the table silently skips
 (``Unable to determine the device handle for GPU1: …`` followed by a table of GPUs 0, 2, 3).
+Process rows are also read from a list pasted without its box (``attrs.boxless``); a row cut short
+is counted as unrecognised and the others are kept.
 ``ts_local`` is the table's own date line.
 
 >>> text = '''Fri Jul  3 22:11:09 2026
