@@ -34,6 +34,7 @@ from typing import Any
 
 import regex as re
 
+from ._proc_titles import process_identity, rank_columns
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "fuser"
@@ -72,11 +73,13 @@ def _split_lines(text: str) -> list[str]:
 
 def _row(line_no: int, text: str, device: str | None, pid: int | None, **attrs: Any) -> dict[str, Any]:
     a = {"device": device, **{k: v for k, v in attrs.items() if v is not None}}
+    # a kernel user's "command" is the mount point, not a process name
+    comm = None if attrs.get("kernel") else attrs.get("command")
+    ident = process_identity(comm) if comm else {}
+    a.update(ident)
     return {
-        # a kernel user's "command" is the mount point, not a process name
-        "line": line_no, "kind": "gpu_device_user", "pid": pid,
-        "comm": None if attrs.get("kernel") else attrs.get("command"),
-        "gpu": gpu_index(device), "text": text, "attrs": a,
+        "line": line_no, "kind": "gpu_device_user", "pid": pid, "comm": comm,
+        "gpu": gpu_index(device), "text": text, "attrs": a, **rank_columns(ident),
     }
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ._proc_titles import process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import kib
 
@@ -492,6 +493,8 @@ class _Content:
         a = t.pop("_attrs")
         if attrs:
             a.update({k: v for k, v in attrs.items() if v is not None})
+        if cols.get("comm"):  # the 15-char comm of an engine process: sglang::schedul, VLLM::Worker_TP
+            a.update(process_identity(cols["comm"]))
         row = {"line": rec.line, "kind": kind, "text": rec.raw, **t, **cols, "attrs": a}
         self.rows.append(row)
         return row

@@ -11,7 +11,8 @@ after each value unless ``nounits``; ``noheader`` drops the header line)::
 
 The columns are read from the header; without one, from the ``command`` argument
 (``--query-gpu=index,memory.used``); with neither, only the unambiguous ``N, NNNN MiB`` shape is
-read, as ``index, memory.used`` with ``attrs.assumed_columns``. Placeholders (``[N/A]``,
+read, as ``index, memory.used`` with ``attrs.assumed_columns``, and header-less compute-apps rows
+whose cells have the shapes of a pid, a process name and a memory or UUID (:func:`guess_app_fields`). Placeholders (``[N/A]``,
 ``[Not Supported]``, ``[Insufficient Permissions]``, ``[Requested functionality has been
 deprecated]`` …) become null, never 0, and are kept in ``attrs.placeholders``.
 
@@ -50,6 +51,7 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
+from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_csv"
@@ -95,6 +97,63 @@ _GPU_ATTRS: list[tuple[str, str, str]] = [  # field, attr, how
 ]
 
 
+_UUID_CELL = re.compile(r"^(?:GPU|MIG)-[0-9A-Za-z/-]+$")
+_BUS_CELL = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
+_MIB_CELL = re.compile(r"^\d+ ?MiB$")
+#: a model name in the place of a process name: the row is --query-gpu's (index, name, memory …)
+_GPU_MODEL = re.compile(r"^(?:NVIDIA|Tesla|GeForce|Quadro|TITAN|RTX|A\d{2,3}|H\d{3}|L\d{1,2}S?)\b")
+#: below this a number is a GPU index more likely than a pid (pids under 300 are the kernel's and init's)
+_MIN_GUESSED_PID = 300
+
+
+def guess_app_fields(line: str) -> list[str] | None:
+    """The ``--query-compute-apps`` fields of a header-less row, guessed from each cell's shape.
+
+    A pid (the first bare number), a process name, and a ``NNN MiB`` memory (or its placeholder)
+    and/or a ``GPU-…`` uuid; a bus id and a timestamp are recognised too. Names with ``", "`` in them
+    (Windows paths) stay one name. None when the row does not have that shape.
+
+    >>> guess_app_fields("41300, sglang::scheduler_TP0, 81234 MiB")
+    ['pid', 'process_name', 'used_gpu_memory']
+    >>> guess_app_fields("41300, /usr/bin/python3, 81234 MiB, GPU-5b1e3c2a-0000-4000-8000-00000000a001")
+    ['pid', 'process_name', 'used_gpu_memory', 'gpu_uuid']
+    >>> guess_app_fields("0, NVIDIA H200, 32362 MiB") is None
+    True
+    """
+    if len(line) > MAX_LINE or ", " not in line:
+        return None
+    fields: list[str] = []
+    for cell in (c.strip() for c in line.strip().split(", ")):
+        if _UUID_CELL.match(cell):
+            f = "gpu_uuid"
+        elif _BUS_CELL.match(cell):
+            f = "gpu_bus_id"
+        elif _TIMESTAMP_RE.match(cell):
+            f = "timestamp"
+        elif _MIB_CELL.match(cell) or (placeholder(cell) is not None and "process_name" in fields):
+            f = "used_gpu_memory"
+        elif cell.isdigit() and "pid" not in fields:
+            if int(cell) < _MIN_GUESSED_PID:
+                return None
+            f = "pid"
+        elif cell and not cell.isdigit() and placeholder(cell) is None:
+            if fields and fields[-1] == "process_name":
+                continue  # ", " inside the name
+            if _GPU_MODEL.match(cell):
+                return None  # index, name, memory of --query-gpu: a GPU's name, not a process's
+            f = "process_name"
+        else:
+            return None
+        if f in fields:
+            return None
+        fields.append(f)
+    if "pid" not in fields or "process_name" not in fields:
+        return None
+    if "used_gpu_memory" not in fields and "gpu_uuid" not in fields:
+        return None
+    return fields
+
+
 def _split_header(line: str) -> list[str] | None:
     """The raw header cells when ``line`` is a --query-* CSV header, else None."""
     if len(line) > MAX_LINE:
@@ -134,7 +193,7 @@ def sniff(head: str) -> float:
         seen += 1
         if seen == 1 and _split_header(s):
             return 0.95
-        if _ASSUMED_ROW.match(s):
+        if _ASSUMED_ROW.match(s) or guess_app_fields(s):
             assumed += 1
         elif seen <= 3:
             return 0.0
@@ -285,9 +344,14 @@ def _app_row(block: _Block, i: int, line: str, cells: list[str]) -> dict[str, An
         placeholders["used_bytes"] = ph[mem_field]
     if placeholders:
         attrs["placeholders"] = placeholders
+    if block.source == "assumed":
+        attrs["assumed_columns"] = block.fields
+    ident = process_identity(vals.get("process_name"))
+    attrs.update(ident)
     kind = "gpu_process" if block.query == "compute-apps" else "gpu_query_row"
     return {"line": i, "kind": kind, "pid": integer(vals.get("pid")), "comm": vals.get("process_name"),
-            "used_bytes": used, "text": line, "ts_local": _ts(vals.get("timestamp")), "attrs": attrs}
+            "used_bytes": used, "text": line, "ts_local": _ts(vals.get("timestamp")), "attrs": attrs,
+            **rank_columns(ident)}
 
 
 def _other_row(block: _Block, i: int, line: str, cells: list[str]) -> dict[str, Any]:
@@ -393,12 +457,20 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         if block is None and cmd_block is not None:
             block = cmd_block
             blocks.append((block, 0))
+        guessed = guess_app_fields(line) if block is None or block.source == "assumed" else None
         if block is None and _ASSUMED_ROW.match(line):
             block = _Block(["index", "memory.used"], "gpu", source="assumed")
             blocks.append((block, 0))
             notes.append("no header and no command: columns assumed to be index, memory.used [MiB]")
+        elif block is None and guessed:
+            block = _Block(guessed, "compute-apps", source="assumed")
+            blocks.append((block, 0))
+            notes.append(f"no header and no command: compute-apps columns guessed from their shapes: {', '.join(guessed)}")
         cells = block.split(line) if block is not None else None
-        if cells is None or (block is not None and block.source == "assumed" and not _ASSUMED_ROW.match(line)):
+        if block is not None and block.source == "assumed":
+            fits = _ASSUMED_ROW.match(line) if block.query == "gpu" else guessed == block.fields
+            cells = cells if fits else None
+        if cells is None:
             n_unrec += 1
             unrec.append((i, line[:500]))
             continue

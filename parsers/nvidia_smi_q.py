@@ -64,6 +64,7 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
+from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_q"
@@ -201,9 +202,11 @@ def _proc_row(p: dict[str, Any], gpu: int, ts: datetime | None) -> dict[str, Any
     attrs = {k: x for k, x in attrs.items() if x is not None}
     if ph:
         attrs["placeholders"] = ph
+    ident = process_identity(v.get("Name"))
+    attrs.update(ident)
     return {"line": p["line"], "line_end": p["line_end"], "kind": "gpu_process", "gpu": gpu,
             "pid": integer(v.get("Process ID")), "comm": v.get("Name"), "used_bytes": used, "ts_local": ts,
-            "text": "\n".join(p["text"]), "attrs": attrs}
+            "text": "\n".join(p["text"]), "attrs": attrs, **rank_columns(ident)}
 
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:

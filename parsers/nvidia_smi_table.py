@@ -19,6 +19,8 @@ Events: ``gpu_memory`` per GPU (``used/total/free_bytes`` from MiB, ``ratio`` = 
 ``gpu_process_none`` for ``No running processes found``, ``version`` (driver, cuda) from the header,
 ``gpu_error`` for failure lines and for GPU indices the table silently skips
 (``Unable to determine the device handle for GPU1: …`` followed by a table of GPUs 0, 2, 3).
+Process rows are also read from a list pasted without its box (``attrs.boxless``); a row cut short
+is counted as unrecognised and the others are kept.
 ``ts_local`` is the table's own date line.
 
 >>> text = '''Fri Jul  3 22:11:09 2026
@@ -57,6 +59,7 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
+from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_table"
@@ -79,6 +82,16 @@ _PROC_RE = re.compile(
     r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s*(?P<mem>\d+MiB|N/A)\s*\|$"
 )
+#: The same row pasted without the box (or with the right border cut off): the name needs a blank on
+#: both sides and the memory its ``MiB``, so a row cut inside the name or the figure is not read.
+_BARE_PROC_RE = re.compile(
+    r"^\|?\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
+    r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>\S.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|?\s*$"
+)
+#: Column headings and titles of a process list pasted without its box.
+_BARE_HEADING_RE = re.compile(
+    r"^\s*(?:GPU\s+(?:GI\s+CI\s+)?PID\s+Type\s+Process name(?:\s+(?:GPU Memory|Usage))?"
+    r"|(?:ID\s+ID\s+)?Usage|Processes:(?:\s+GPU Memory)?|=+)\s*$")
 _NOPROC_RE = re.compile(r"^\|\s+No running processes found\s+\|$")
 _NOT_SUPPORTED_PROC_RE = re.compile(r"^\|\s+(?P<gpu>\d+)?\s*Not Supported\s+\|$")
 _BOX_TITLE_RE = re.compile(r"^\|\s*(?P<title>Processes|MIG devices):")
@@ -103,6 +116,12 @@ def sniff(head: str) -> float:
         return 0.97
     if any(_STRONG.search(ln) for ln in lines if ln.startswith("|")):
         return 0.85
+    # a process list pasted without its box: rows (and headings) make up the text
+    content = [ln for ln in lines[:200] if ln.strip() and prompt_command(ln) is None]
+    bare = sum(1 for ln in content if _BARE_PROC_RE.match(ln.rstrip()))
+    headings = sum(1 for ln in content if _BARE_HEADING_RE.match(ln) or _BORDER_RE.match(ln.strip()))
+    if bare and len(content) - bare - headings <= max(1, len(content) // 5):  # one row may be cut short
+        return 0.8
     # Failure output alone ("NVIDIA-SMI has failed …", "No devices were found"): only when such lines
     # are most of the text, so a kernel log quoting one handle error stays the kernel parser's.
     content = [ln for ln in head.splitlines()[:60] if ln.strip() and not ln.startswith("#")]
@@ -261,8 +280,9 @@ def _mig_bar1(row: dict[str, Any], line_no: int, line: str, cells: list[str]) ->
     return True
 
 
-def _process_row(line_no: int, line: str, table: _Table) -> dict[str, Any] | None:
-    m = _PROC_RE.match(line.rstrip())
+def _process_row(line_no: int, line: str, table: _Table, regex: re.Pattern[str] = _PROC_RE
+                 ) -> dict[str, Any] | None:
+    m = regex.match(line.rstrip())
     if not m:
         return None
     ph: dict[str, str] = {}
@@ -279,9 +299,13 @@ def _process_row(line_no: int, line: str, table: _Table) -> dict[str, Any] | Non
             ph["gi_id"] = m.group("gi")
         if attrs["ci_id"] is None:
             ph["ci_id"] = m.group("ci")
+    if regex is _BARE_PROC_RE:
+        attrs["boxless"] = True
+    ident = process_identity(name.lstrip("."))
+    attrs.update(ident)
     return {"line": line_no, "kind": "gpu_process", "gpu": int(m.group("gpu")), "pid": int(m.group("pid")),
             "comm": name, "used_bytes": attrs["used_bytes"], "ts_local": table.ts_local, "text": line,
-            "attrs": attrs}
+            "attrs": attrs, **rank_columns(ident)}
 
 
 def _version_rows(line_no: int, line: str, m: re.Match[str], table: _Table) -> list[dict[str, Any]]:
@@ -381,6 +405,20 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         if _BORDER_RE.match(stripped):
             continue
         if cells is None:
+            p = _process_row(i, line, table, _BARE_PROC_RE)  # pasted without the box
+            if p:
+                strong += 1
+                if not p["attrs"]["placeholders"]:
+                    del p["attrs"]["placeholders"]
+                rows.append(p)
+                continue
+            if stripped == "No running processes found":
+                strong += 1
+                rows.append({"line": i, "kind": "gpu_process_none", "ts_local": table.ts_local, "text": line,
+                             "attrs": {"message": "No running processes found", "boxless": True}})
+                continue
+            if _BARE_HEADING_RE.match(line):
+                continue
             n_unrec += 1
             unrec.append((i, line[:500]))
             continue

@@ -62,6 +62,7 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
+from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_xml"
@@ -211,9 +212,12 @@ def _proc_rows(g: ET.Element, idx: int, lines: list[int], gpu_line: int, ts: dat
         attrs = {k: v for k, v in attrs.items() if v is not None}
         if ph:
             attrs["placeholders"] = ph
+        ident = process_identity(name)
+        attrs.update(ident)
         line = lines[n + 1] if n + 1 < len(lines) else gpu_line
         rows.append({"line": line, "kind": "gpu_process", "gpu": idx, "pid": integer(_text(p, "pid")),
-                     "comm": name, "used_bytes": used, "ts_local": ts, "text": "<process_info>", "attrs": attrs})
+                     "comm": name, "used_bytes": used, "ts_local": ts, "text": "<process_info>", "attrs": attrs,
+                     **rank_columns(ident)})
     return rows
 
 

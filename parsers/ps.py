@@ -12,10 +12,13 @@ STIME TTY TIME CMD``); header-less rows of those three layouts are recognised by
       41400   41207 Z    Sun Nov 29 08:50:52 2026    3589      0      0 python3         [python3] <defunct>
 
 One ``process`` event per process: ``pid``, ``comm``, ``used_bytes`` = RSS, ``seconds`` = elapsed;
-attrs ``ppid``, ``stat``, ``state``, ``vsz_bytes``, ``args``, ``start``, ``user``, and for SGLang
-processes ``sglang_role`` (``launch_server``, ``scheduler``, ``detokenizer``, ``tokenizer``,
-``data_parallel_controller``) with ``tp_rank``/``dp_rank``/``pp_rank``/``ep_rank`` from the
-process title (also in the rank columns).
+attrs ``ppid``, ``stat``, ``state``, ``vsz_bytes``, ``args``, ``start``, ``user``, and for engine
+processes their identity (:func:`parsers._proc_titles.process_identity`): ``engine``,
+``sglang_role`` (``launch_server``, ``scheduler``, ``detokenizer``, ``tokenizer``,
+``data_parallel_controller``) or ``vllm_role``, with ``tp_rank``/``dp_rank``/``pp_rank``/``ep_rank``
+from the process title (also in the rank columns). Header-less ``ps -eo pid,ppid,stat,etime,rss,args``
+rows are read by the classes of their leading words. An engine child with PPID 1 gets
+``reparented_to_init`` (and ``orphaned`` when the listing shows what PID 1 is).
 
 >>> text = ("    PID    PPID STAT                  STARTED ELAPSED   RSS    VSZ COMMAND         COMMAND\\n"
 ...         "  41300   41207 Rl   Sun Nov 29 08:50:52 2026    3589 8388608 99614720 sglang::schedul "
@@ -35,6 +38,7 @@ from typing import Any
 
 import regex as re
 
+from ._proc_titles import CHILD_ROLES, process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import KIB
 
@@ -50,6 +54,8 @@ _HEADER_FIELDS = {
     "NI": "nice", "PRI": "pri", "PSR": "psr", "NLWP": "nlwp", "LWP": "lwp", "SZ": "sz", "WCHAN": "wchan",
     "F": "flags", "PGID": "pgid", "SID": "sid", "SESS": "sid", "TGID": "tgid", "ADDR": "addr",
     "ETIME": "elapsed", "ETIMES": "elapsed",
+    # top -b: sizes in KiB unless suffixed (m, g, t: binary); PR may be "rt"
+    "PR": "pri", "VIRT": "virt", "RES": "res", "SHR": "shr", "TIME+": "cpu_time",
 }
 #: ``ps -o`` spec names → header words, for header-less output when the command is known.
 _SPEC_HEADERS = {
@@ -208,6 +214,23 @@ def _split_row(line: str, header: list[str]) -> dict[str, str] | None:
     return fields
 
 
+_TOP_SUMMARY_RE = re.compile(r"^(?:top - |Tasks:|Threads:|%Cpu|[KMGT]iB (?:Mem|Swap)\s*:)")
+_TOP_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([kmgtpe]?)$")
+
+
+def _top_bytes(text: str) -> int | None:
+    """top's VIRT/RES/SHR: KiB, or with a binary suffix (``8.0g``, ``512m``).
+
+    >>> _top_bytes("8.0g"), _top_bytes("2097152"), _top_bytes("x")
+    (8589934592, 2147483648, None)
+    """
+    m = _TOP_SIZE_RE.match(text.lower())
+    if not m:
+        return None
+    power = "kmgtpe".index(m.group(2) or "k")
+    return int(float(m.group(1)) * (KIB << (10 * power)))
+
+
 def _int(s: str | None) -> int | None:
     return int(s) if s is not None and s.isdigit() else None
 
@@ -232,6 +255,10 @@ def _row(fields: dict[str, str], line_no: int, text: str) -> dict[str, Any] | No
     attrs: dict[str, Any] = {"args": args}
     rss, vsz = _int(fields.get("rss")), _int(fields.get("vsz"))
     if "rss" in fields and rss is None or "vsz" in fields and vsz is None:
+        return None
+    top_sizes = {attr: _top_bytes(fields[key]) for key, attr in (("res", "rss_bytes"), ("virt", "vsz_bytes"),
+                                                                   ("shr", "shr_bytes")) if key in fields}
+    if any(v is None for v in top_sizes.values()):
         return None
     if vsz is not None:
         attrs["vsz_bytes"] = vsz * KIB
@@ -260,14 +287,17 @@ def _row(fields: dict[str, str], line_no: int, text: str) -> dict[str, Any] | No
         attrs["zombie"] = True
     if kernel_thread and "<defunct>" not in args:
         attrs["kernel_thread"] = True
-    for extra in ("user", "tty", "cpu_pct", "mem_pct", "cpu_time", "cpu_util", "nlwp"):
+    attrs.update(top_sizes)
+    if any(not fields[k].isdigit() for k in ("res", "virt", "shr") if k in fields):
+        attrs["sizes_rounded"] = True  # top printed 40.2g: a tenth of the unit is all we know
+    for extra in ("user", "tty", "cpu_pct", "mem_pct", "cpu_time", "cpu_util", "nlwp", "pri", "nice"):
         if extra in fields:
             attrs[extra] = fields[extra]
-    ident = sglang_identity(comm, args)
+    ident = process_identity(comm, args)
     attrs.update(ident)
     return {
         "line": line_no, "kind": "process", "pid": pid, "comm": comm,
-        "used_bytes": rss * KIB if rss is not None else None,
+        "used_bytes": top_sizes.get("rss_bytes", rss * KIB if rss is not None else None),
         "seconds": float(elapsed) if elapsed is not None else None,
         "rank": ident.get("rank"), "tp_rank": ident.get("tp_rank"), "dp_rank": ident.get("dp_rank"),
         "pp_rank": ident.get("pp_rank"), "ep_rank": ident.get("ep_rank"),
@@ -282,6 +312,39 @@ def _split_lines(text: str) -> list[str]:
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
+#: Header-less ``ps -eo pid,ppid,stat,…,args`` rows by the classes of their leading words (I: a number,
+#: S: a STAT, E: an ``[[dd-]hh:]mm:ss`` elapsed time), longest first; ``pid,ppid,stat,rss`` and
+#: ``pid,ppid,stat,etimes`` look alike and are left unread.
+_SIGNATURE_HEADERS = (
+    ("IISII", ["PID", "PPID", "STAT", "ELAPSED", "RSS", "COMMAND"]),
+    ("IISEI", ["PID", "PPID", "STAT", "ELAPSED", "RSS", "COMMAND"]),
+    ("IISE", ["PID", "PPID", "STAT", "ELAPSED", "COMMAND"]),
+    ("IIS", ["PID", "PPID", "STAT", "COMMAND"]),
+)
+
+
+def _word_class(word: str) -> str:
+    if word.isdigit():
+        return "I"
+    if _STAT_RE.match(word):
+        return "S"
+    if ":" in word and _ETIME_RE.match(word):
+        return "E"
+    return "?"
+
+
+def _signature_header(line: str) -> list[str] | None:
+    """``41300  1 Sl 01:02:03 8388608 sglang::scheduler_TP0`` → the ``-eo`` columns it was printed with."""
+    words = line[:512].split(None, 5)
+    classes = "".join(_word_class(w) for w in words)
+    for sig, header in _SIGNATURE_HEADERS:
+        # the signature, then the title, which must not itself read as one more column of the signature
+        if classes.startswith(sig) and len(words) > len(sig) and (
+                len(sig) == 5 or classes[len(sig):len(sig) + 1] == "?"):
+            return header
+    return None
+
+
 def _shape_header(line: str) -> list[str] | None:
     if _DEFAULT_ROW_RE.match(line):
         return _DEFAULT_HEADER
@@ -289,7 +352,25 @@ def _shape_header(line: str) -> list[str] | None:
         return _AUX_HEADER
     if _EF_ROW_RE.match(line):
         return _EF_HEADER
-    return None
+    return _signature_header(line)
+
+
+def _mark_orphans(rows: list[dict[str, Any]]) -> None:
+    """Engine child processes with PPID 1: reparented to init, so their launcher is gone — unless the
+    launcher itself is PID 1 (a container whose entry point is the server). Judged only when the listing
+    shows PID 1; otherwise only ``reparented_to_init`` is said."""
+    init = next((r for r in rows if r["pid"] == 1), None)
+    init_is_launcher = init is not None and init["attrs"].get("engine") is not None and \
+        init["attrs"].get("sglang_role", init["attrs"].get("vllm_role")) in ("launch_server", "api_server")
+    for r in rows:
+        a = r["attrs"]
+        if a.get("ppid") != 1 or r["pid"] == 1:
+            continue
+        if a.get("sglang_role", a.get("vllm_role")) not in CHILD_ROLES:
+            continue
+        a["reparented_to_init"] = True
+        if init is not None:
+            a["orphaned"] = not init_is_launcher
 
 
 def sniff(head: str) -> float:
@@ -297,7 +378,10 @@ def sniff(head: str) -> float:
     lines = [ln for ln in _split_lines(head)[:200] if ln.strip()]
     if not lines:
         return 0.0
-    for i, ln in enumerate(lines[:5]):
+    skip = 0
+    while skip < min(len(lines), 8) and _TOP_SUMMARY_RE.match(lines[skip]):
+        skip += 1  # top -b: its summary lines come before the header
+    for i, ln in enumerate(lines[:skip + 5]):
         header = _header_words(ln)
         if header and "PID" in header and any(h in header for h in ("COMMAND", "CMD", "ARGS", "COMM")):
             rows = lines[i + 1:i + 21]
@@ -338,6 +422,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         rows.append(row)
     if not rows and not saw_header and n_unrec:
         raise NotThisFormat("no ps header and no process rows")
+    _mark_orphans(rows)
     return ParseResult.from_rows(
         rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines) - n_unrec,
         unrecognized=n_unrec, unrecognized_examples=unrec,

@@ -20,6 +20,8 @@ PARSER_MODULES = (
     "nvidia_smi_csv",
     "nvidia_smi_q",
     "nvidia_smi_xml",
+    "nvidia_smi_misc",
+    "nvidia_smi_mon",
     "kernel",
     "ps",
     "fuser",

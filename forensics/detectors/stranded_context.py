@@ -17,6 +17,7 @@ GPUs 0 and 2 stay ~full with no live owner while the others are empty: stranded 
 
 from __future__ import annotations
 
+from forensics.gpu_map import fill_gpus, gpu_map
 from forensics.model import Finding, Timeline
 
 from ._common import (
@@ -116,6 +117,7 @@ def detect(tl: Timeline) -> list[Finding]:
         return []
     ends = end_events(tl)
     procs, nones, ps = rows(tl, "gpu_process"), rows(tl, "gpu_process_none"), rows(tl, "process")
+    procs = fill_gpus(procs, gpu_map(tl))  # compute-apps rows name their GPU by UUID only
     verdicts = []
     for snap in group_snapshots(gpu_rows):
         first = min(snap, key=lambda r: r.get("line") or 0)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from forensics.gpu_map import fill_gpus, gpu_map
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
-from parsers.kernel import normalize_pci
 
 from ._common import Row, attrs, before, end_events, make_finding, rows
 from ._common import evidence as evidence_of
@@ -46,33 +46,6 @@ def _is_teardown_noise(info: Any) -> bool:
     if hasattr(info, "has"):
         return bool(info.has("noise_after_kill"))
     return bool(_field(info, "noise_after_kill"))
-
-
-def gpu_index_map(tl: Timeline) -> dict[str, int]:
-    """Normalised PCI bus id (``dddd:bb:dd``) and GPU UUID → nvidia-smi GPU index."""
-    out: dict[str, int] = {}
-    for r in rows(tl, "gpu_memory", "gpu_error"):
-        if r.get("gpu") is None:
-            continue
-        a = attrs(r)
-        for key in ("pci_bus_id", "bus_id"):
-            if a.get(key):
-                out.setdefault(normalize_pci(str(a[key])), int(r["gpu"]))
-        if a.get("uuid"):
-            out.setdefault(str(a["uuid"]).lower(), int(r["gpu"]))
-    return out
-
-
-def _with_gpu(row: Row, index: dict[str, int]) -> Row:
-    """The row with its GPU index filled in from its PCI bus id or UUID, when nvidia-smi names it."""
-    if row.get("gpu") is not None:
-        return row
-    a = attrs(row)
-    for key in (normalize_pci(str(a["pci_bus_id"])) if a.get("pci_bus_id") else None,
-                str(a["gpu_uuid"]).lower() if a.get("gpu_uuid") else None):
-        if key and key in index:
-            return {**row, "gpu": index[key]}
-    return row
 
 
 #: failure classes (parsers.failures) where CUDA itself reports a hardware fault to the process
@@ -114,8 +87,7 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
                          == attrs(r).get("pci_bus_id") for x in hits)]
     if not hits:
         return []
-    index = gpu_index_map(tl)
-    hits = [_with_gpu(r, index) for r in hits]
+    hits = fill_gpus(hits, gpu_map(tl))  # Xid lines name a PCI address; nvidia-smi says which index it is
     from forensics import xid as xid_catalog  # the Xid catalog (forensics/xid.py)
 
     ends = end_events(tl)
