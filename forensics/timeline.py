@@ -141,6 +141,7 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
             continue
         pieces.append(_Piece(res, seg.start_line, ordinal, seg.command))
         ordinal += 1
+    pieces += _prose_pieces(text, segments, name)
     if not pieces:
         return None
     # The commands typed matter even without output ("pkill -9 -f sglang" splits before from after);
@@ -150,6 +151,35 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
     pieces.append(_Piece(ParseResult.from_rows(cmd_rows, source="transcript", path=name, lines=cmd_lines,
                                                recognized=cmd_lines), 1, None))
     return pieces
+
+
+def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
+    """Launch settings and stated figures in the prose of a write-up, and launch commands typed in it.
+
+    The prose parser sees only the prose lines (others blanked, so line numbers stay the file's); its
+    lines are already counted as recognised by the transcript piece, so it reports none of its own.
+    """
+    from parsers import launch, launch_prose
+
+    out: list[_Piece] = []
+    lines = text.split("\n")
+    keep = {n for s in segments if s.kind == "prose" for n in range(s.start_line, s.end_line + 1)}
+    if keep:
+        masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
+        res = launch_prose.parse(masked, name)
+        if res.events.height:
+            res.lines = res.recognized = res.unrecognized = 0
+            out.append(_Piece(res, 1, None))
+    for seg in segments:
+        if seg.kind == "command" and launch.sniff(seg.text) > 0:
+            try:
+                res = launch.parse(seg.text, name)
+            except NotThisFormat:
+                continue
+            if res.events.height:
+                res.lines = res.recognized = res.unrecognized = 0
+                out.append(_Piece(res, seg.start_line, None))
+    return out
 
 
 def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:

@@ -26,8 +26,10 @@ from ._common import (
     attrs,
     before,
     docker_memory_limit,
+    evidence_list,
     fmt_gb,
     fmt_gib,
+    is_prose,
     iter_runs,
     launch_moments,
     make_finding,
@@ -112,6 +114,8 @@ class HostPicture:
 def host_picture(tl: Timeline) -> HostPicture:
     pic = HostPicture()
     host_rows = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
+    # a figure stated in a sentence stands in only where no program printed one
+    host_rows = [r for r in host_rows if not is_prose(r)] or host_rows
     if host_rows:
         pic.total_row = max(host_rows, key=lambda r: r["total_bytes"])
         pic.total = int(pic.total_row["total_bytes"])
@@ -190,7 +194,22 @@ def detect(tl: Timeline) -> list[Finding]:
     host = host_picture(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
+    told: dict[tuple, Finding] = {}  # one finding per configuration told in several write-ups
     for cfg, run, req, ref in cases:
+        if cfg.from_prose("hicache_size") and req.source == "flags":
+            ranks, _how = ranks_per_host(cfg, req.ranks_seen)
+            if cfg.get("tp_size") is None and not req.ranks_seen:
+                continue  # a sentence's size without a rank count: nothing to multiply
+            found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
+            if found is None:
+                continue
+            key = (round(req.per_rank), ranks)
+            if key in told:
+                told[key].evidence = evidence_list([*told[key].evidence, *found.evidence])
+                continue
+            told[key] = found
+            findings.append(found)  # runs of a write-up are its sentences' order, not the incident's
+            continue
         refused = [r for r in of_kind(run, "hicache_insufficient") if r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
         if found:
@@ -276,7 +295,11 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         reasons.append("no host snapshot before the launch: the baseline is assumed")
     if only_if_pow2:
         reasons.append(f"fits unless SGLang is 0.4.5–0.5.4 (version {version})")
-    gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None)
+    prose = cfg.from_prose("hicache_size", "tp_size")
+    if prose:
+        reasons.append("the configuration is read from sentences (" + ", ".join(dict.fromkeys(
+            f"{r.get('file')}:{r.get('line')}" for r in prose)) + "), not from a command line or a log")
+    gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None) + bool(prose)
     confidence = "low" if only_if_pow2 or gaps >= 2 else ("medium" if gaps else "high")
     severity = "medium" if only_if_pow2 else None
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
