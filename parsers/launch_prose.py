@@ -484,7 +484,7 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
     seen: set[int] = set()
     for pat in _HOST_PATTERNS:
         for m in pat.finditer(sentence):
-            if m.start() in seen:
+            if m.start(1) in seen:  # one figure that two phrasings match
                 continue
             pre = sentence[max(0, m.start() - 40):m.start()]
             pre_words = " ".join(pre.split()[-5:])
@@ -495,7 +495,7 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
             before, after = _clause(sentence, m.start(), m.end())
             if discussion_cue(before, after, sentence, frame):
                 continue
-            seen.add(m.start())
+            seen.add(m.start(1))
             size, assumed = _size_bytes(m.group(1), m.group(2))
             a = {**base, "total_text": m.group(0).strip()}
             if assumed:
