@@ -163,7 +163,9 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
 
     out: list[_Piece] = []
     lines = text.split("\n")
-    keep = {n for s in segments if s.kind == "prose" for n in range(s.start_line, s.end_line + 1)}
+    # prose, and text no parser claimed (a sentence that starts with `--flag` is not "prose" to the splitter)
+    keep = {n for s in segments if s.kind == "prose" or (s.kind == "output" and s.format is None)
+            for n in range(s.start_line, s.end_line + 1)}
     if keep:
         masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
         res = launch_prose.parse(masked, name)

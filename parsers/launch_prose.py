@@ -144,6 +144,10 @@ _NEGATION_RE = re.compile(
 _CHANGE_TO_RE = re.compile(
     r"\b(?:back\s+off|lower|reduce|drop|bump|raise|increase|decrease|change|switch|cut|bring\s+(?:it\s+)?down)"
     r"(?:\s+\S+){0,4}?\s+to\s*$", re.IGNORECASE)
+# "the plan was to lower --mem-fraction-static to 0.85": the verb's base form right before the flag
+_CHANGE_BASE_RE = re.compile(
+    r"\b(?:back\s+off|lower|reduce|drop|bump|raise|increase|decrease|change|switch)(?:\s+(?:the|it|its))?\s*$",
+    re.IGNORECASE)
 _AFTER_MODAL_RE = re.compile(r"^\W*(?:[\w.%-]+\W+){0,2}?(would|could|should|might|will|may)\b", re.IGNORECASE)
 _FRAME_RE = re.compile(
     r"\bnext\s+(?:attempt|run|launch|time|try|iteration|config(?:uration)?)\b|\bgoing forward\b|\bfrom now on\b|"
@@ -176,7 +180,7 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
     neg = _NEGATION_RE.search(before)
     if neg:
         return neg.group(0).lower()
-    change = _CHANGE_TO_RE.search(before)
+    change = _CHANGE_TO_RE.search(before) or _CHANGE_BASE_RE.search(before)
     if change:
         return " ".join(change.group(0).split()).lower()
     m = _AFTER_MODAL_RE.match(after)
@@ -194,7 +198,9 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
 # flag mentions
 
 _VALUE = r"(?:\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;()\[\]\"'`<>]{1,200})"
-_DASHED_RE = re.compile(rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+)({_VALUE}))?")
+# "--tp-size 8", "--tp-size=8", "--mem-fraction-static to 0.85", "--tp-size of 8"
+_DASHED_RE = re.compile(
+    rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)({_VALUE}))?")
 _KEYVAL_RE = re.compile(rf"(?<![\w./-])([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)\s*=\s*({_VALUE})")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _STOPWORDS = frozenset(str.split("""a an and are as at be been but by for from had has have in into is it its of on or
@@ -305,7 +311,8 @@ _GRAPH_RE = re.compile(r"\b(?:cuda[- ]?)?graphs?\s+captur\w*|\bcaptur\w*\s+(?:th
                        re.IGNORECASE)
 _LEFT_SIZE_RE = re.compile(
     r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free)\b\W{0,3}(?:only\s+|just\s+|about\s+|"
-    r"~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+)?(?:free|left|available|remaining)\b)", re.IGNORECASE)
+    r"~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
+    r"(?:was|were)\s+(?:left|free))\b)", re.IGNORECASE)
 _KILL_RE = re.compile(
     r"\b(?:pkill|killall)(?:\s+-[\w-]+)*\s+(?!(?:and|or|the|a|to|with|commands?|would|could|should|will|can|"
     r"might|may|did|does|do|is|was|were|then|first|again|also|only|all|processes|it|them)\b)[\w./*-]+|\bkill\s+-(?:9|KILL|SIGKILL|15|TERM)(?:\s+\d+)+"
@@ -482,15 +489,17 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
                                         "text": sentence, "attrs": a}))
             break
     seen: set[int] = set()
-    for pat in _HOST_PATTERNS:
+    for k, pat in enumerate(_HOST_PATTERNS):
+        explicit = k == len(_HOST_PATTERNS) - 1  # "… out of N GB total" names the total itself
         for m in pat.finditer(sentence):
             if m.start(1) in seen:  # one figure that two phrasings match
                 continue
             pre = sentence[max(0, m.start() - 40):m.start()]
             pre_words = " ".join(pre.split()[-5:])
             post_words = " ".join(sentence[m.end():m.end() + 40].split()[:3])
-            if (_HOST_NOT_RE.search(pre_words) and not re.search(r"\ball\s+(?:of\s+)?(?:the\s+|its\s+)?$", pre))\
-                    or _HOST_NOT_RE.search(post_words):
+            if not explicit and ((_HOST_NOT_RE.search(pre_words)
+                                  and not re.search(r"\ball\s+(?:of\s+)?(?:the\s+|its\s+)?$", pre))
+                                 or _HOST_NOT_RE.search(post_words)):
                 continue
             before, after = _clause(sentence, m.start(), m.end())
             if discussion_cue(before, after, sentence, frame):
