@@ -226,7 +226,9 @@ class _Reader:
                 break
             key = m.group(1) if m.group(1) is not None else (m.group(2) if m.group(2) is not None else m.group(3))
             rest = body[m.end():]
+            key_line = self.i + 1 + self.offset
             node = self.value_after(rest, ind + 1, ind, seq_at_same=True)
+            node.line = min(node.line, key_line)  # a block value starts at its key
             out[key.strip()] = node
             end = max(end, node.line_end)
         return Node(out, start + 1 + self.offset, end)
