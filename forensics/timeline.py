@@ -163,9 +163,21 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
 
     out: list[_Piece] = []
     lines = text.split("\n")
-    # prose, and text no parser claimed (a sentence that starts with `--flag` is not "prose" to the splitter)
+    # prose, and text no parser claimed (a sentence that starts with `--flag` is not "prose" to the splitter);
+    # a launch command inside either is a command, not a sentence
     keep = {n for s in segments if s.kind == "prose" or (s.kind == "output" and s.format is None)
             for n in range(s.start_line, s.end_line + 1)}
+    for seg in segments:
+        if seg.kind == "output" and seg.format is None and launch.sniff(seg.text) > 0:
+            try:
+                res = launch.parse(seg.text, name)
+            except NotThisFormat:
+                continue
+            if res.events.height:
+                res.lines = res.recognized = res.unrecognized = 0
+                out.append(_Piece(res, seg.start_line, None))
+                for r in res.events.iter_rows(named=True):
+                    keep -= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
     if keep:
         masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
         res = launch_prose.parse(masked, name)

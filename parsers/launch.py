@@ -53,13 +53,17 @@ FLAG_ALIASES: dict[str, str] = vocab.SGLANG_ALIASES
 LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
 #: ... and a vLLM server.
 VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+#: NVIDIA Dynamo's engine workers (the SGLang or vLLM arguments follow).
+DYNAMO_MODULES = ("dynamo.sglang", "dynamo.vllm")
 _VLLM_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b"
+                        r"|\bdynamo-run\s.*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
                         r"|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|\bvllm\s+serve\b|\bvllm/vllm-openai\b")
-# Tokens that end a simple command in a shell line: redirections, pipes, lists, background.
-_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?|\|\|?|&&?|;;?)")
+# Tokens that end a simple command in a shell line: redirections, pipes, lists, background. A pasted
+# ``<redacted-A>:5000`` or ``<model-dir>`` is a placeholder for a word, not a redirection.
+_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?(?![^<>\s]+>)|\|\|?|&&?|;;?)")
 _WRAPPERS = {"nohup", "exec", "env", "sudo", "time", "stdbuf", "setsid", "nice", "taskset", "numactl"}
 _DOCKER_BINS = {"docker", "podman", "nvidia-docker"}
 _PS_HEADER_RE = re.compile(r"^\s*(?:PID\s+PPID|USER\s+PID|UID\s+PID)\b")
@@ -156,7 +160,7 @@ def _is_flag(tok: str) -> bool:
 def _args_start(argv: list[str]) -> int:
     """Index of the first server argument: after the module, ``serve`` or the vLLM image, else 0."""
     for i, tok in enumerate(argv):
-        if tok in LAUNCH_MODULES + VLLM_MODULES and i > 0 and argv[i - 1] == "-m":
+        if tok in LAUNCH_MODULES + VLLM_MODULES + DYNAMO_MODULES and i > 0 and argv[i - 1] == "-m":
             return i + 1
         if tok == "serve" and i > 0 and _basename(argv[i - 1]) in ("sglang", "vllm"):
             return i + 1
@@ -172,8 +176,8 @@ def engine_of_argv(argv: list[str]) -> str:
     ('vllm', 'sglang')
     """
     for i, tok in enumerate(argv):
-        if (tok in VLLM_MODULES and i > 0 and argv[i - 1] == "-m") or _VLLM_IMAGE_RE.match(tok) or (
-                tok == "serve" and i > 0 and _basename(argv[i - 1]) == "vllm"):
+        if (tok in VLLM_MODULES + ("dynamo.vllm",) and i > 0 and argv[i - 1] == "-m") or _VLLM_IMAGE_RE.match(tok) or (
+                tok == "serve" and i > 0 and _basename(argv[i - 1]) == "vllm") or tok == "out=vllm":
             return "vllm"
     return "sglang"
 
@@ -333,6 +337,13 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
             return exe, i, "python -m", tok
         if tok == "serve" and i > 0 and _basename(tokens[i - 1]) == "vllm":
             return i - 1, i, "vllm serve", None
+        if _basename(tok) == "dynamo-run" and any(t in ("out=sglang", "out=vllm") for t in tokens[i + 1:i + 4]):
+            return i, i, "dynamo-run", None  # NVIDIA Dynamo running the engine in-process
+        if tok in DYNAMO_MODULES and i > 0 and tokens[i - 1] == "-m":
+            exe = i - 1
+            if exe > 0 and _is_python(tokens[exe - 1]):
+                exe -= 1
+            return exe, i, "python -m", tok
         if _VLLM_IMAGE_RE.match(tok) and _docker_context(tokens[:i]) is not None and not (i + 1 < len(tokens) and (
                 _basename(tokens[i + 1]) == "vllm" or _is_python(tokens[i + 1]))):
             return i, i, "docker run", None  # the image's entrypoint is the API server; its args follow
@@ -476,6 +487,9 @@ def _logical_lines(lines: list[str], skip: set[int], notes: list[str]) -> list[_
             if nxt.startswith("#"):
                 # bash: a comment line ends the continued command; later lines stand alone
                 notes.append(f"line {i + 2}: comment inside a continued command ends it (bash semantics)")
+                break
+            if _TRIMMED_RE.match(nxt):
+                notes.append(f"line {i + 2}: the pasted command was cut here; its later flags are unknown")
                 break
             i += 1
         out.append(_Logical(first + 1, i + 1, " ".join(parts), "\n".join(lines[first:i + 1])))
@@ -728,13 +742,33 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
                 used.add(idx)
             if not any(c.line == idx + 1 for c in found) and argv:
                 used.add(idx)  # a cmdline that is not SGLang's: a valid container line
-    for lg in _logical_lines(lines, used, notes):
+    logical = _logical_lines(lines, used, notes)
+    for k, lg in enumerate(logical):
         if not _ANCHOR_RE.search(lg.text) or lg.text.lstrip().startswith("#"):
             continue
+        # lines that only continue the flags, without backslashes (a folded YAML or template command)
+        while k + 1 < len(logical) and re.match(r"^\s*--?[A-Za-z]", logical[k + 1].text) \
+                and logical[k + 1].line == lg.line_end + 1:
+            nxt = logical.pop(k + 1)
+            lg = _Logical(lg.line, nxt.line_end, lg.text + " " + nxt.text, lg.raw + "\n" + nxt.raw)
         cmds = _commands_in_tokens(tokenize(lg.text), lg.line, lg.line_end, lg.raw)
         if cmds:
             found.extend(cmds)
             used.update(range(lg.line - 1, lg.line_end))
+    if not found and _args_only(lines):
+        argv = [t for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not _TRIMMED_RE.match(ln)
+                for t in tokenize(strip_comment(ln).rstrip().rstrip("\\"))]
+        flags_known = [t.split("=", 1)[0] for t in argv if _is_flag(t) and vocab.known(t.split("=", 1)[0])]
+        engines = {vocab.engine_of_flag(f) for f in flags_known} - {None}
+        engine = engines.pop() if len(engines) == 1 else "sglang"
+        content = [i for i, ln in enumerate(lines) if ln.strip()]
+        cmd = LaunchCommand(line=content[0] + 1, line_end=content[-1] + 1, argv=argv, launcher="args",
+                            text="\n".join(lines[content[0]:content[-1] + 1]), scan=scan_flags(argv, engine),
+                            engine=engine)
+        if len(engines) != 1:
+            cmd.extra["engine_assumed"] = True
+        found.append(cmd)
+        used.update(range(content[0], content[-1] + 1))
     if not found and launch_config.looks_like_recipe(text):
         for cmd in launch_config.recipe_commands(text):
             found.append(cmd)
@@ -756,6 +790,25 @@ def find_commands(text: str) -> list[LaunchCommand]:
         return []
 
 
+#: lines of a launch script around the command: environment, set-up, a paste's "[... trimmed ...]" mark
+_SHELL_STMT_RE = re.compile(r"^\s*(?:export\s+\w+=|set\s+[-+]\w|cd\s|source\s|\.\s|module\s+load\b|ulimit\s|unset\s"
+                            r"|conda\s+activate\b|[A-Za-z_]\w*=\S*\s*$|#SBATCH\b)|^\s*\[\.\.\..*\]\s*$")
+
+
+_TRIMMED_RE = re.compile(r"^\s*\[\s*(?:\.\.\.|…)[^\]]*\]\s*$")
+#: a line of server arguments without the program (``--tp 8 --mem-fraction-static 0.9``)
+_ARGS_LINE_RE = re.compile(r"^\s*--?[A-Za-z][\w-]*(?:[=\s]|$)")
+
+
+def _args_only(lines: list[str]) -> bool:
+    """Text made only of argument lines, with at least one engine flag among them."""
+    content = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not _TRIMMED_RE.match(ln)]
+    if not content or len(content) > 200 or not all(_ARGS_LINE_RE.match(ln) for ln in content):
+        return False
+    toks = [t for ln in content for t in tokenize(ln.rstrip().rstrip("\\"))]
+    return any(_is_flag(t) and vocab.known(t.split("=", 1)[0]) for t in toks)
+
+
 def _ignorable(line: str) -> bool:
     return _is_blank_or_comment(line)
 
@@ -775,6 +828,8 @@ def sniff(head: str) -> float:
         return 0.9
     if launch_config.is_python_api(head):
         return 0.85
+    if _args_only(_split_lines(head)):
+        return 0.7
     if launch_config.looks_like_recipe(head) and not any(
             _ANCHOR_RE.search(ln) for ln in head.split("\n") if not ln.lstrip().startswith("#")):
         return 0.8
@@ -789,7 +844,7 @@ def sniff(head: str) -> float:
     if not content:
         return 0.0
     cmd_lines = sum(1 for ln in content if _ANCHOR_RE.search(ln) or ln.rstrip().endswith("\\")
-                    or ln.lstrip().startswith("--"))
+                    or ln.lstrip().startswith("--") or _SHELL_STMT_RE.match(ln))
     share = cmd_lines / len(content)
     if head.startswith("#!") or share >= 0.5:
         return 0.9
@@ -806,7 +861,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
 
     script_like = (text.startswith("#!") or _is_compose(text) or "\0" in text or launch_config.launch_yaml.is_k8s(text)
                    or launch_config.is_dockerfile(text) or launch_config.is_python_api(text)
-                   or (bool(found) and found[0].launcher == "config"))
+                   or (bool(found) and found[0].launcher in ("config", "args")))
     if not found and not script_like and any(not _ignorable(ln) for ln in lines):
         raise NotThisFormat("no SGLang launch command in this text")
     content = [i for i, ln in enumerate(lines) if not _ignorable(ln)]

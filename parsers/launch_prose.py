@@ -208,6 +208,9 @@ per so than that the their then there these this those to was were which while w
 parameter parameters flag flags option options setting settings value values argument arguments"""))
 
 
+_OFF = frozenset(("false", "0", "no", "off", "none"))
+
+
 @dataclass
 class Mention:
     """One flag stated or discussed in a sentence."""
@@ -229,6 +232,8 @@ def _clean_value(raw: str) -> str:
 
 def _value_ok(flag: str, value: str) -> bool:
     if not value or value.startswith("-") and not _NUMBER_RE.match(value):
+        return False
+    if value.lower() in ("none", "null", "nil", "n/a"):
         return False
     if _NUMBER_RE.match(value) or value.lower() in ("true", "false"):
         return True
@@ -252,7 +257,9 @@ def _flag_mentions(sentence: str) -> list[tuple[int, int, str, str | bool, str]]
         if vocab.is_boolean(flag):
             value: str | bool = True
             if m.group(2):
-                value = _clean_value(raw or "")
+                if _clean_value(raw or "").lower() in _OFF:
+                    continue
+                value = True
             end = m.end(1) if not m.group(2) else m.end()
         else:
             value = _clean_value(raw or "")
@@ -266,7 +273,10 @@ def _flag_mentions(sentence: str) -> list[tuple[int, int, str, str | bool, str]]
         engine = vocab.engine_of_flag(m.group(1))
         flag = vocab.canonical(m.group(1), "vllm" if engine == "vllm" else "sglang")
         value = _clean_value(m.group(2))
-        if vocab.is_boolean(flag) or _value_ok(flag, value):
+        if vocab.is_boolean(flag):
+            if value.lower() not in _OFF:
+                found.append((m.start(), m.end(), flag, True, m.group(1)))
+        elif _value_ok(flag, value):
             found.append((m.start(), m.end(), flag, value, m.group(1)))
     found.sort()
     return found
@@ -369,6 +379,11 @@ def _conflicts(cfg: _Config, m: Mention) -> bool:
         return str(old).lower() != str(m.value).lower()
 
 
+def _as_vllm(flag: str, mentions: dict[str, dict[str, Any]]) -> str:
+    written = (mentions.get(flag) or {}).get("written") or flag
+    return vocab.canonical(written, "vllm")
+
+
 def _engine(flags: dict[str, Any]) -> str | None:
     engines = {vocab.engine_of_flag(f) for f in flags} - {None}
     return engines.pop() if len(engines) == 1 else None
@@ -432,7 +447,13 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             f = _FRAME_RE.search(sentence)
             if f:
                 frame = f.group(0).lower()
+    named = {e for e in ("sglang", "vllm") if re.search(rf"\b{e}\b", text, re.IGNORECASE)}
     for i, cfg in enumerate(configs):
+        engine = _engine(cfg.flags) or (next(iter(named)) if len(named) == 1 else None)  # the only engine named
+        if engine == "vllm":  # vLLM's own names ("tensor_parallel_size" → --tensor-parallel-size, not --tp-size)
+            cfg.flags = {_as_vllm(f, cfg.mentions): v for f, v in cfg.flags.items()}
+            cfg.carried = [_as_vllm(f, cfg.mentions) for f in cfg.carried]
+            cfg.mentions = {_as_vllm(f, cfg.mentions): m for f, m in cfg.mentions.items()}
         args = {f.lstrip("-").replace("-", "_"): v for f, v in sorted(cfg.flags.items())}
         text_lines = sorted({m["line"] for m in cfg.mentions.values()}) or [cfg.line]
         own = [m for f, m in cfg.mentions.items() if f not in cfg.carried] or list(cfg.mentions.values())
@@ -446,7 +467,6 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         rows.append({"line": first, "run": i, "kind": "server_args", "text": "\n".join(sentences),
                      "attrs": {"args": args, "form": "prose", **common}})
         if cfg.flags:
-            engine = _engine(cfg.flags)
             rows.append({"line": first, "line_end": max(text_lines + [cfg.last_line, first]), "kind": "launch_command",
                          "text": "\n".join(sentences),
                          "attrs": {"argv": [], "flags": dict(sorted(cfg.flags.items())), "launcher": "prose",

@@ -256,3 +256,35 @@ def test_python_and_recipe_paths_never_raise(text) -> None:
     for prefix in ("import sglang\nsgl.Engine(", "from vllm import LLM\nLLM(", "tp: 8\nmem-fraction-static: "):
         with contextlib.suppress(NotThisFormat):
             launch.parse(prefix + text)
+
+
+def test_a_line_of_arguments_without_the_program() -> None:
+    text = "--num-scheduler-steps 8 --gpu-memory-utilization 0.95\n"
+    assert launch.sniff(text) >= 0.5
+    (row,) = launch.parse(text).events.to_dicts()
+    a = json.loads(row["attrs"])
+    assert a["launcher"] == "args" and a["engine"] == "vllm"
+    assert a["flags"] == {"--num-scheduler-steps": "8", "--gpu-memory-utilization": "0.95"}
+
+
+def test_placeholders_and_a_cut_paste() -> None:
+    text = ("python3 -m sglang.launch_server --model-path <model-dir> \\\n    --tp 4 --dist-init-addr <head-node>:5000 \\\n"
+            "[... trimmed ...]\n")
+    r = launch.parse(text)
+    a = json.loads(r.events["attrs"][0])
+    assert a["flags"] == {"--model-path": "<model-dir>", "--tp-size": "4", "--dist-init-addr": "<head-node>:5000"}
+    assert any("cut" in n for n in r.notes)
+
+
+def test_flags_continued_without_backslashes_and_templates() -> None:
+    text = ("      python3 -m sglang.launch_server\n      --model-path {{ model }}\n      --tp {{ tp }}\n"
+            "      --mem-fraction-static 0.8\n")
+    a = json.loads(launch.parse(text).events["attrs"][0])
+    assert a["flags"] == {"--model-path": "{{ model }}", "--tp-size": "{{ tp }}", "--mem-fraction-static": "0.8"}
+
+
+def test_dynamo_runs_the_engine_in_process() -> None:
+    a = json.loads(launch.parse("dynamo-run in=http out=sglang --model-path /m --tp 2\n").events["attrs"][0])
+    assert a["launcher"] == "dynamo-run" and a["engine"] == "sglang" and a["flags"]["--tp-size"] == "2"
+    b = json.loads(launch.parse("python -m dynamo.vllm --model /m -tp 2\n").events["attrs"][0])
+    assert b["engine"] == "vllm" and b["flags"] == {"--model": "/m", "--tensor-parallel-size": "2"}

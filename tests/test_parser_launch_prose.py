@@ -200,3 +200,11 @@ def test_kill_words_that_are_not_targets() -> None:
 def test_nothing_stated_nothing_returned() -> None:
     res = launch_prose.parse("A quiet paragraph about nothing in particular.\n", "t.txt")
     assert res.events.height == 0 and res.lines == 1
+
+
+def test_engine_log_key_values_keep_vllm_names_and_skip_off_values() -> None:
+    text = ("INFO engine.py:100] Initializing an LLM engine with config: tensor_parallel_size=2, "
+            "gpu_memory_utilization=0.92, enforce_eager=False, download_dir=None, max_model_len=4096\n")
+    (a,) = [r["a"] for r in rows(text, "launch_command")]
+    assert a["engine"] == "vllm"
+    assert a["flags"] == {"--tensor-parallel-size": "2", "--gpu-memory-utilization": "0.92", "--max-model-len": "4096"}
