@@ -379,7 +379,8 @@ def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConf
 
 def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
     for row in reversed(launch_rows(tl)):
-        limit = attrs(row).get("docker_memory_bytes")
+        # docker/compose, and any container or job limit (Kubernetes limits.memory, #SBATCH --mem)
+        limit = attrs(row).get("docker_memory_bytes") or attrs(row).get("container_memory_bytes")
         if isinstance(limit, int | float) and limit > 0:
             return int(limit), row
     return None

@@ -27,11 +27,13 @@ from ._common import (
     before,
     docker_memory_limit,
     evidence_list,
+    flag_key,
     fmt_gb,
     fmt_gib,
     is_prose,
     iter_runs,
     launch_moments,
+    launch_rows,
     make_finding,
     of_kind,
     rank_label,
@@ -178,6 +180,15 @@ def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Req
     return None
 
 
+def _launch_config(row: Row) -> ServerConfig:
+    """The settings of one launch command (not overlaid by any log)."""
+    cfg = ServerConfig(has_launch=True)
+    for k, v in (attrs(row).get("flags") or {}).items():
+        cfg.values[flag_key(k)] = v
+        cfg.origin[flag_key(k)] = row
+    return cfg
+
+
 def detect(tl: Timeline) -> list[Finding]:
     findings: list[Finding] = []
     cases: list[tuple[ServerConfig, list[Row], Request, RunRef | None]] = []
@@ -186,11 +197,16 @@ def detect(tl: Timeline) -> list[Finding]:
         req = _request_from_log(run) or _request_from_config(cfg, run, tl)
         if req:
             cases.append((cfg, run, req, ref))
-    if not cases:  # no log: predict from the launch command alone
-        cfg = server_config(tl)
-        req = _request_from_config(cfg, [], tl)
-        if req:
-            cases.append((cfg, [], req, None))
+    if all(run and all(is_prose(r) for r in run) for _cfg, run, _req, _ref in cases):
+        # no log: predict from each launch configuration written down (a ticket may hold a command and a
+        # recipe), the latest first; a configuration told only in prose has its own run above
+        asked: set[tuple] = set()
+        for row in reversed([r for r in launch_rows(tl) if not is_prose(r) and attrs(r).get("engine") != "vllm"]):
+            cfg = _launch_config(row)
+            req = _request_from_config(cfg, [], tl)
+            if req and (round(req.per_rank), cfg.get("tp_size")) not in asked:
+                asked.add((round(req.per_rank), cfg.get("tp_size")))
+                cases.append((cfg, [], req, None))
     host = host_picture(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
