@@ -53,6 +53,10 @@ from .units import GIB, KIB, MIB, TIB
 FORMAT = "prose"
 CONFIDENCE = "prose"
 _MAX_PARAGRAPH = 200_000  # longer "paragraphs" are data, not prose
+MAX_TEXT = 8 << 20
+_DIGIT_RE = re.compile(r"\d")
+_HOST_WORD_RE = re.compile(r"\b(?:RAM|DRAM|memory|host|machine|server|node|box|VM|container|total)\b", re.IGNORECASE)
+_GPU_WORD_RE = re.compile(r"capacity|\b(?:GPU|HBM|VRAM)\b", re.IGNORECASE)
 
 # ---------------------------------------------------------------------------------------------
 # text → paragraphs → sentences → clauses
@@ -132,7 +136,7 @@ _MODAL_RE = re.compile(
     r"intend(?:s|ed)? to|wants? to|needs? to|ought to|ha(?:s|ve) to|let'?s|let me|try|trying|tries|"
     r"consider(?:s|ing)?|suggest(?:s|ed|ing)?|recommend(?:s|ed|ing)?|propos(?:e|es|ed|ing)|if|unless|"
     r"suppose|e\.g\.|for example|for instance|say,|instead of|rather than|in place of|without|maybe|perhaps|"
-    r"hypothetical(?:ly)?|what if|whether|alternatively|next (?:attempt|run|launch|time|try|iteration|step|"
+    r"hypothetical(?:ly)?|what if|whether|alternatively|by default|defaults?|recommended|next (?:attempt|run|launch|time|try|iteration|step|"
     r"config(?:uration)?))(?=\W|$)"
     r"|'ll\b", re.IGNORECASE)
 # "could only hold", "could not start": past facts, not hypotheses
@@ -405,6 +409,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
 
     Lines are counted but not claimed: the caller (the transcript reader) accounts for prose lines.
     """
+    notes = []
+    if len(text) > MAX_TEXT:  # a write-up is small; a huge unclaimed text is read only at its start
+        notes.append(f"{path or 'text'}: prose read only in its first {MAX_TEXT >> 20} MiB")
+        text = text[:MAX_TEXT]
     lines = _split_lines(text)
     rows: list[dict[str, Any]] = []
     configs: list[_Config] = []
@@ -422,7 +430,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             if not sentence:
                 continue
             line = par.line_at(s_start)
-            for a, b, flag, value, written in _flag_mentions(sentence):
+            has_digit = _DIGIT_RE.search(sentence) is not None
+            mentions = _flag_mentions(sentence) if ("-" in sentence or "=" in sentence) else []
+            for a, b, flag, value, written in mentions:
                 before, after = _clause(sentence, a, b)
                 cue = discussion_cue(before, after, sentence, frame)
                 m = Mention(flag, value, written, par.line_at(s_start + a), sentence, cue)
@@ -442,8 +452,11 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 elif configs and not configs[-1].stated:
                     configs[-1].line = min(configs[-1].line, m.line)
                 configs[current(m.line)].add(m)
-            rows.extend(_kills(sentence, line, frame))
-            facts.extend(_figures(sentence, line, frame, current))
+            if "kill" in sentence or "fuser" in sentence or "docker" in sentence or "pct " in sentence \
+                    or "systemctl" in sentence:
+                rows.extend(_kills(sentence, line, frame))
+            if has_digit:
+                facts.extend(_figures(sentence, line, frame, current))
             f = _FRAME_RE.search(sentence)
             if f:
                 frame = f.group(0).lower()
@@ -476,7 +489,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             row["run"] = idx
         rows.append(row)
     rows.sort(key=lambda r: r["line"])
-    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines))
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines), notes=notes)
 
 
 def _kills(sentence: str, line: int, frame: str | None) -> list[dict[str, Any]]:
@@ -509,7 +522,8 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
                                         "text": sentence, "attrs": a}))
             break
     seen: set[int] = set()
-    for k, pat in enumerate(_HOST_PATTERNS):
+    host_pats = _HOST_PATTERNS if _HOST_WORD_RE.search(sentence) else []
+    for k, pat in enumerate(host_pats):
         explicit = k == len(_HOST_PATTERNS) - 1  # "… out of N GB total" names the total itself
         for m in pat.finditer(sentence):
             if m.start(1) in seen:  # one figure that two phrasings match
@@ -530,7 +544,7 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
             if assumed:
                 a["unit_assumed"] = f"{m.group(2)} of RAM read as GiB (free -g and most tools print GiB as G/GB)"
             out.append((None, {"line": line, "kind": "host_memory", "total_bytes": size, "text": sentence, "attrs": a}))
-    for pat in _GPU_CAP_PATTERNS:
+    for pat in _GPU_CAP_PATTERNS if _GPU_WORD_RE.search(sentence) else []:
         for m in pat.finditer(sentence):
             before, after = _clause(sentence, m.start(), m.end())
             if discussion_cue(before, after, sentence, frame):
