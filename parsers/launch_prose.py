@@ -133,7 +133,7 @@ def _clause(sentence: str, pos: int, end: int) -> tuple[str, str]:
 
 _MODAL_RE = re.compile(
     r"\b(?:would|could|should|might|may|must|shall|will|going to|gonna|plan(?:s|ned|ning)? to|"
-    r"intend(?:s|ed)? to|wants? to|needs? to|ought to|ha(?:s|ve) to|let'?s|let me|try|trying|tries|"
+    r"intend(?:s|ed)? to|wants? to|needs?|ought to|ha(?:s|ve) to|let'?s|let me|try|trying|tries|"
     r"consider(?:s|ing)?|suggest(?:s|ed|ing)?|recommend(?:s|ed|ing)?|propos(?:e|es|ed|ing)|if|unless|"
     r"suppose|e\.g\.|for example|for instance|say,|instead of|rather than|in place of|without|maybe|perhaps|"
     r"hypothetical(?:ly)?|what if|whether|alternatively|by default|defaults?|recommended|next (?:attempt|run|launch|time|try|iteration|step|"
@@ -204,8 +204,11 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
 _VALUE = r"(?:\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;()\[\]\"'`<>]{1,200})"
 # "--tp-size 8", "--tp-size=8", "--mem-fraction-static to 0.85", "--tp-size of 8"
 _DASHED_RE = re.compile(
-    rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)({_VALUE}))?")
-_KEYVAL_RE = re.compile(rf"(?<![\w./-])([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)\s*=\s*({_VALUE})")
+    rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)"
+    rf"(?!-[A-Za-z-])({_VALUE}))?")
+# "mem_fraction_static=0.93", "hicache-size=48", "mem_fraction_static was 0.92"
+_KEYVAL_RE = re.compile(rf"(?<![\w./-])([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)(?:\s*=\s*|\s+(?:was|is|of|at|set\s+to)\s+)"
+                        rf"({_VALUE})")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _STOPWORDS = frozenset(str.split("""a an and are as at be been but by for from had has have in into is it its of on or
 per so than that the their then there these this those to was were which while with without not only also
@@ -431,7 +434,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 continue
             line = par.line_at(s_start)
             has_digit = _DIGIT_RE.search(sentence) is not None
-            mentions = _flag_mentions(sentence) if ("-" in sentence or "=" in sentence) else []
+            mentions = _flag_mentions(sentence) if ("-" in sentence or "=" in sentence or "_" in sentence) else []
             for a, b, flag, value, written in mentions:
                 before, after = _clause(sentence, a, b)
                 cue = discussion_cue(before, after, sentence, frame)

@@ -208,3 +208,16 @@ def test_engine_log_key_values_keep_vllm_names_and_skip_off_values() -> None:
     (a,) = [r["a"] for r in rows(text, "launch_command")]
     assert a["engine"] == "vllm"
     assert a["flags"] == {"--tensor-parallel-size": "2", "--gpu-memory-utilization": "0.92", "--max-model-len": "4096"}
+
+
+@pytest.mark.parametrize("sentence, flags", [
+    ("Launch flags: --tp 8 --ep 8 --enable-dp-attention --dp 8", {"--tp-size": "8", "--ep-size": "8",
+                                                                  "--enable-dp-attention": True, "--dp-size": "8"}),
+    ("mem_fraction_static was 0.92 when it crashed.", {"--mem-fraction-static": "0.92"}),
+])
+def test_flag_runs_and_worded_values(sentence, flags) -> None:
+    assert configs(sentence) == [flags]
+
+
+def test_a_requirement_is_advice() -> None:
+    assert configs("You need --tp 2 for this model.") == [] and discussed("You need --tp 2 for this model.")
