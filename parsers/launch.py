@@ -129,6 +129,8 @@ class LaunchCommand:
             "gpu_count_from": self.gpu_count_from,
         }
         a.update({k: v for k, v in optional.items() if v is not None})
+        if self.engine == "vllm" and self.scan.positional and "--model" not in self.scan.flags:
+            a["model_tag"] = self.scan.positional[0]  # ``vllm serve M`` / the image's ``vllm serve`` entrypoint
         a.update(self.extra)
         return a
 

@@ -203,7 +203,7 @@ def test_vllm_serve_module_and_image() -> None:
     serve, module, image = of_kind(rows, "launch_command")
     assert serve["a"]["launcher"] == "vllm serve" and serve["a"]["engine"] == "vllm"
     assert serve["a"]["flags"]["--tensor-parallel-size"] == "2" and serve["a"]["env"] == {"VLLM_USE_V1": "1"}
-    assert serve["a"]["positional"] == ["meta-llama/Llama-3.1-8B"]
+    assert serve["a"]["positional"] == ["meta-llama/Llama-3.1-8B"] and serve["a"]["model_tag"] == "meta-llama/Llama-3.1-8B"
     assert module["a"]["module"] == "vllm.entrypoints.openai.api_server" and module["a"]["flags"]["--model"] == "/m"
     assert image["a"]["launcher"] == "docker run" and image["a"]["flags"]["--tensor-parallel-size"] == "8"
     assert image["a"]["env"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}
@@ -288,3 +288,11 @@ def test_dynamo_runs_the_engine_in_process() -> None:
     assert a["launcher"] == "dynamo-run" and a["engine"] == "sglang" and a["flags"]["--tp-size"] == "2"
     b = json.loads(launch.parse("python -m dynamo.vllm --model /m -tp 2\n").events["attrs"][0])
     assert b["engine"] == "vllm" and b["flags"] == {"--model": "/m", "--tensor-parallel-size": "2"}
+
+
+def test_newer_vllm_image_takes_the_model_as_its_first_argument() -> None:
+    text = ("apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+            "      - name: vllm\n        image: docker.io/vllm/vllm-openai:v0.10.1\n"
+            "        args: [\"Qwen/Qwen3-32B\", \"--tensor-parallel-size\", \"2\", \"--max-num-seqs\", \"64\"]\n")
+    a = json.loads(launch.parse(text).events["attrs"][0])
+    assert a["model_tag"] == "Qwen/Qwen3-32B" and a["flags"] == {"--tensor-parallel-size": "2", "--max-num-seqs": "64"}
