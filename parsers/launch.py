@@ -384,8 +384,9 @@ def _commands_in_tokens(tokens: list[str], line: int, line_end: int, text: str) 
     while start < len(tokens):
         rest = tokens[start:]
         hit = _anchor_index(rest)
-        nested = next((k for k, t in enumerate(rest) if k > 0 and rest[k - 1] == "-c" and _ANCHOR_RE.search(t)),
-                      None)
+        # ``bash -c "…"``, ``ssh host '…'``, ``srun sh -c '…'``: a quoted word that holds a whole command line
+        nested = next((k for k, t in enumerate(rest) if k > 0 and (rest[k - 1] == "-c" or " " in t)
+                       and _ANCHOR_RE.search(t)), None)
         if nested is not None and (hit is None or nested < hit[0]):
             outer = _docker_context(rest[:nested])
             for cmd in _commands_in_tokens(tokenize(rest[nested]), line, line_end, text):

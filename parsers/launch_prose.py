@@ -87,9 +87,12 @@ def _paragraphs(lines: list[str]) -> list[_Paragraph]:
                 out.append(_Paragraph(" ".join(buf), starts))
             buf, starts, size = [], [], 0
             continue
+        body = ln.strip()
+        if body.startswith("|") and body.endswith("|"):
+            body = body.replace("|", " ") + "."  # a Markdown table row: "| --tp-size | 8 |" is one statement
         starts.append((size, i + 1))
-        buf.append(ln.strip())
-        size += len(ln.strip()) + 1
+        buf.append(body)
+        size += len(body) + 1
     if buf:
         out.append(_Paragraph(" ".join(buf), starts))
     return [p for p in out if len(p.text) <= _MAX_PARAGRAPH]

@@ -296,3 +296,9 @@ def test_newer_vllm_image_takes_the_model_as_its_first_argument() -> None:
             "        args: [\"Qwen/Qwen3-32B\", \"--tensor-parallel-size\", \"2\", \"--max-num-seqs\", \"64\"]\n")
     a = json.loads(launch.parse(text).events["attrs"][0])
     assert a["model_tag"] == "Qwen/Qwen3-32B" and a["flags"] == {"--tensor-parallel-size": "2", "--max-num-seqs": "64"}
+
+
+def test_a_launch_quoted_for_ssh() -> None:
+    text = "ssh gpu-07 'cd /srv && SGLANG_LOG_MS=1 nohup python3 -m sglang.launch_server --tp 8 > s.log 2>&1 &'\n"
+    a = json.loads(launch.parse(text).events["attrs"][0])
+    assert a["flags"] == {"--tp-size": "8"} and a["env"] == {"SGLANG_LOG_MS": "1"}

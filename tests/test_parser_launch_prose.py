@@ -221,3 +221,10 @@ def test_flag_runs_and_worded_values(sentence, flags) -> None:
 
 def test_a_requirement_is_advice() -> None:
     assert configs("You need --tp 2 for this model.") == [] and discussed("You need --tp 2 for this model.")
+
+
+def test_markdown_table_rows_of_settings() -> None:
+    text = "| flag | value |\n|---|---|\n| --tp-size | 8 |\n| --mem-fraction-static | 0.88 |\n"
+    assert configs(text) == [{"--tp-size": "8", "--mem-fraction-static": "0.88"}]
+    got = rows(text, "launch_command")[0]["a"]["mentions"]
+    assert got["--tp-size"]["line"] == 3 and got["--mem-fraction-static"]["line"] == 4
