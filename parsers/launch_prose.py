@@ -55,6 +55,7 @@ CONFIDENCE = "prose"
 _MAX_PARAGRAPH = 200_000  # longer "paragraphs" are data, not prose
 MAX_TEXT = 8 << 20
 _DIGIT_RE = re.compile(r"\d")
+_MENTION_HINT_RE = re.compile(r"[-=_]|TP|[Tt]ensor")
 _HOST_WORD_RE = re.compile(r"\b(?:RAM|DRAM|memory|host|machine|server|node|box|VM|container|total)\b", re.IGNORECASE)
 _GPU_WORD_RE = re.compile(r"capacity|\b(?:GPU|HBM|VRAM)\b", re.IGNORECASE)
 
@@ -288,8 +289,38 @@ def _flag_mentions(sentence: str) -> list[tuple[int, int, str, str | bool, str]]
                 found.append((m.start(), m.end(), flag, True, m.group(1)))
         elif _value_ok(flag, value):
             found.append((m.start(), m.end(), flag, value, m.group(1)))
+    for a, b, value, written in _tp_shorthand(sentence):
+        if not any(x <= a < y for x, y, *_ in found):
+            found.append((a, b, "--tp-size", value, written))
     found.sort()
     return found
+
+
+# "on TP8", "a TP-8 deployment", "TP=4"; "tensor parallelism set to 8", "TP size of 4". A bare "TP3" is a rank's
+# label, so the short form needs a size's context and a power of two.
+_TP_SHORT_RE = re.compile(r"(?<![\w\[-])TP[-=]?(\d{1,2})\b(?!\])")
+_TP_WORDED_RE = re.compile(r"\b(?:TP|tp|[Tt]ensor[- ]parallel(?:ism)?)(?:[- ](?:size|degree))?\s*(?:(?:is|was)\s+)?"
+                           r"(?:=|:|\bof\b|\bis\b|\bwas\b|\bset\s+to\b)\s*(\d{1,3})\b")
+_TP_BEFORE = frozenset(str.split("on with using at a an for in under as of"))
+_TP_AFTER = frozenset(str.split("deployment setup config configuration server cluster run launch instance job mode serving "
+                                "engine model node box"))
+
+
+def _tp_shorthand(sentence: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, size, as written) of tensor-parallel sizes said without the flag."""
+    out = []
+    for m in _TP_WORDED_RE.finditer(sentence):
+        out.append((m.start(), m.end(), m.group(1), m.group(0)))
+    for m in _TP_SHORT_RE.finditer(sentence):
+        n = int(m.group(1))
+        if n < 1 or n & (n - 1) or any(a <= m.start() < b for a, b, *_ in out):
+            continue
+        prev = sentence[:m.start()].split()[-1:] or [""]
+        nxt = sentence[m.end():].split()[:1] or [""]
+        if prev[0].lower().strip("(,") in _TP_BEFORE or nxt[0].lower().strip(").,;:") in _TP_AFTER \
+                or m.group(0)[2:3] == "=":
+            out.append((m.start(), m.end(), str(n), m.group(0)))
+    return out
 
 
 #: A stated flag that implies another (HiCache settings only act with HiCache on).
@@ -437,7 +468,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 continue
             line = par.line_at(s_start)
             has_digit = _DIGIT_RE.search(sentence) is not None
-            mentions = _flag_mentions(sentence) if ("-" in sentence or "=" in sentence or "_" in sentence) else []
+            mentions = _flag_mentions(sentence) if _MENTION_HINT_RE.search(sentence) else []
             for a, b, flag, value, written in mentions:
                 before, after = _clause(sentence, a, b)
                 cue = discussion_cue(before, after, sentence, frame)

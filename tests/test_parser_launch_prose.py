@@ -228,3 +228,23 @@ def test_markdown_table_rows_of_settings() -> None:
     assert configs(text) == [{"--tp-size": "8", "--mem-fraction-static": "0.88"}]
     got = rows(text, "launch_command")[0]["a"]["mentions"]
     assert got["--tp-size"]["line"] == 3 and got["--mem-fraction-static"]["line"] == 4
+
+
+@pytest.mark.parametrize("sentence, tp", [
+    ("We launched with --hicache-size 300 on TP8.", "8"),
+    ("It is a TP-4 deployment on two nodes.", "4"),
+    ("Tensor parallelism was set to 8 for this model.", "8"),
+    ("The TP size of 2 was used throughout.", "2"),
+])
+def test_tensor_parallel_size_said_without_the_flag(sentence, tp) -> None:
+    (flags,) = configs(sentence)
+    assert flags["--tp-size"] == tp
+
+
+@pytest.mark.parametrize("sentence", [
+    "TP3 crashed first and the others waited.",
+    "The log of [TP2] shows the OOM.",
+    "Rank TP0 printed the traceback.",
+])
+def test_a_rank_label_is_no_size(sentence) -> None:
+    assert configs(sentence) == []
