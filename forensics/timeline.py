@@ -174,10 +174,13 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
             except NotThisFormat:
                 continue
             if res.events.height:
-                res.lines = res.recognized = res.unrecognized = 0
-                out.append(_Piece(res, seg.start_line, None))
+                used: set[int] = set()
                 for r in res.events.iter_rows(named=True):
-                    keep -= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
+                    used |= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
+                keep -= used
+                # lines nobody had claimed are now a command: recognised (the transcript counted none of them)
+                res.lines, res.recognized, res.unrecognized = len(used), len(used), 0
+                out.append(_Piece(res, seg.start_line, None))
     if keep:
         masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
         res = launch_prose.parse(masked, name)

@@ -867,6 +867,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                    or (bool(found) and found[0].launcher in ("config", "args")))
     if not found and not script_like and any(not _ignorable(ln) for ln in lines):
         raise NotThisFormat("no SGLang launch command in this text")
+    if found:  # the script's own statements around a launch (exports, set -e, a paste's cut mark) are ours too
+        used = used | {i for i, ln in enumerate(lines) if _SHELL_STMT_RE.match(ln)}
     content = [i for i, ln in enumerate(lines) if not _ignorable(ln)]
     # A script/compose file/cmdline is all ours; in other text only the command lines are.
     if script_like or (content and len(used & set(content)) / len(content) >= 0.5):

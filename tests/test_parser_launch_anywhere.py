@@ -228,8 +228,10 @@ def test_sglang_launches_say_engine_and_confidence() -> None:
 def test_ticket_fenced_command_and_recipe_through_the_timeline() -> None:
     tl = build_timeline([FIX / "ticket_with_fenced_launch.md"])
     rows = [dict(r, a=json.loads(r["attrs"] or "{}")) for r in tl.events.iter_rows(named=True)]
-    launches = [r for r in rows if r["kind"] == "launch_command"]
+    launches = [r for r in rows if r["kind"] == "launch_command" and r["source"] == "launch"]
     assert [(r["line"], r["a"]["confidence"]) for r in launches] == [(6, "command"), (23, "config")]
+    told = [r["a"]["flags"] for r in rows if r["kind"] == "launch_command" and r["source"] == "prose"]
+    assert told == [{"--tp-size": "8"}]  # the title: "… with HiCache on TP8"
     assert launches[0]["a"]["flags"]["--hicache-size"] == "200"
     assert any(r["kind"] == "host_memory" and r["source"] == "free" for r in rows)
     disc = [r for r in rows if r["kind"] == "launch_flag_discussed"]
