@@ -207,6 +207,9 @@ def detect(tl: Timeline) -> list[Finding]:
             if req and (round(req.per_rank), cfg.get("tp_size")) not in asked:
                 asked.add((round(req.per_rank), cfg.get("tp_size")))
                 cases.append((cfg, [], req, None))
+    if any(not cfg.from_prose("hicache_size") for cfg, _run, _req, _ref in cases):
+        # a log or a command line says what ran: sentences only stand in where nothing better exists
+        cases = [c for c in cases if not c[0].from_prose("hicache_size")]
     host = host_picture(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
