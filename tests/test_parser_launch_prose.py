@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from parsers import launch_prose
 from parsers.units import GIB, MIB
@@ -248,3 +250,21 @@ def test_tensor_parallel_size_said_without_the_flag(sentence, tp) -> None:
 ])
 def test_a_rank_label_is_no_size(sentence) -> None:
     assert configs(sentence) == []
+
+
+_PIECES = ["--tp-size 8", "--hicache-size=300", "mem_fraction_static=0.9", " will ", " could ", "?", ". ", "\n", "\n\n",
+           "449 GB of RAM", "0.82 GB left after CUDA graph capture", "pkill -9 -f sglang", "TP8", "on TP-4", "|", "—",
+           "next attempt", "instead of", "\x00", "\r\n", "1e309", "--enable-hicache", "capacity of 80 GiB", "é"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_PIECES), st.text(max_size=12)), max_size=60).map("".join))
+def test_never_raises_and_rows_point_at_lines_that_exist(text) -> None:
+    res = launch_prose.parse(text, "f.txt")
+    ev = res.events
+    n = len(launch_prose._split_lines(text))
+    if ev.height:
+        assert ev["line"].min() >= 1 and ev["line"].max() <= n
+        assert (ev["line_end"] >= ev["line"]).all()
+        for a in ev["attrs"]:
+            assert isinstance(json.loads(a), dict)
