@@ -57,7 +57,7 @@ MAX_TEXT = 8 << 20
 _DIGIT_RE = re.compile(r"\d")
 _MENTION_HINT_RE = re.compile(r"[-=_]|TP|[Tt]ensor")
 _HOST_WORD_RE = re.compile(r"\b(?:RAM|DRAM|memory|host|machine|server|node|box|VM|container|total)\b", re.IGNORECASE)
-_GPU_WORD_RE = re.compile(r"capacity|\b(?:GPU|HBM|VRAM)\b", re.IGNORECASE)
+_GPU_WORD_RE = re.compile(r"capacity|GPU|HBM|VRAM|\b(?:[ABHL]\d{2,3}|L40|MI\d{3}|RTX|GH200|GB200)", re.IGNORECASE)
 
 # ---------------------------------------------------------------------------------------------
 # text → paragraphs → sentences → clauses
@@ -344,7 +344,7 @@ _HOST_PATTERNS = [
                re.IGNORECASE),
     re.compile(_SIZE + r"\s+(?:of\s+)?(?:total|installed|physical|system|host|main)\s+(?:memory|RAM)\b",
                re.IGNORECASE),
-    re.compile(r"\b(?:machine|host|server|node|box|VM|container)\s+with\s+" + _SIZE, re.IGNORECASE),
+    re.compile(r"\b(?:machine|host|server|node|box|VM|container)\s+(?:with|has|had|have)\s+" + _SIZE, re.IGNORECASE),
     re.compile(_SIZE + r"[- ](?:RAM\s+)?(?:host|machine|server|node|box)\b", re.IGNORECASE),
     re.compile(r"\bout\s+of\s+" + _SIZE + r"\s+total\b", re.IGNORECASE),
 ]
@@ -357,12 +357,16 @@ _GPU_CAP_PATTERNS = [
     re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM|device|total)\s+)*(?:memory\s+)?capacity\b", re.IGNORECASE),
     re.compile(r"\bcapacity\s+of\s+" + _SIZE, re.IGNORECASE),
     re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM)\s+)(?:memory\s+)?(?:each|per\s+GPU)\b", re.IGNORECASE),
+    re.compile(_SIZE + r"\s+(?:GPUs?|cards?|VRAM|HBM\w*)\b"),
+    # a GPU model with its memory: "H100 80GB", "L40S (48 GB each)", "A100-SXM4-80GB"
+    re.compile(r"\b(?:[ABHL]\d{2,3}[A-Z]?|GH200|GB200|MI\d{3}X?|L40S?|RTX\s?(?:PRO\s?)?\d{4}\w*)"
+               r"(?:[- ](?:SXM\d?|PCIe|NVL))*[- ]*\(?\s*" + _SIZE.replace("|T|G|M", "") + r"(?:\s+each)?\b"),
 ]
-_GRAPH_RE = re.compile(r"\b(?:cuda[- ]?)?graphs?\s+captur\w*|\bcaptur\w*\s+(?:the\s+)?(?:cuda[- ]?)?graphs?\b",
-                       re.IGNORECASE)
+_GRAPH_RE = re.compile(r"\b(?:cuda[- ]?)?graphs?\s+(?:(?:were|was|are|is|got|had\s+been)\s+)?captur\w*"
+                       r"|\bcaptur\w*\s+(?:the\s+)?(?:cuda[- ]?)?graphs?\b", re.IGNORECASE)
 _LEFT_SIZE_RE = re.compile(
-    r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free)\b\W{0,3}(?:only\s+|just\s+|about\s+|"
-    r"~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
+    r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free(?:\s+(?:GPU\s+)?memory)?)"
+    r"(?:\s+(?:was|is|of|were))?\b\W{0,3}(?:only\s+|just\s+|about\s+|~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
     r"(?:was|were)\s+(?:left|free))\b)", re.IGNORECASE)
 _KILL_RE = re.compile(
     r"\b(?:pkill|killall)(?:\s+-[\w-]+)*\s+(?!(?:and|or|the|a|to|with|commands?|would|could|should|will|can|"
@@ -565,7 +569,7 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
         for m in pat.finditer(sentence):
             if m.start(1) in seen:  # one figure that two phrasings match
                 continue
-            pre = sentence[max(0, m.start() - 40):m.start()]
+            pre = re.split(r"[,;:()]", sentence[max(0, m.start() - 40):m.start()])[-1]  # this clause only
             pre_words = " ".join(pre.split()[-5:])
             post_words = " ".join(sentence[m.end():m.end() + 40].split()[:3])
             if not explicit and ((_HOST_NOT_RE.search(pre_words)
@@ -583,9 +587,13 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
             out.append((None, {"line": line, "kind": "host_memory", "total_bytes": size, "text": sentence, "attrs": a}))
     for pat in _GPU_CAP_PATTERNS if _GPU_WORD_RE.search(sentence) else []:
         for m in pat.finditer(sentence):
+            pre = re.split(r"[,;:()]", sentence[max(0, m.start() - 40):m.start()])[-1]
+            if m.start(1) in seen or _HOST_NOT_RE.search(" ".join(pre.split()[-5:])):
+                continue  # one figure two phrasings match; memory used or taken is no capacity
             before, after = _clause(sentence, m.start(), m.end())
             if discussion_cue(before, after, sentence, frame):
                 continue
+            seen.add(m.start(1))
             size, assumed = _size_bytes(m.group(1), m.group(2))
             a = {**base, "total_text": m.group(0).strip()}
             if assumed:

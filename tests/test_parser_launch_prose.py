@@ -268,3 +268,25 @@ def test_never_raises_and_rows_point_at_lines_that_exist(text) -> None:
         assert (ev["line_end"] >= ev["line"]).all()
         for a in ev["attrs"]:
             assert isinstance(json.loads(a), dict)
+
+
+@pytest.mark.parametrize("sentence, gib", [
+    ("We have 2x A100 80GB GPUs and plenty of disk.", 80),
+    ("Hardware: 4 x L40S (48 GB each), nothing else.", 48),
+    ("Running on an A100-SXM4-80GB.", 80),
+])
+def test_gpu_capacity_from_the_model_name_as_written(sentence, gib) -> None:
+    assert [r["total_bytes"] for r in rows(sentence, "gpu_memory")] == [gib * GIB]
+
+
+def test_gpu_memory_taken_is_no_capacity() -> None:
+    assert rows("The KV cache took 60 GB of GPU memory each time.", "gpu_memory") == []
+
+
+@pytest.mark.parametrize("sentence, gib", [
+    ("After graph capture, free memory was 1.1 GB on every rank.", 1.1),
+    ("Only 700 MiB remained after the CUDA graphs were captured.", 700 / 1024),
+    ("CUDA graph capture finished with 0.6 GiB of free memory.", 0.6),
+])
+def test_headroom_after_capture_in_other_words(sentence, gib) -> None:
+    assert [r["avail_bytes"] for r in rows(sentence, "cuda_graph_end")] == [int(round(gib * GIB))]
