@@ -353,6 +353,8 @@ _HOST_NOT_RE = re.compile(
     r"still|need\w*|hicache|cache|per[- ]rank|each|consum\w*|peak|reclaim\w*|held|hold\w*|occupied|took|"
     r"figure|number|reading|value)\b",
     re.IGNORECASE)
+_GPU_NOT_RE = re.compile(r"\b(?:used|usage|allocat\w*|took|taken|consum\w*|occupied|held|hold\w*|request\w*|left|free|"
+                         r"remain\w*|cache|kv|weights?|need\w*)\b", re.IGNORECASE)
 _GPU_CAP_PATTERNS = [
     re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM|device|total)\s+)*(?:memory\s+)?capacity\b", re.IGNORECASE),
     re.compile(r"\bcapacity\s+of\s+" + _SIZE, re.IGNORECASE),
@@ -588,7 +590,7 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
     for pat in _GPU_CAP_PATTERNS if _GPU_WORD_RE.search(sentence) else []:
         for m in pat.finditer(sentence):
             pre = re.split(r"[,;:()]", sentence[max(0, m.start() - 40):m.start()])[-1]
-            if m.start(1) in seen or _HOST_NOT_RE.search(" ".join(pre.split()[-5:])):
+            if m.start(1) in seen or _GPU_NOT_RE.search(" ".join(pre.split()[-5:])):
                 continue  # one figure two phrasings match; memory used or taken is no capacity
             before, after = _clause(sentence, m.start(), m.end())
             if discussion_cue(before, after, sentence, frame):

@@ -290,3 +290,8 @@ def test_gpu_memory_taken_is_no_capacity() -> None:
 ])
 def test_headroom_after_capture_in_other_words(sentence, gib) -> None:
     assert [r["avail_bytes"] for r in rows(sentence, "cuda_graph_end")] == [int(round(gib * GIB))]
+
+
+def test_each_gpus_capacity() -> None:
+    got = rows("It runs on two A100 cards, each with a capacity of 80 GiB.", "gpu_memory")
+    assert [r["total_bytes"] for r in got] == [80 * GIB]
