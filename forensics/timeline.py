@@ -165,6 +165,7 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
             continue
         pieces.append(_Piece(res, seg.start_line, ordinal, seg.command))
         ordinal += 1
+    pieces += _prose_pieces(text, segments, name)
     if not pieces:
         return None
     # The commands typed matter even without output ("pkill -9 -f sglang" splits before from after);
@@ -174,6 +175,52 @@ def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
     pieces.append(_Piece(ParseResult.from_rows(cmd_rows, source="transcript", path=name, lines=cmd_lines,
                                                recognized=cmd_lines), 1, None))
     return pieces
+
+
+def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
+    """Launch settings and stated figures in the prose of a write-up, and launch commands typed in it.
+
+    The prose parser sees only the prose lines (others blanked, so line numbers stay the file's); its
+    lines are already counted as recognised by the transcript piece, so it reports none of its own.
+    """
+    from parsers import launch, launch_prose
+
+    out: list[_Piece] = []
+    lines = text.split("\n")
+    # prose, and text no parser claimed (a sentence that starts with `--flag` is not "prose" to the splitter);
+    # a launch command inside either is a command, not a sentence
+    keep = {n for s in segments if s.kind == "prose" or (s.kind == "output" and s.format is None)
+            for n in range(s.start_line, s.end_line + 1)}
+    for seg in segments:
+        if seg.kind == "output" and seg.format is None and launch.sniff(seg.text) > 0:
+            try:
+                res = launch.parse(seg.text, name)
+            except NotThisFormat:
+                continue
+            if res.events.height:
+                used: set[int] = set()
+                for r in res.events.iter_rows(named=True):
+                    used |= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
+                keep -= used
+                # lines nobody had claimed are now a command: recognised (the transcript counted none of them)
+                res.lines, res.recognized, res.unrecognized = len(used), len(used), 0
+                out.append(_Piece(res, seg.start_line, None))
+    if keep:
+        masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
+        res = launch_prose.parse(masked, name)
+        if res.events.height:
+            res.lines = res.recognized = res.unrecognized = 0
+            out.append(_Piece(res, 1, None))
+    for seg in segments:
+        if seg.kind == "command" and launch.sniff(seg.text) > 0:
+            try:
+                res = launch.parse(seg.text, name)
+            except NotThisFormat:
+                continue
+            if res.events.height:
+                res.lines = res.recognized = res.unrecognized = 0
+                out.append(_Piece(res, seg.start_line, None))
+    return out
 
 
 def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:

@@ -40,36 +40,30 @@ from typing import Any
 
 import regex as re
 
+from . import launch_vocab as vocab
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import GIB, KIB, MIB, TIB, k8s_quantity
 
 FORMAT = "launch"
 
-#: SGLang flag spellings → the canonical long flag (server_args.py aliases and the short forms
-#: the docs use). ``--cuda-graph-max-bs-decode`` (0.5.15+) is canonical itself and kept as is.
-FLAG_ALIASES: dict[str, str] = {
-    "--tp": "--tp-size",
-    "--tensor-parallel-size": "--tp-size",
-    "--dp": "--dp-size",
-    "--data-parallel-size": "--dp-size",
-    "--pp": "--pp-size",
-    "--pipeline-parallel-size": "--pp-size",
-    "--ep": "--ep-size",
-    "--expert-parallel-size": "--ep-size",
-    "--model": "--model-path",
-    "--enable-hicache": "--enable-hierarchical-cache",
-    "--mem-frac": "--mem-fraction-static",
-    "--mem-fraction": "--mem-fraction-static",
-}
+#: SGLang flag spellings → the canonical long flag (one table for every reader: parsers/launch_vocab.py).
+FLAG_ALIASES: dict[str, str] = vocab.SGLANG_ALIASES
 
 #: Python modules that start an SGLang server when run with ``-m``.
 LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
+#: ... and a vLLM server.
+VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+#: NVIDIA Dynamo's engine workers (the SGLang or vLLM arguments follow).
+DYNAMO_MODULES = ("dynamo.sglang", "dynamo.vllm")
+_VLLM_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b")
-# Tokens that end a simple command in a shell line: redirections, pipes, lists, background.
-# ``<redacted-A>`` in a pasted command is a placeholder for a value, not an input redirection
-_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?(?![\w.-]+>)|\|\|?|&&?|;;?)")
+_ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b"
+                        r"|\bdynamo-run\s.*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
+                        r"|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|\bvllm\s+serve\b|\bvllm/vllm-openai\b")
+# Tokens that end a simple command in a shell line: redirections, pipes, lists, background. A pasted
+# ``<redacted-A>:5000`` or ``<model-dir>`` is a placeholder for a word, not a redirection.
+_SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?(?![^<>\s]+>)|\|\|?|&&?|;;?)")
 _WRAPPERS = {"nohup", "exec", "env", "sudo", "time", "stdbuf", "setsid", "nice", "taskset", "numactl"}
 _DOCKER_BINS = {"docker", "podman", "nvidia-docker"}
 _PS_HEADER_RE = re.compile(r"^\s*(?:PID\s+PPID|USER\s+PID|UID\s+PID)\b")
@@ -100,6 +94,13 @@ class LaunchCommand:
     docker_gpus: str | None = None
     module: str | None = None
     scan: FlagScan = field(default_factory=FlagScan)
+    engine: str = "sglang"
+    confidence: str = "command"  # command (a command line) | config (a manifest, compose file, recipe)
+    container_memory_bytes: int | None = None  # the container's or job's memory limit, whatever set it
+    container_memory_from: str | None = None
+    gpu_count: int | None = None
+    gpu_count_from: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def flags(self) -> dict[str, str | bool]:
@@ -111,6 +112,8 @@ class LaunchCommand:
             "flags": self.scan.flags,
             "launcher": self.launcher,
             "env": self.env,
+            "engine": self.engine,
+            "confidence": self.confidence,
         }
         optional = {
             "docker_memory_bytes": self.docker_memory_bytes,
@@ -120,8 +123,15 @@ class LaunchCommand:
             "repeated": self.scan.repeated or None,
             "spellings": self.scan.spellings or None,
             "positional": self.scan.positional or None,
+            "container_memory_bytes": self.container_memory_bytes,
+            "container_memory_from": self.container_memory_from,
+            "gpu_count": self.gpu_count,
+            "gpu_count_from": self.gpu_count_from,
         }
         a.update({k: v for k, v in optional.items() if v is not None})
+        if self.engine == "vllm" and self.scan.positional and "--model" not in self.scan.flags:
+            a["model_tag"] = self.scan.positional[0]  # ``vllm serve M`` / the image's ``vllm serve`` entrypoint
+        a.update(self.extra)
         return a
 
 
@@ -129,14 +139,18 @@ class LaunchCommand:
 # flags
 
 
-def canonical_flag(flag: str) -> str:
-    """``--tp`` → ``--tp-size``; ``--mem_fraction_static`` → ``--mem-fraction-static``.
+def canonical_flag(flag: str, engine: str = "sglang") -> str:
+    """``--tp`` → ``--tp-size``; ``--mem_fraction_static`` → ``--mem-fraction-static``; as the engine writes it.
 
     >>> canonical_flag("--tensor-parallel-size"), canonical_flag("--cuda-graph-max-bs-decode")
     ('--tp-size', '--cuda-graph-max-bs-decode')
+    >>> canonical_flag("-tp", "vllm"), canonical_flag("--gpu_memory_utilization", "vllm")
+    ('--tensor-parallel-size', '--gpu-memory-utilization')
     """
     if flag.startswith("--"):
         flag = "--" + flag[2:].replace("_", "-")
+    if engine == "vllm":
+        return vocab.VLLM_ALIASES.get(flag, flag)
     return FLAG_ALIASES.get(flag, flag)
 
 
@@ -146,17 +160,33 @@ def _is_flag(tok: str) -> bool:
 
 
 def _args_start(argv: list[str]) -> int:
-    """Index of the first server argument: after the module or ``serve``, else 0."""
+    """Index of the first server argument: after the module, ``serve`` or the vLLM image, else 0."""
     for i, tok in enumerate(argv):
-        if tok in LAUNCH_MODULES and i > 0 and argv[i - 1] == "-m":
+        if tok in LAUNCH_MODULES + VLLM_MODULES + DYNAMO_MODULES and i > 0 and argv[i - 1] == "-m":
             return i + 1
-        if tok == "serve" and i > 0 and _basename(argv[i - 1]) == "sglang":
+        if tok == "serve" and i > 0 and _basename(argv[i - 1]) in ("sglang", "vllm"):
+            return i + 1
+        if _VLLM_IMAGE_RE.match(tok):
             return i + 1
     return 0
 
 
-def scan_flags(argv: list[str]) -> FlagScan:
-    """Canonical flags of an argv, with repeats and alias spellings recorded."""
+def engine_of_argv(argv: list[str]) -> str:
+    """``vllm`` for a vLLM launch (``vllm serve``, its API server module, its image), else ``sglang``.
+
+    >>> engine_of_argv(["vllm", "serve", "m"]), engine_of_argv(["python3", "-m", "sglang.launch_server"])
+    ('vllm', 'sglang')
+    """
+    for i, tok in enumerate(argv):
+        if (tok in VLLM_MODULES + ("dynamo.vllm",) and i > 0 and argv[i - 1] == "-m") or _VLLM_IMAGE_RE.match(tok) or (
+                tok == "serve" and i > 0 and _basename(argv[i - 1]) == "vllm") or tok == "out=vllm":
+            return "vllm"
+    return "sglang"
+
+
+def scan_flags(argv: list[str], engine: str | None = None) -> FlagScan:
+    """Canonical flags of an argv (as its engine writes them), with repeats and alias spellings recorded."""
+    engine = engine or engine_of_argv(argv)
     out = FlagScan()
     seen: set[str] = set()
     toks = argv[_args_start(argv):]
@@ -168,7 +198,7 @@ def scan_flags(argv: list[str]) -> FlagScan:
             i += 1
             continue
         written, eq, inline = tok.partition("=")
-        name = canonical_flag(written)
+        name = canonical_flag(written, engine)
         value: str | bool
         if eq:
             value = inline
@@ -302,6 +332,23 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
             return exe, i, "python -m", tok
         if tok == "serve" and i > 0 and _basename(tokens[i - 1]) == "sglang":
             return i - 1, i, "sglang serve", None
+        if tok in VLLM_MODULES and i > 0 and tokens[i - 1] == "-m":
+            exe = i - 1
+            if exe > 0 and _is_python(tokens[exe - 1]):
+                exe -= 1
+            return exe, i, "python -m", tok
+        if tok == "serve" and i > 0 and _basename(tokens[i - 1]) == "vllm":
+            return i - 1, i, "vllm serve", None
+        if _basename(tok) == "dynamo-run" and any(t in ("out=sglang", "out=vllm") for t in tokens[i + 1:i + 4]):
+            return i, i, "dynamo-run", None  # NVIDIA Dynamo running the engine in-process
+        if tok in DYNAMO_MODULES and i > 0 and tokens[i - 1] == "-m":
+            exe = i - 1
+            if exe > 0 and _is_python(tokens[exe - 1]):
+                exe -= 1
+            return exe, i, "python -m", tok
+        if _VLLM_IMAGE_RE.match(tok) and _docker_context(tokens[:i]) is not None and not (i + 1 < len(tokens) and (
+                _basename(tokens[i + 1]) == "vllm" or _is_python(tokens[i + 1]))):
+            return i, i, "docker run", None  # the image's entrypoint is the API server; its args follow
     return None
 
 
@@ -337,8 +384,9 @@ def _commands_in_tokens(tokens: list[str], line: int, line_end: int, text: str) 
     while start < len(tokens):
         rest = tokens[start:]
         hit = _anchor_index(rest)
-        nested = next((k for k, t in enumerate(rest) if k > 0 and rest[k - 1] == "-c" and _ANCHOR_RE.search(t)),
-                      None)
+        # ``bash -c "…"``, ``ssh host '…'``, ``srun sh -c '…'``: a quoted word that holds a whole command line
+        nested = next((k for k, t in enumerate(rest) if k > 0 and (rest[k - 1] == "-c" or " " in t)
+                       and _ANCHOR_RE.search(t)), None)
         if nested is not None and (hit is None or nested < hit[0]):
             outer = _docker_context(rest[:nested])
             for cmd in _commands_in_tokens(tokenize(rest[nested]), line, line_end, text):
@@ -356,7 +404,10 @@ def _commands_in_tokens(tokens: list[str], line: int, line_end: int, text: str) 
         if argv and argv[-1].endswith((";", "&")) and not argv[-1].endswith("\\;"):
             argv[-1] = argv[-1].rstrip(";&")
         cmd = LaunchCommand(line=line, line_end=line_end, argv=argv, launcher=launcher, text=text,
-                            module=module, env=_env_prefix(rest[:exe]), scan=scan_flags(argv))
+                            module=module, env=_env_prefix(rest[:exe]), scan=scan_flags(argv),
+                            engine=engine_of_argv(argv))
+        if any(_basename(t) in ("srun", "mpirun", "torchrun") for t in rest[:exe]):
+            cmd.extra["wrapper"] = next(_basename(t) for t in rest[:exe] if _basename(t) in ("srun", "mpirun", "torchrun"))
         _apply_docker(cmd, _docker_context(rest[:exe]))
         found.append(cmd)
         start += end
@@ -397,6 +448,18 @@ def _apply_docker(cmd: LaunchCommand, docker: dict[str, Any] | None) -> None:
     cmd.docker_shm_size_bytes = docker.get("shm", cmd.docker_shm_size_bytes)
     cmd.docker_gpus = docker.get("gpus", cmd.docker_gpus)
     cmd.env = dict(sorted({**docker["env"], **cmd.env}.items()))
+    _container_limits(cmd, "docker --memory")
+
+
+def _container_limits(cmd: LaunchCommand, memory_from: str) -> None:
+    """The docker/compose memory limit and GPU count as the generic container limits."""
+    from .launch_config import docker_gpu_count
+
+    if cmd.docker_memory_bytes:
+        cmd.container_memory_bytes, cmd.container_memory_from = cmd.docker_memory_bytes, memory_from
+    n = docker_gpu_count(cmd.docker_gpus) if cmd.launcher == "docker run" else None
+    if n is not None:
+        cmd.gpu_count, cmd.gpu_count_from = n, "docker --gpus"
 
 
 @dataclass
@@ -427,6 +490,9 @@ def _logical_lines(lines: list[str], skip: set[int], notes: list[str]) -> list[_
             if nxt.startswith("#"):
                 # bash: a comment line ends the continued command; later lines stand alone
                 notes.append(f"line {i + 2}: comment inside a continued command ends it (bash semantics)")
+                break
+            if _TRIMMED_RE.match(nxt):
+                notes.append(f"line {i + 2}: the pasted command was cut here; its later flags are unknown")
                 break
             i += 1
         out.append(_Logical(first + 1, i + 1, " ".join(parts), "\n".join(lines[first:i + 1])))
@@ -580,6 +646,7 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
     parts: dict[str, tuple[list[str], int, int]] = {}
     env: dict[str, str | None] = {}
     memory = shm = gpus = None
+    gpu_n: int | None = None
     for idx, path, value in _yaml_paths(lines, start, end):
         top = path[0]
         if len(path) == 1 and top in ("command", "entrypoint", "args") and _indent(lines[idx]) == ind:
@@ -594,6 +661,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
         elif path == ("gpus",) or path[-2:] in (("devices", "device_ids"), ("devices", "count")):
             v = _unquote_yaml(value)
             gpus = ",".join(_split_flow(v)) if v.startswith("[") else v
+            ids = _split_flow(v) if v.startswith("[") else None
+            gpu_n = len(ids) if ids is not None and path[-1] == "device_ids" else (int(v) if v.isdigit() else None)
         elif top == "environment" and len(path) == 2 and path[1] != "-":
             env[path[1]] = _unquote_yaml(value)
         elif path == ("environment", "-"):
@@ -619,11 +688,16 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
     argv = argv[exe:end_i]
     first = min(p[1] for p in parts.values())
     last = max(p[2] for p in parts.values())
-    return LaunchCommand(
+    cmd = LaunchCommand(
         line=first + 1, line_end=last + 1, argv=argv, launcher="compose", module=module,
         text="\n".join(lines[first:last + 1]), env=dict(sorted(env.items())), scan=scan_flags(argv),
-        docker_memory_bytes=memory, docker_shm_size_bytes=shm, docker_gpus=gpus,
+        docker_memory_bytes=memory, docker_shm_size_bytes=shm, docker_gpus=gpus, engine=engine_of_argv(argv),
+        confidence="config",
     )
+    _container_limits(cmd, "compose memory limit")
+    if gpu_n is not None:
+        cmd.gpu_count, cmd.gpu_count_from = gpu_n, "compose device reservation"
+    return cmd
 
 
 # ---------------------------------------------------------------------------------------------
@@ -647,8 +721,22 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
     used: set[int] = set()
     notes: list[str] = []
     found: list[LaunchCommand] = []
-    if _is_compose(text):
+    from . import launch_config
+
+    if launch_config.launch_yaml.is_k8s(text):
+        for cmd in launch_config.k8s_commands(text):
+            found.append(cmd)
+            used.update(range(cmd.line - 1, cmd.line_end))
+    elif _is_compose(text):
         found.extend(_compose_commands(lines, used))
+    if launch_config.is_dockerfile(text):
+        for cmd in launch_config.dockerfile_commands(text):
+            found.append(cmd)
+            used.update(range(cmd.line - 1, cmd.line_end))
+    if launch_config.is_python_api(text):
+        for cmd in launch_config.python_api_commands(text):
+            found.append(cmd)
+            used.update(range(cmd.line - 1, cmd.line_end))
     for idx, ln in enumerate(lines):
         if "\0" in ln and idx not in used:
             argv = ln.split("\0")
@@ -659,14 +747,39 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
                 used.add(idx)
             if not any(c.line == idx + 1 for c in found) and argv:
                 used.add(idx)  # a cmdline that is not SGLang's: a valid container line
-    for lg in _logical_lines(lines, used, notes):
+    logical = _logical_lines(lines, used, notes)
+    for k, lg in enumerate(logical):
         if not _ANCHOR_RE.search(lg.text) or lg.text.lstrip().startswith("#"):
             continue
+        # lines that only continue the flags, without backslashes (a folded YAML or template command)
+        while k + 1 < len(logical) and re.match(r"^\s*--?[A-Za-z]", logical[k + 1].text) \
+                and logical[k + 1].line == lg.line_end + 1:
+            nxt = logical.pop(k + 1)
+            lg = _Logical(lg.line, nxt.line_end, lg.text + " " + nxt.text, lg.raw + "\n" + nxt.raw)
         cmds = _commands_in_tokens(tokenize(lg.text), lg.line, lg.line_end, lg.raw)
         if cmds:
             found.extend(cmds)
             used.update(range(lg.line - 1, lg.line_end))
+    if not found and _args_only(lines):
+        argv = [t for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not _TRIMMED_RE.match(ln)
+                for t in tokenize(strip_comment(ln).rstrip().rstrip("\\"))]
+        flags_known = [t.split("=", 1)[0] for t in argv if _is_flag(t) and vocab.known(t.split("=", 1)[0])]
+        engines = {vocab.engine_of_flag(f) for f in flags_known} - {None}
+        engine = engines.pop() if len(engines) == 1 else "sglang"
+        content = [i for i, ln in enumerate(lines) if ln.strip()]
+        cmd = LaunchCommand(line=content[0] + 1, line_end=content[-1] + 1, argv=argv, launcher="args",
+                            text="\n".join(lines[content[0]:content[-1] + 1]), scan=scan_flags(argv, engine),
+                            engine=engine)
+        if len(engines) != 1:
+            cmd.extra["engine_assumed"] = True
+        found.append(cmd)
+        used.update(range(content[0], content[-1] + 1))
+    if not found and launch_config.looks_like_recipe(text):
+        for cmd in launch_config.recipe_commands(text):
+            found.append(cmd)
+            used.update(range(cmd.line - 1, cmd.line_end))
     found.sort(key=lambda c: c.line)
+    launch_config.apply_script_context(found, lines)
     return found, lines, used, notes
 
 
@@ -682,14 +795,49 @@ def find_commands(text: str) -> list[LaunchCommand]:
         return []
 
 
+#: lines of a launch script around the command: environment, set-up, a paste's "[... trimmed ...]" mark
+_SHELL_STMT_RE = re.compile(r"^\s*(?:export\s+\w+=|set\s+[-+]\w|cd\s|source\s|\.\s|module\s+load\b|ulimit\s|unset\s"
+                            r"|conda\s+activate\b|[A-Za-z_]\w*=\S*\s*$|#SBATCH\b)|^\s*\[\.\.\..*\]\s*$")
+
+
+_TRIMMED_RE = re.compile(r"^\s*\[\s*(?:\.\.\.|…)[^\]]*\]\s*$")
+#: a line of server arguments without the program (``--tp 8 --mem-fraction-static 0.9``)
+_ARGS_LINE_RE = re.compile(r"^\s*--?[A-Za-z][\w-]*(?:[=\s]|$)")
+
+
+def _args_only(lines: list[str]) -> bool:
+    """Text made only of argument lines, with at least one engine flag among them."""
+    content = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not _TRIMMED_RE.match(ln)]
+    if not content or len(content) > 200 or not all(_ARGS_LINE_RE.match(ln) for ln in content):
+        return False
+    toks = [t for ln in content for t in tokenize(ln.rstrip().rstrip("\\"))]
+    return any(_is_flag(t) and vocab.known(t.split("=", 1)[0]) for t in toks)
+
+
 def _ignorable(line: str) -> bool:
     return _is_blank_or_comment(line)
 
 
+_ENGINE_WORD_RE = re.compile(r"sglang(?:_router)?\.launch_server|\bsglang\W{1,6}serve\b|vllm\.entrypoints\."
+                             r"|\bvllm\W{1,6}serve\b|\bvllm/vllm-openai\b")
+
+
 def sniff(head: str) -> float:
-    """High for a launch script, compose file or cmdline; moderate for text that merely holds one."""
-    if _is_compose(head) and re.search(r"sglang(?:_router)?\.launch_server|\bsglang\W{1,6}serve\b", head):
+    """High for a launch script, compose file, manifest, recipe, Dockerfile or Python launcher; moderate for
+    text that merely holds a launch command."""
+    from . import launch_config
+
+    if (_is_compose(head) or launch_config.launch_yaml.is_k8s(head)) and _ENGINE_WORD_RE.search(head):
         return 0.9  # list forms split "-m" and the module over items
+    if launch_config.is_dockerfile(head) and _ENGINE_WORD_RE.search(head):
+        return 0.9
+    if launch_config.is_python_api(head):
+        return 0.85
+    if _args_only(_split_lines(head)):
+        return 0.7
+    if launch_config.looks_like_recipe(head) and not any(
+            _ANCHOR_RE.search(ln) for ln in head.split("\n") if not ln.lstrip().startswith("#")):
+        return 0.8
     if not _ANCHOR_RE.search(head) and not ("\0" in head and "sglang" in head):
         return 0.0
     lines = _split_lines(head)
@@ -701,7 +849,7 @@ def sniff(head: str) -> float:
     if not content:
         return 0.0
     cmd_lines = sum(1 for ln in content if _ANCHOR_RE.search(ln) or ln.rstrip().endswith("\\")
-                    or ln.lstrip().startswith("--"))
+                    or ln.lstrip().startswith("--") or _SHELL_STMT_RE.match(ln))
     share = cmd_lines / len(content)
     if head.startswith("#!") or share >= 0.5:
         return 0.9
@@ -714,9 +862,15 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         found, lines, used, notes = _scan(text)
     except RecursionError as exc:  # pathological nesting of ``bash -c`` quotes
         raise NotThisFormat("launch text nested too deeply") from exc
-    script_like = text.startswith("#!") or _is_compose(text) or "\0" in text
+    from . import launch_config
+
+    script_like = (text.startswith("#!") or _is_compose(text) or "\0" in text or launch_config.launch_yaml.is_k8s(text)
+                   or launch_config.is_dockerfile(text) or launch_config.is_python_api(text)
+                   or (bool(found) and found[0].launcher in ("config", "args")))
     if not found and not script_like and any(not _ignorable(ln) for ln in lines):
         raise NotThisFormat("no SGLang launch command in this text")
+    if found:  # the script's own statements around a launch (exports, set -e, a paste's cut mark) are ours too
+        used = used | {i for i, ln in enumerate(lines) if _SHELL_STMT_RE.match(ln)}
     content = [i for i, ln in enumerate(lines) if not _ignorable(ln)]
     # A script/compose file/cmdline is all ours; in other text only the command lines are.
     if script_like or (content and len(used & set(content)) / len(content) >= 0.5):
@@ -728,6 +882,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         {"line": c.line, "line_end": c.line_end, "kind": "launch_command", "text": c.text, "attrs": c.attrs()}
         for c in found
     ]
+    rows += launch_config.limit_rows(found, launch_config.slurm_directives(lines) if script_like else {})
     return ParseResult.from_rows(
         rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines) - len(unrec),
         unrecognized_examples=unrec[:MAX_UNRECOGNIZED_EXAMPLES], notes=notes,

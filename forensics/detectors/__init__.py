@@ -16,6 +16,7 @@ from __future__ import annotations
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
 from . import (
+    _prose,
     context_sizing,
     cuda_graph_headroom,
     fatal_other,
@@ -192,6 +193,7 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     for det in DETECTORS:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
+    _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     incident = incident_run(findings, tl)
     findings.sort(key=lambda f: _sort_key(f, incident))
     link_consequences(findings, incident)

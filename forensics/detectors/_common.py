@@ -291,13 +291,14 @@ SGLANG_KINDS = (
 )
 #: Sources whose rows belong to a server run: the engine's own parser, and failure lines found in its
 #: log or in a fragment beside it (``parsers.failures``)
-RUN_SOURCES = (None, "sglang", "failures")
+RUN_SOURCES = (None, "sglang", "failures", "prose")
 
 
 def sglang_runs(tl: Timeline) -> dict[tuple[str | None, int], list[Row]]:
     memo = _cache(tl)
     runs = memo.get("sglang_runs")
     if runs is None:
+        # "prose": a configuration and the figures a write-up states (parsers/launch_prose.py), as runs of their own file
         runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in RUN_SOURCES])
         memo["sglang_runs"] = runs
     return {k: list(v) for k, v in runs.items()}  # callers may reorder or extend their lists
@@ -332,7 +333,24 @@ class ServerConfig:
         return v is True or str(v).lower() in ("true", "1", "yes")
 
     def evidence_rows(self, *keys: str) -> list[Row]:
-        return [self.origin[flag_key(k)] for k in keys if flag_key(k) in self.origin]
+        return [stated_row(self.origin[flag_key(k)], flag_key(k)) for k in keys if flag_key(k) in self.origin]
+
+    def from_prose(self, *keys: str) -> list[Row]:
+        """The rows behind these settings that were read from sentences, not from a command or a log."""
+        return [r for r in self.evidence_rows(*keys) if is_prose(r)]
+
+
+def is_prose(row: Row) -> bool:
+    """A row read from a sentence (parsers/launch_prose.py): weaker than program output."""
+    return row.get("source") == "prose" or attrs(row).get("confidence") == "prose"
+
+
+def stated_row(row: Row, key: str) -> Row:
+    """For a configuration read from prose, the sentence that stated ``key`` (its own file:line) as evidence."""
+    mention = (attrs(row).get("mentions") or {}).get(flag_name(key)) if is_prose(row) else None
+    if not isinstance(mention, dict) or not isinstance(mention.get("line"), int):
+        return row
+    return {**row, "line": mention["line"], "line_end": mention["line"], "text": str(mention.get("text") or "")}
 
 
 def launch_rows(tl: Timeline) -> list[Row]:
@@ -365,7 +383,8 @@ def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConf
 
 def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
     for row in reversed(launch_rows(tl)):
-        limit = attrs(row).get("docker_memory_bytes")
+        # docker/compose, and any container or job limit (Kubernetes limits.memory, #SBATCH --mem)
+        limit = attrs(row).get("docker_memory_bytes") or attrs(row).get("container_memory_bytes")
         if isinstance(limit, int | float) and limit > 0:
             return int(limit), row
     return None
@@ -556,12 +575,16 @@ def _server_gone_markers(tl: Timeline) -> list[Row]:
 
 
 def launch_moments(tl: Timeline) -> list[Row]:
-    """Launch commands, typed or written, and the first line of each SGLang run."""
-    out = list(launch_rows(tl))
+    """Launch commands, typed or written, and the first line of each SGLang run.
+
+    A configuration told in prose is no moment: a write-up's order of sentences is not the order of events."""
+    out = [r for r in launch_rows(tl) if not is_prose(r)]
     out += [c.as_row() for c in commands(tl)
             if re.search(r"sglang\.launch_server|sglang\s+serve", c.text)]
     for run in sglang_runs(tl).values():
-        out.append(min(run, key=lambda r: (r.get("line") or 0)))
+        first = min(run, key=lambda r: (r.get("line") or 0))
+        if not is_prose(first):
+            out.append(first)
     return out
 
 

@@ -26,10 +26,14 @@ from ._common import (
     attrs,
     before,
     docker_memory_limit,
+    evidence_list,
+    flag_key,
     fmt_gb,
     fmt_gib,
+    is_prose,
     iter_runs,
     launch_moments,
+    launch_rows,
     make_finding,
     of_kind,
     rank_label,
@@ -112,6 +116,8 @@ class HostPicture:
 def host_picture(tl: Timeline) -> HostPicture:
     pic = HostPicture()
     host_rows = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
+    # a figure stated in a sentence stands in only where no program printed one
+    host_rows = [r for r in host_rows if not is_prose(r)] or host_rows
     if host_rows:
         pic.total_row = max(host_rows, key=lambda r: r["total_bytes"])
         pic.total = int(pic.total_row["total_bytes"])
@@ -174,6 +180,15 @@ def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Req
     return None
 
 
+def _launch_config(row: Row) -> ServerConfig:
+    """The settings of one launch command (not overlaid by any log)."""
+    cfg = ServerConfig(has_launch=True)
+    for k, v in (attrs(row).get("flags") or {}).items():
+        cfg.values[flag_key(k)] = v
+        cfg.origin[flag_key(k)] = row
+    return cfg
+
+
 def detect(tl: Timeline) -> list[Finding]:
     findings: list[Finding] = []
     cases: list[tuple[ServerConfig, list[Row], Request, RunRef | None]] = []
@@ -182,15 +197,38 @@ def detect(tl: Timeline) -> list[Finding]:
         req = _request_from_log(run) or _request_from_config(cfg, run, tl)
         if req:
             cases.append((cfg, run, req, ref))
-    if not cases:  # no log: predict from the launch command alone
-        cfg = server_config(tl)
-        req = _request_from_config(cfg, [], tl)
-        if req:
-            cases.append((cfg, [], req, None))
+    if all(run and all(is_prose(r) for r in run) for _cfg, run, _req, _ref in cases):
+        # no log: predict from each launch configuration written down (a ticket may hold a command and a
+        # recipe), the latest first; a configuration told only in prose has its own run above
+        asked: set[tuple] = set()
+        for row in reversed([r for r in launch_rows(tl) if not is_prose(r) and attrs(r).get("engine") != "vllm"]):
+            cfg = _launch_config(row)
+            req = _request_from_config(cfg, [], tl)
+            if req and (round(req.per_rank), cfg.get("tp_size")) not in asked:
+                asked.add((round(req.per_rank), cfg.get("tp_size")))
+                cases.append((cfg, [], req, None))
+    if any(not cfg.from_prose("hicache_size") for cfg, _run, _req, _ref in cases):
+        # a log or a command line says what ran: sentences only stand in where nothing better exists
+        cases = [c for c in cases if not c[0].from_prose("hicache_size")]
     host = host_picture(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
+    told: dict[tuple, Finding] = {}  # one finding per configuration told in several write-ups
     for cfg, run, req, ref in cases:
+        if cfg.from_prose("hicache_size") and req.source == "flags":
+            ranks, _how = ranks_per_host(cfg, req.ranks_seen)
+            if cfg.get("tp_size") is None and not req.ranks_seen:
+                continue  # a sentence's size without a rank count: nothing to multiply
+            found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
+            if found is None:
+                continue
+            key = (round(req.per_rank), ranks)
+            if key in told:
+                told[key].evidence = evidence_list([*told[key].evidence, *found.evidence])
+                continue
+            told[key] = found
+            findings.append(found)  # runs of a write-up are its sentences' order, not the incident's
+            continue
         refused = [r for r in of_kind(run, "hicache_insufficient") if r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
         if found:
@@ -276,7 +314,11 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         reasons.append("no host snapshot before the launch: the baseline is assumed")
     if only_if_pow2:
         reasons.append(f"fits unless SGLang is 0.4.5–0.5.4 (version {version})")
-    gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None)
+    prose = cfg.from_prose("hicache_size", "tp_size")
+    if prose:
+        reasons.append("the configuration is read from sentences (" + ", ".join(dict.fromkeys(
+            f"{r.get('file')}:{r.get('line')}" for r in prose)) + "), not from a command line or a log")
+    gaps = (req.source != "log") + (host.total is None) + (host.avail_before is None) + bool(prose)
     confidence = "low" if only_if_pow2 or gaps >= 2 else ("medium" if gaps else "high")
     severity = "medium" if only_if_pow2 else None
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
