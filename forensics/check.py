@@ -351,7 +351,8 @@ def build(opts: CheckOptions) -> CheckResult:
     limits = launch.attrs.get("file_limits", {})
 
     # host memory
-    container_limit = launch.attrs.get("docker_memory_bytes") or limits.get("memory_bytes")
+    container_limit = (launch.attrs.get("docker_memory_bytes") or launch.attrs.get("container_memory_bytes")
+                       or limits.get("memory_bytes"))
     if container_limit:
         where = limits.get("memory_from") if not launch.attrs.get("docker_memory_bytes") else {
             "kubernetes": "resources.limits.memory", "compose": "mem_limit / deploy.resources.limits.memory",

@@ -224,12 +224,17 @@ def test_kubernetes_limit_is_read_by_the_launch_parser() -> None:
     from parsers import launch
 
     cmd = launch.find_commands((CASES / "k8s_limit_below_request" / "deployment.yaml").read_text())[-1]
-    assert cmd.docker_memory_bytes == 400 * GIB and cmd.flags["--hicache-size"] == "64"
+    assert cmd.container_memory_bytes == 400 * GIB and cmd.flags["--hicache-size"] == "64"
 
 
-def test_a_vllm_launch_is_named_not_misread() -> None:
+def test_vllm_swap_space_per_gpu_over_the_host() -> None:
     proc = cli("--cmd", "vllm serve /models/x --tensor-parallel-size 8 --swap-space 64", "--host-memory", "256GiB")
-    assert proc.returncode == 3 and "vLLM" in _one_line(proc)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "--swap-space" in proc.stdout
+    new = int(proc.stdout.split("--swap-space 64 → ")[1].split()[0]) if "--swap-space 64 → " in proc.stdout else None
+    proc_ok = cli("--cmd", "vllm serve /models/x --tensor-parallel-size 8 --swap-space 16", "--host-memory", "256GiB")
+    assert proc_ok.returncode == 0, proc_ok.stdout
+    assert new is None or 8 * new <= 256 * 0.9
 
 
 def test_more_ranks_than_gpus_is_said(monkeypatch: pytest.MonkeyPatch) -> None:

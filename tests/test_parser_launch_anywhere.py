@@ -170,7 +170,7 @@ def test_sgl_engine_keyword_arguments() -> None:
     assert a["launcher"] == "python api" and a["engine"] == "sglang" and a["call"] == "sgl.Engine"
     assert a["flags"] == {"--model-path": "/models/Llama-3.1-8B", "--mem-fraction-static": "0.9", "--tp-size": "4",
                           "--enable-hierarchical-cache": True, "--cuda-graph-max-bs": "160"}
-    assert (cmd["line"], cmd["line_end"]) == (4, 5)
+    assert (cmd["line"], cmd["line_end"]) == (5, 6)  # the call's own lines, 1-based
 
 
 def test_vllm_llm_keyword_arguments() -> None:
