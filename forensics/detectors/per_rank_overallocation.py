@@ -238,6 +238,22 @@ def detect(tl: Timeline) -> list[Finding]:
     return findings
 
 
+def _served_without_failure(tl: Timeline, run: list[Row]) -> bool:
+    """The pools were allocated and batches were served after them, with no kill or death anywhere."""
+    pools = of_kind(run, "hicache_alloc")
+    batches = of_kind(run, "decode_batch", "prefill_batch")
+    if not pools or not batches:
+        return False
+    last_pool = max(pools, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    if not any(b.get("file") == last_pool.get("file") and (b.get("line") or 0) > (last_pool.get("line") or 0)
+               or (b.get("file") != last_pool.get("file")) for b in batches):
+        return False
+    bad = rows(tl, "oom_kill", "rank_dead", "sigquit", "hicache_insufficient", "subprocess_crashed")
+    bad += [r for r in rows(tl, "failure") if attrs(r).get("failure") in ("oom_killed", "signal", "process_exit",
+                                                                            "kernel_map_failed")]
+    return not bad
+
+
 def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, host: HostPicture,
                     pow2: str, version: str) -> Finding | None:
     ranks, ranks_how = ranks_per_host(cfg, req.ranks_seen)
@@ -258,6 +274,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     demand_if_pow2 = ranks * pinned_if_pow2
     if demand <= limit_for_pools and not (pow2 == "unknown" and demand_if_pow2 > limit_for_pools):
         return None
+    if _served_without_failure(tl, run):
+        return None  # the ranks pinned their pools and then served: what happened outweighs the arithmetic
     only_if_pow2 = demand <= limit_for_pools  # fires only because an unknown version might pin powers of two
 
     reserve = max(10 * GIB, int(RESERVE_FRACTION * capacity))
