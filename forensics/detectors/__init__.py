@@ -27,6 +27,7 @@ from . import (
     host_pinning,
     kernel_oom_killer,
     kv_cache_capacity,
+    missing_facts,
     model_fit,
     nccl_timeout,
     per_rank_overallocation,
@@ -200,4 +201,5 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     incident = incident_run(findings, tl)
     findings.sort(key=lambda f: _sort_key(f, incident))
     link_consequences(findings, incident)
+    missing_facts.annotate(tl, findings)
     return findings, pick_root_cause(findings, incident)
