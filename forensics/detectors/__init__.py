@@ -24,6 +24,8 @@ from . import (
     nccl_timeout,
     per_rank_overallocation,
     stranded_context,
+    vllm_headroom,
+    vllm_kv_cache,
     weights_do_not_fit,
     xid,
 )
@@ -39,6 +41,8 @@ DETECTORS = (
     xid,
     nccl_timeout,
     kv_cache_capacity,
+    vllm_kv_cache,
+    vllm_headroom,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -46,9 +50,12 @@ CAUSE_PRIORITY = (
     "SGL-HOST-001",
     "SGL-HOST-002",
     "SGL-GPU-004",
+    "VLLM-KV-002",
     "SGL-GPU-002",
     "SGL-GPU-001",
+    "VLLM-GPU-001",
     "SGL-KV-002",
+    "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-NCCL-001",
