@@ -114,8 +114,8 @@ _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB to
 _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
 _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
                            r" in KV cache \((\d+)\)")
-_TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?GiB? KV cache is needed, which is larger than"
-                           r" the available KV cache memory \(" + _NUM + r" ?GiB?\)")
+_TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
+                           r" the available KV cache memory \(" + _NUM + r" ?Gi?B\)")
 _ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _NO_CACHE = re.compile(r"No available memory for the cache blocks")
 _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
@@ -183,7 +183,7 @@ _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
 # tracebacks
 _TB_START = re.compile(r"^(?:Traceback \(most recent call last\):|Process (\S+):$)")
-_TB_FRAME = re.compile(r'^\s+File "([^"]*)", line \d+, in (\S+)')
+_TB_FRAME = re.compile(r'^\s+File "([^"]*)", line \d+, in (\S+)', re.M)
 _TB_CONT = re.compile(r"^(?:\s+\S|\s*[\^~]+\s*$|The above exception was the direct cause|During handling of the"
                       r" above exception|\s*$)")
 _TB_OPENER = re.compile(r"^(?:WorkerProc|EngineCore) hit an exception|^Exception in worker \S+ while processing")
@@ -236,7 +236,9 @@ _NOTICES = (
     ("Profiling CUDA graph memory", "graph_profiling"), ("Auto-fit max_model_len", "auto_fit"),
     ("padding layers", "kv_padding"), ("This model supports", "model_support"),
     ("Asynchronous scheduling is", "async_scheduling"), ("Setting max_num_batched_tokens", "batched_tokens"),
-    ("Loading weights with", "weights_format"),
+    ("Loading weights with", "weights_format"), ("Reducing Torch parallelism", "torch_threads"),
+    ("Worker ready; awaiting tasks", "worker_ready"), ("Setting Triton cache manager", "triton_cache"),
+    ("chat template", "chat_template"), ("Dumping ", "crash_dump"),
 )
 _LEVEL_HEAD = {"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"}
 _MAX_TB_LINES = 400
@@ -733,6 +735,8 @@ class _Parser:
                 if am:
                     emit("http_access", base, {"method": am.group("method"), "path": am.group("path"),
                                                "client": am.group("client")}, code=int(am.group("status")))
+                elif um.group(2).startswith("Application startup complete"):
+                    emit("server_ready", base, {"message": um.group(2)})
                 else:
                     emit("uvicorn", base, {"message": um.group(2)[:500]})
                 return True
