@@ -424,7 +424,7 @@ class _Parser:
         prefix_attrs: dict[str, Any] = {}
         base: dict[str, Any] = {"line": lineno}
         rest = s
-        m = _CONTAINER.match(rest)
+        m = _CONTAINER.match(rest) if "| " in rest[:90] else None
         if m and ("pid=" in rest[m.end():m.end() + 60] or _HEADER.match(rest, m.end())):
             prefix_attrs["container"] = m.group("svc")
             rest = rest[m.end():]
@@ -453,11 +453,11 @@ class _Parser:
                 prefix_attrs["ip"] = inner.group("ip")
             if len(procs) > 1:
                 prefix_attrs["relayed_by"] = [p.group("proc") or f"pid={p.group('pid')}" for p in procs[:-1]]
-        m = _TORCHRUN.match(rest)
+        m = _TORCHRUN.match(rest) if rest.startswith("[rank") else None
         if m:
             base["tp_rank"] = base.get("tp_rank", int(m.group(1)))
             rest = rest[m.end():]
-        m = _REPEATED.search(rest)
+        m = _REPEATED.search(rest) if "[repeated " in rest else None
         if m:
             prefix_attrs["repeated"] = int(m.group(1))
             rest = rest[: m.start()]
@@ -567,6 +567,8 @@ class _Parser:
         if not only_failures:
             if "Avg prompt throughput" in s:
                 return self._metrics(s, base)
+            if s[:9] in ("INFO:    ", "WARNING: ", "ERROR:   ", "DEBUG:   ") and self._uvicorn(s, base):
+                return True
             m = _CONFIG.search(s)
             if m:
                 self.new_run_marker()
@@ -729,16 +731,7 @@ class _Parser:
                 else:
                     emit("nccl_info", base, {"message": m.group(2)[:500]})
                 return True
-            um = _UVICORN.match(s)
-            if um:
-                am = _ACCESS.match(um.group(2))
-                if am:
-                    emit("http_access", base, {"method": am.group("method"), "path": am.group("path"),
-                                               "client": am.group("client")}, code=int(am.group("status")))
-                elif um.group(2).startswith("Application startup complete"):
-                    emit("server_ready", base, {"message": um.group(2)})
-                else:
-                    emit("uvicorn", base, {"message": um.group(2)[:500]})
+            if self._uvicorn(s, base):
                 return True
         # failures (also searched inside tracebacks)
         m = _TOO_SMALL_V0.search(s)
@@ -838,6 +831,20 @@ class _Parser:
                 emit("notice", base, {"message_id": mid, "message": s[:300], **extra})
                 return True
         return False
+
+    def _uvicorn(self, s: str, base: dict[str, Any]) -> bool:
+        um = _UVICORN.match(s)
+        if not um:
+            return False
+        am = _ACCESS.match(um.group(2))
+        if am:
+            self.emit("http_access", base, {"method": am.group("method"), "path": am.group("path"),
+                                            "client": am.group("client")}, code=int(am.group("status")))
+        elif um.group(2).startswith("Application startup complete"):
+            self.emit("server_ready", base, {"message": um.group(2)})
+        else:
+            self.emit("uvicorn", base, {"message": um.group(2)[:500]})
+        return True
 
     def _profile(self, s: str, base: dict[str, Any]) -> bool:
         m = _PROFILE_064.search(s)
