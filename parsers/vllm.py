@@ -76,7 +76,7 @@ _CONFIG_KV = re.compile(
     r"|[\w.+-]+\([^()]*\)|[^,]*)"
 )
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
-_NAMESPACE = re.compile(r"^args: Namespace\((.*)\)?$")
+_NAMESPACE = re.compile(r"^args: Namespace\((.*?)\)?\s*$")
 _WEIGHTS_OLD = re.compile(r"Loading model weights took " + _NUM + r" ?(GB|GiB)")
 _WEIGHTS_NEW = re.compile(r"Model loading took " + _NUM + r" ?(GB|GiB)(?: memory)? and " + _NUM + r" ?s")
 _WEIGHTS_READ = re.compile(r"^Loading weights took " + _NUM + r" ?s")
@@ -549,7 +549,7 @@ class _Parser:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
-                                "EngineDeadError", "NCCL error")):
+                                "EngineDeadError", "NCCL error", "swap space")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -782,6 +782,12 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
+            m = _SWAP_TOO_LARGE.search(s)
+            if m:
+                emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
+                                                    "host_total_bytes": _gib(m.group(3)), "warning_only": False},
+                     bytes=_gib(m.group(2)), total_bytes=_gib(m.group(3)))
+                return True
             m = _DEAD.search(s)
             if m and "EngineDeadError" in s:
                 emit("engine_dead", base, {"reason": m.group(1)})

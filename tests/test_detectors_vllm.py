@@ -207,3 +207,46 @@ def test_healthy_fixtures_are_quiet_and_sglang_rules_ignore_vllm() -> None:
         fs, root = run_all(timeline((FIXTURES / name).read_text(encoding="utf-8"), name))
         assert root is None and not [f for f in fs if f.severity in ("critical", "high")], [f.rule_id for f in fs]
     assert run_all(Timeline(events=empty_frame())) == ([], None)
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-HOST-001
+
+
+def _host_timeline(log: str, total_kib: int) -> Timeline:
+    import polars as pl
+
+    from parsers import free
+
+    mem = (f"               total        used        free      shared  buff/cache   available\n"
+           f"Mem:        {total_kib}     3921544    58127616       10240     3789064    61227704\n")
+    return Timeline(events=pl.concat([vllm.parse(log, "vllm.log").events, free.parse(mem, "free.txt").events]))
+
+
+def test_swap_space_times_ranks_over_the_host() -> None:
+    log = ("INFO 07-21 13:40:02 api_server.py:586] args: Namespace(model='m', tensor_parallel_size=4, swap_space=16.0, "
+           "cpu_offload_gb=0, gpu_memory_utilization=0.9)\n")
+    fs, root = run_all(_host_timeline(log, 65838224))  # 62.79 GiB
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    assert root == "VLLM-HOST-001" and f.category == "per_rank_overallocation" and f.severity == "high"
+    c = flag(f, "--swap-space")
+    assert c.old == "16" and 4 * int(c.new) <= 0.3 * 62.79 and int(c.new) >= 1
+
+
+def test_swap_space_that_fits_is_quiet() -> None:
+    log = ("INFO 07-21 13:40:02 api_server.py:586] args: Namespace(model='m', tensor_parallel_size=4, swap_space=4, "
+           "cpu_offload_gb=0)\n")
+    fs, _ = run_all(_host_timeline(log, 527_000_000))  # ~502 GiB: 4 × 4 GiB is nothing
+    assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
+
+
+def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
+    log = ("(APIServer pid=1) INFO 11-20 09:14:02 [utils.py:253] non-default args: {'model_tag': 'm', "
+           "'tensor_parallel_size': 2, 'cpu_offload_gb': 120}\n"
+           "(EngineCore_DP0 pid=2) INFO 11-20 09:14:09 [core.py:93] Initializing a V1 LLM engine (v0.12.0) with "
+           "config: model='m', max_seq_len=8192, tensor_parallel_size=2\n")
+    fs, _ = run_all(_host_timeline(log, 205_520_896))  # 196 GiB
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    off = flag(f, "--cpu-offload-gb")
+    assert off.old == "120" and 2 * int(off.new) <= 196 - 19.6
+    assert not [c for c in f.remediation.flags if c.flag == "--swap-space"]  # V1 allocates no swap

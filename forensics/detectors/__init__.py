@@ -25,6 +25,7 @@ from . import (
     per_rank_overallocation,
     stranded_context,
     vllm_headroom,
+    vllm_host_memory,
     vllm_kv_cache,
     weights_do_not_fit,
     xid,
@@ -43,12 +44,14 @@ DETECTORS = (
     kv_cache_capacity,
     vllm_kv_cache,
     vllm_headroom,
+    vllm_host_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
 CAUSE_PRIORITY = (
     "SGL-HOST-001",
     "SGL-HOST-002",
+    "VLLM-HOST-001",
     "SGL-GPU-004",
     "VLLM-KV-002",
     "SGL-GPU-002",
@@ -99,6 +102,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
+_link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005"),
+      "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 
 
 def _run_of(f: Finding) -> str | None:

@@ -27,6 +27,7 @@ VLLM_KINDS = (
     "kv_memory", "kv_no_room", "kv_sizing", "kv_concurrency", "kv_cache_too_small", "cuda_graph_begin",
     "cuda_graph_end", "cuda_graph_memory", "capture_progress", "preemption", "engine_metrics", "cuda_oom",
     "cuda_error_oom", "gpu_memory_short", "exception", "init_failed", "engine_dead", "rank_dead", "notice",
+    "swap_space_too_large", "swap_exhausted", "rank_assigned", "server_ready", "cuda_error", "nccl_error",
 )
 
 #: config-line keys → argparse dests
