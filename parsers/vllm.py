@@ -102,8 +102,8 @@ _HINT_PARTS = re.compile(
     r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
 )
-_BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
-_KV_TOKENS = re.compile(r"(\w+(?: \+ \w+)?) KV cache size: " + _NUM + r" tokens")
+_BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r"x")
 _KV_AVAIL = re.compile(r"^Available KV cache memory: " + _NUM + r" ?GiB")
 _KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
@@ -125,7 +125,7 @@ _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + 
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
     r"(Avg prompt throughput|Avg generation throughput|Running|Swapped|Pending|Waiting|Deferred|Preemptions"
-    r"|(?:GPU|CPU|\w+) KV cache usage|Prefix cache hit rate|External prefix cache hit rate|MM cache hit rate"
+    r"|(?:GPU|CPU|\b[A-Za-z]{1,12}) KV cache usage|Prefix cache hit rate|External prefix cache hit rate|MM cache hit rate"
     r"|Corrupted): " + _NUM
 )
 _ENGINE_IDX = re.compile(r"^Engine (\d+): |^(\d+) Engines Aggregated: ")
@@ -178,7 +178,7 @@ _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.
 _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
-_TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
+_TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
 _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
 # tracebacks
@@ -190,8 +190,41 @@ _TB_OPENER = re.compile(r"^(?:WorkerProc|EngineCore) hit an exception|^Exception
 #: PyTorch's notes after a CUDA error: part of the traceback record.
 _TB_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing"
                       r"|Compile with `TORCH_USE_CUDA_DSA`|Search for `cudaErrorMemoryAllocation')")
-_EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))|Exception)"
-                       r"(?:[:(] ?(.*))?$")
+#: ``Name: message`` / ``pkg.Name(…)``: the name is checked apart (a regex over a long name backtracks).
+_EXC_HEAD = re.compile(r"^([A-Za-z_][\w.]*+)(?:[:(] ?(.*))?$")
+_EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
+
+
+class _ExcMatch:
+    def __init__(self, name: str, msg: str | None) -> None:
+        self._g = (name, msg)
+
+    def group(self, i: int) -> str | None:
+        return self._g[i - 1]
+
+
+class _ExcLine:
+    """``_EXC_LINE.match(s)``: an exception line's type and message, in linear time.
+
+    >>> _EXC_LINE.match("torch.OutOfMemoryError: CUDA out of memory").group(1)
+    'torch.OutOfMemoryError'
+    >>> _EXC_LINE.match("Errors happen: x") is None
+    True
+    """
+
+    @staticmethod
+    def match(s: str) -> _ExcMatch | None:
+        m = _EXC_HEAD.match(s)
+        if not m:
+            return None
+        name = m.group(1)
+        last = name.rsplit(".", 1)[-1]
+        if not last or not (last[0].isalpha() or last[0] == "_") or not last.endswith(_EXC_SUFFIXES):
+            return None
+        return _ExcMatch(name, m.group(2))
+
+
+_EXC_LINE = _ExcLine()
 
 #: Functions in a traceback → the start-up phase a failure happened in (innermost match wins).
 _PHASE_OF_FRAME = (
@@ -622,7 +655,7 @@ class _Parser:
             if self._profile(s, base):
                 return True
             m = _CONCURRENCY.search(s)
-            km = _KV_TOKENS.search(s)
+            km = _KV_TOKENS.search(s) if "KV cache size: " in s else None
             if km:
                 tokens = _int(km.group(2))
                 emit("kv_sizing", base, {"kv_tokens": tokens, "device": km.group(1),
@@ -633,7 +666,7 @@ class _Parser:
                 emit("kv_concurrency", base, {"max_model_len": _int(m.group(1)), "max_concurrency": _num(m.group(2))},
                      tokens=_int(m.group(1)))
                 return True
-            m = _BLOCKS.search(s)
+            m = _BLOCKS.search(s) if "blocks: " in s else None
             if m and ("blocks: " in s and (s.startswith(("#", "GPU", "CUDA", "cuda")) or "# " in s)):
                 gpu_blocks = int(m.group(2))
                 attrs = {"gpu_blocks": gpu_blocks, "cpu_blocks": _int(m.group(3)), "device": m.group(1),
@@ -946,8 +979,8 @@ class _Parser:
 # sniffing and the entry point
 
 _SNIFF_HEADER = re.compile(
-    r"^(?:[\w.-]+\s+\| )?(?:\([A-Za-z_][\w -]*=?\w* ?pid=\d+(?:, ip=[^)]*)?\) ?)*"
-    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w./-]+\.py:\d+\] ",
+    r"^(?:[\w.-]{1,80}\s{1,20}\| )?(?:\([\w =-]{0,80}pid=\d+(?:, ip=[^)]{0,60})?\) ?)*"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?:\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? +)?\[?[\w./-]+\.py:\d+\] ",
     re.M,
 )
 _SNIFF_PREFIX = re.compile(
@@ -961,9 +994,8 @@ _SNIFF_STRONG = (
     "KV cache is needed, which is larger than the available KV cache memory", "preempted by PreemptionMode",
     "No available memory for the cache blocks", "Avg prompt throughput:", "EngineCore failed to start",
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
-    "init engine (profile, create kv cache", "vllm/engine/", "vllm/v1/", "vllm/worker/", "vllm.engine.", "vllm.entrypoints",
-    "(RayWorkerVllm pid=", "VLLM::",
-)
+    "init engine (profile, create kv cache", "(RayWorkerVllm pid=",
+)  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 
 def sniff(head: str) -> float:
