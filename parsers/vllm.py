@@ -994,7 +994,8 @@ _SNIFF_STRONG = (
     "KV cache is needed, which is larger than the available KV cache memory", "preempted by PreemptionMode",
     "No available memory for the cache blocks", "Avg prompt throughput:", "EngineCore failed to start",
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
-    "init engine (profile, create kv cache", "(RayWorkerVllm pid=",
+    "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
+    "Task was killed due to the node running low on memory",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -250,3 +250,33 @@ def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
     off = flag(f, "--cpu-offload-gb")
     assert off.old == "120" and 2 * int(off.new) <= 196 - 19.6
     assert not [c for c in f.remediation.flags if c.flag == "--swap-space"]  # V1 allocates no swap
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-HOST-002
+
+
+RAY_OOM = ("(RayWorkerWrapper pid=2584) WARNING 10-30 06:14:35 worker.py:2037] A worker died or was killed while "
+           "executing a task by an unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+           "(1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n")
+
+
+def test_ray_oom_while_loading_suggests_sequential_loading() -> None:
+    f = findings(RAY_OOM)["VLLM-HOST-002"]
+    assert f.category == "kernel_oom_killer" and f.confidence == "medium"
+    assert flag(f, "--max-parallel-loading-workers").new == "1"
+
+
+def test_sigkill_after_loading_keeps_the_finding_without_the_loading_flag() -> None:
+    text = ("(Worker_TP1 pid=7) INFO 09-03 22:12:00 [gpu_model_runner.py:2653] Model loading took 16.4 GiB memory "
+            "and 60.1 seconds\n"
+            "(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc VllmWorker-1 died "
+            "unexpectedly (exit code: -9), shutting down executor.\n")
+    f = findings(text)["VLLM-HOST-002"]
+    assert f.confidence == "low" and not f.remediation.flags
+
+
+def test_an_ordinary_exit_is_not_a_kill() -> None:
+    text = ("(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc VllmWorker-1 died "
+            "unexpectedly (exit code: 1), shutting down executor.\n")
+    assert "VLLM-HOST-002" not in findings(text)

@@ -66,6 +66,7 @@ CAUSE_PRIORITY = (
     "SGL-GPU-005",
     "SGL-HOST-003",
     "SGL-HOST-005",
+    "VLLM-HOST-002",
     "SGL-RUN-001",
 )
 
@@ -102,7 +103,7 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
-_link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005"),
+_link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from forensics import engines
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, Row, docker_memory_limit, fmt_gib, make_finding, rows
+from ._common import GIB, Row, attrs, docker_memory_limit, fmt_gib, make_finding, rows
 from ._vllm import VllmSettings, of_kind, settings, vllm_runs
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
@@ -62,6 +62,10 @@ def _ranks(cfg: VllmSettings) -> tuple[int, str]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return [*_overallocated(tl), *detect_killed(tl)]
+
+
+def _overallocated(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     seen = False
     for run in vllm_runs(tl):
@@ -123,4 +127,60 @@ def detect(tl: Timeline) -> list[Finding]:
                      "PyTorch pins each layer's swap block rounded up to a power of two, so the real figure can be "
                      "up to 2× the flag."],
         ))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# VLLM-HOST-002: a worker SIGKILLed by the OOM killer, seen from vLLM's (or Ray's) side
+
+
+def _sigkilled(run: list[Row]) -> list[Row]:
+    out = []
+    for r in of_kind(run, "rank_dead", "init_failed"):
+        a = attrs(r)
+        procs = a.get("failed_procs") or {}
+        if a.get("cause") == "ray_oom_killer" or r.get("code") in (-9, 137) \
+                or any(v in (-9, 137) for v in procs.values() if isinstance(v, int)):
+            out.append(r)
+    return out
+
+
+def detect_killed(tl: Timeline) -> list[Finding]:
+    if rows(tl, "oom_kill"):
+        return []  # the kernel's own report: SGL-HOST-004 names the victims
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        dead = _sigkilled(run)
+        if not dead:
+            continue
+        first = dead[0]
+        ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
+        loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
+        cfg = settings(tl, run)
+        ranks, how = _ranks(cfg)
+        flags: list[FlagChange] = []
+        loading_flag = engines.flag_for("vllm", "parallel_loading_workers") or "--max-parallel-loading-workers"
+        if not loaded and (ranks > 1 or ray):
+            flags.append(FlagChange(loading_flag, cfg.text("max_parallel_loading_workers"), "1",
+                                    "the worker died before the weights were loaded: every worker reads its "
+                                    "checkpoint through host RAM at the same time; one at a time bounds the peak "
+                                    "(slower start-up)"))
+        out.append(make_finding(
+            "VLLM-HOST-002",
+            summary=("A vLLM worker was killed by SIGKILL"
+                     + (" — Ray reports the OOM killer (host memory ran out)" if ray else
+                        " (exit code -9): most often the kernel OOM killer")
+                     + (" while the weights were loading" if not loaded else "")
+                     + ". The input holds no kernel log to confirm it."),
+            evidence=dead[:4],
+            confidence="medium" if ray else "low",
+            confidence_reason="no kernel log in the input: " + ("Ray's message names the OOM killer" if ray else
+                                                                  "exit code -9 only"),
+            figures={"ranks_per_host": ranks, "killed_before_weights_loaded": not loaded},
+            flags=flags,
+            actions=["Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`, "
+                     "`journalctl -k`); size per-GPU host memory (VLLM-HOST-001) and weight loading to the host, "
+                     "or give the host / container more memory."],
+        ))
+        break
     return out
