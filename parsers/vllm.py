@@ -152,7 +152,7 @@ _DEAD = re.compile(
     r"|AsyncLLM output_handler failed|Engine iteration timed out)"
 )
 _INIT_FAILED = re.compile(
-    r"(EngineCore failed to start|Engine core initialization failed|EngineCore initialization failed"
+    r"(EngineCore failed to start|Timed out waiting for engines? ?\w*|Timed out waiting for engine core processes to start|Engine core initialization failed|EngineCore initialization failed"
     r"|WorkerProc failed to start|WorkerProc initialization failed|Engine process failed to start)"
 )
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
@@ -582,7 +582,8 @@ class _Parser:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
-                                "EngineDeadError", "NCCL error", "swap space")):
+                                "EngineDeadError", "NCCL error", "swap space",
+                                "Error in memory profiling")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -630,6 +631,15 @@ class _Parser:
             if m:
                 self.new_run_marker()
                 emit("server_args", base, {"args": parse_config(m.group(1)), "form": "Namespace"})
+                return True
+            if any(c in s[:40] for c in "█▄▀"):  # 0.15+ ASCII logo: its lines name the version and the model
+                lm = _LOGO_VERSION.search(s)
+                if lm:
+                    self.new_run_marker()
+                    emit("version", base, {"component": "vllm", "version": lm.group(1), "form": "logo"})
+                else:
+                    mm = re.search(r"\bmodel +(\S+)\s*$", s)
+                    emit("notice", base, {"message_id": "logo", "model": mm.group(1) if mm else None})
                 return True
             m = _VERSION.search(s)
             if m:
@@ -780,6 +790,9 @@ class _Parser:
                                               "available_kv_bytes": avail,
                                               "estimated_max_model_len": int(est.group(1)) if est else None},
                  tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
+            return True
+        if "Error in memory profiling" in s:
+            emit("memory_profiling_error", base, {"message": s[:500]})
             return True
         if _NO_CACHE.search(s):
             emit("kv_no_room", base, {"reason": "no_available_memory"})

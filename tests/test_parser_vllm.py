@@ -132,6 +132,10 @@ def test_v1_failures() -> None:
     assert short["free_bytes"] == gib(3.22) and short["ratio"] == 0.9
     assert rows(r, "shm_wait")[0]["seconds"] == 60
     assert rows(r, "rpc_timeout")[0]["a"]["method"] == "execute_model"
+    logo = [v for v in rows(r, "version") if v["a"].get("form") == "logo"]
+    assert [v["a"]["version"] for v in logo] == ["0.15.1"]
+    assert rows(r, "memory_profiling_error")[0]["tp_rank"] == 0
+    assert any("Timed out waiting for engine core" in f["a"]["reason"] for f in rows(r, "init_failed"))
 
 
 def test_v0_failures() -> None:

@@ -28,6 +28,7 @@ VLLM_KINDS = (
     "cuda_graph_end", "cuda_graph_memory", "capture_progress", "preemption", "engine_metrics", "cuda_oom",
     "cuda_error_oom", "gpu_memory_short", "exception", "init_failed", "engine_dead", "rank_dead", "notice",
     "swap_space_too_large", "swap_exhausted", "rank_assigned", "server_ready", "cuda_error", "nccl_error",
+    "memory_profiling_error",
 )
 
 #: config-line keys → argparse dests
@@ -117,6 +118,11 @@ def settings(tl: Timeline, run: list[Row]) -> VllmSettings:
                 s.engine_generation = a["engine"]
         elif a.get("gpu_memory_utilization") is not None:
             s.set("gpu_memory_utilization", a["gpu_memory_utilization"], row)
+    for row in run:  # the API server's own account of values it resolved (absent from args when defaulted)
+        a = attrs(row) if row.get("kind") == "notice" else {}
+        for key in ("max_num_batched_tokens", "max_model_len"):
+            if a.get(key) is not None and key not in s.values:
+                s.set(key, a[key], row)
     if s.engine_generation is None:
         s.engine_generation = generation(run)
     return s
