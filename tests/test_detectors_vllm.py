@@ -280,3 +280,32 @@ def test_an_ordinary_exit_is_not_a_kill() -> None:
     text = ("(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc VllmWorker-1 died "
             "unexpectedly (exit code: 1), shutting down executor.\n")
     assert "VLLM-HOST-002" not in findings(text)
+
+
+def test_settings_take_vllm_launch_flags_and_ignore_sglang_launches() -> None:
+    import polars as pl
+
+    from forensics.detectors import _vllm
+    from parsers.schema import rows_to_frame
+
+    launch = rows_to_frame([
+        {"line": 1, "kind": "launch_command", "text": "--num-scheduler-steps 16 --gpu-memory-utilization 0.941",
+         "attrs": {"flags": {"--num-scheduler-steps": "16", "--gpu-memory-utilization": "0.941"}}},
+        {"line": 2, "kind": "launch_command", "text": "python -m sglang.launch_server --mem-fraction-static 0.8",
+         "attrs": {"flags": {"--mem-fraction-static": "0.8", "--max-running-requests": "64"}}},
+    ], source="launch", path="launch.sh")
+    oom = ("ERROR 10-11 12:27:29 engine.py:157] OutOfMemoryError('CUDA out of memory. Tried to allocate 138.00 MiB. "
+           "GPU 0 has a total capacity of 79.15 GiB of which 2.19 MiB is free.')\n"
+           "ERROR 10-11 12:27:29 engine.py:157] Traceback (most recent call last):\n"
+           'ERROR 10-11 12:27:29 engine.py:157]   File "/x/vllm/engine/multiprocessing/engine.py", line 218, in '
+           "run_engine_loop\n")
+    tl = Timeline(events=pl.concat([launch, vllm.parse(oom, "server.log").events]))
+    run = _vllm.vllm_runs(tl)[0]
+    cfg = _vllm.settings(tl, run)
+    assert cfg.num("gpu_memory_utilization") == 0.941 and cfg.num("num_scheduler_steps") == 16
+    assert cfg.num("max_running_requests") is None
+    fs, _ = run_all(tl)
+    f = {x.rule_id: x for x in fs}["VLLM-GPU-001"]
+    util = flag(f, "--gpu-memory-utilization")
+    assert util.old == "0.941" and float(util.new) < 0.941
+    assert flag(f, "--num-scheduler-steps").new == "1"

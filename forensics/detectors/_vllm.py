@@ -86,11 +86,19 @@ def vllm_runs(tl: Timeline) -> list[list[Row]]:
     return [sorted(g, key=lambda r: r.get("line") or 0) for _, g in sorted(groups.items())]
 
 
+_VLLM_ONLY = ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--swap-space", "--enforce-eager",
+              "--num-scheduler-steps", "--cpu-offload-gb", "--max-num-batched-tokens")
+
+
 def _is_vllm_launch(row: Row) -> bool:
+    """A launch command of vLLM: its engine attr, its program, else flags only vLLM has (a bare flag list)."""
     a = attrs(row)
     if a.get("engine") is not None:
         return a.get("engine") == "vllm"
-    return engines.engine_of_command(row.get("text") or " ".join(a.get("argv") or [])) == "vllm"
+    engine = engines.engine_of_command(row.get("text") or " ".join(a.get("argv") or []))
+    if engine is not None:
+        return engine == "vllm"
+    return any(engines.canonical_flag("vllm", k) in _VLLM_ONLY for k in (a.get("flags") or {}))
 
 
 def settings(tl: Timeline, run: list[Row]) -> VllmSettings:
