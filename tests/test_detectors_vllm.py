@@ -309,3 +309,16 @@ def test_settings_take_vllm_launch_flags_and_ignore_sglang_launches() -> None:
     util = flag(f, "--gpu-memory-utilization")
     assert util.old == "0.941" and float(util.new) < 0.941
     assert flag(f, "--num-scheduler-steps").new == "1"
+
+
+def test_rank_logs_of_one_launch_give_one_finding() -> None:
+    import polars as pl
+
+    line = ("(VllmWorker rank={r} pid=1{r}) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: CUDA "
+            "error: out of memory\n")
+    head = ("(VllmWorker rank={r} pid=1{r}) ERROR 06-05 06:18:13 [multiproc_executor.py:470]   File "
+            '"/x/vllm/v1/worker/gpu_model_runner.py", line 1788, in capture_model\n')
+    frames = [vllm.parse(head.format(r=r) + line.format(r=r), f"rank{r}.log").events for r in range(4)]
+    fs, _ = run_all(Timeline(events=pl.concat(frames)))
+    hits = [f for f in fs if f.rule_id == "VLLM-GPU-001"]
+    assert len(hits) == 1 and hits[0].ranks == [0, 1, 2, 3]

@@ -77,13 +77,19 @@ class VllmSettings:
 
 
 def vllm_runs(tl: Timeline) -> list[list[Row]]:
-    """vLLM rows grouped by (file, run), each group in line order."""
+    """vLLM rows grouped by server run, each group in file then line order.
+
+    A file with a start-up record (config line or args) is a launch log: its runs are its own. Files
+    without one (per-rank worker logs, excerpts) are pooled by run index, as ranks of one launch, so
+    the same failure on eight ranks is one finding.
+    """
+    vrows = [r for r in rows(tl, *VLLM_KINDS) if r.get("source") == "vllm"]
+    launch_files = {r.get("file") for r in vrows if r.get("kind") in ("engine_config", "server_args")}
     groups: dict[tuple[str, int], list[Row]] = {}
-    for r in rows(tl, *VLLM_KINDS):
-        if r.get("source") != "vllm":
-            continue
-        groups.setdefault((r.get("file") or "", int(r.get("run") or 0)), []).append(r)
-    return [sorted(g, key=lambda r: r.get("line") or 0) for _, g in sorted(groups.items())]
+    for r in vrows:
+        f = r.get("file") or ""
+        groups.setdefault((f if f in launch_files else "", int(r.get("run") or 0)), []).append(r)
+    return [sorted(g, key=lambda r: (r.get("file") or "", r.get("line") or 0)) for _, g in sorted(groups.items())]
 
 
 _VLLM_ONLY = ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "--swap-space", "--enforce-eager",
