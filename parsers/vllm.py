@@ -1032,6 +1032,8 @@ def sniff(head: str) -> float:
         return 0.95
     if strong:
         return 0.8
+    if "CUDA error: uncorrectable ECC error encountered" in head:
+        return 0.55  # the message vLLM surfaces; any parser with a real claim on the text wins
     if headers or prefixed:
         return 0.6
     return 0.0

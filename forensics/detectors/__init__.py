@@ -24,6 +24,7 @@ from . import (
     nccl_timeout,
     per_rank_overallocation,
     stranded_context,
+    vllm_gpu_fault,
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
@@ -45,6 +46,7 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    vllm_gpu_fault,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -60,6 +62,7 @@ CAUSE_PRIORITY = (
     "SGL-KV-002",
     "VLLM-KV-001",
     "SGL-XID-001",
+    "VLLM-GPU-002",
     "SGL-HOST-004",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
