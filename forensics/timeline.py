@@ -257,6 +257,9 @@ REPORTED_FAILURE_KINDS = frozenset({
     "subprocess_crashed", "health_check_failed", "init_failed", "nccl_watchdog", "nccl_info", "kv_exhausted",
     "memory_leak", "memory_imbalance", "retract", "oom_kill", "oom_reaper", "xid", "gpu_fallen_off_bus", "hung_task",
     "gpu_error", "failure", "kv_cache_too_small", "kv_no_room", "preemption", "engine_dead", "worker_dead",
+    # vLLM's own (parsers/vllm.py)
+    "exception", "cuda_error", "gpu_memory_short", "swap_space_too_large", "swap_exhausted", "nccl_error",
+    "rpc_timeout", "shm_wait", "memory_profiling_error",
 })
 #: Kinds that stand for lines no parser understood (they stay unrecognised unless the scan reads them).
 _UNREAD_KINDS = ("log",)

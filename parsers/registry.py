@@ -13,6 +13,7 @@ from types import ModuleType
 #: Every parser module, by module name. Adding a source = adding a module here.
 PARSER_MODULES = (
     "sglang",
+    "vllm",
     "launch",
     "free",
     "meminfo",

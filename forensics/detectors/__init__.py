@@ -23,7 +23,6 @@ from . import (
     hang,
     held_at_start,
     host_memory_not_reclaimed,
-    host_offload,
     host_pinning,
     kernel_oom_killer,
     kv_cache_capacity,
@@ -34,6 +33,9 @@ from . import (
     rendezvous,
     shm_exhausted,
     stranded_context,
+    vllm_headroom,
+    vllm_host_memory,
+    vllm_kv_cache,
     weights_do_not_fit,
     xid,
 )
@@ -54,9 +56,11 @@ DETECTORS = (
     held_at_start,
     shm_exhausted,
     host_pinning,
-    host_offload,
     rendezvous,
     hang,
+    vllm_kv_cache,
+    vllm_headroom,
+    vllm_host_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -64,15 +68,18 @@ CAUSE_PRIORITY = (
     "SGL-HOST-001",
     "SGL-HOST-002",
     "SGL-HOST-007",
-    "SGL-HOST-008",
+    "VLLM-HOST-001",
     "SGL-GPU-006",
     "SGL-GPU-007",
     "SGL-GPU-004",
+    "VLLM-KV-002",
     "SGL-KV-004",
     "SGL-GPU-002",
     "SGL-GPU-001",
+    "VLLM-GPU-001",
     "SGL-KV-002",
     "SGL-XID-003",
+    "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-HOST-006",
@@ -83,6 +90,7 @@ CAUSE_PRIORITY = (
     "SGL-GPU-005",
     "SGL-HOST-003",
     "SGL-HOST-005",
+    "VLLM-HOST-002",
     "SGL-RUN-001",
 )
 
@@ -115,7 +123,7 @@ _link(("SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-GPU-004", "SGL-XID-001")
 _link(("SGL-GPU-005",), ("SGL-HOST-003",),
       "the same stuck processes that hold the GPU contexts hold their host memory (pinned pools)")
 _link(CAUSE_PRIORITY, ("SGL-XID-002",), "Xids from channels torn down when the processes were killed")
-_link(("SGL-HOST-007", "SGL-HOST-008"), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-NCCL-002"),
+_link(("SGL-HOST-007",), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-NCCL-002"),
       "the host pools that could not be pinned had exhausted host memory")
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
@@ -128,6 +136,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
+_link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
+      "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 
 
 def _run_of(f: Finding) -> str | None:

@@ -56,9 +56,11 @@ HARDWARE_CLASSES = {"ecc_error": "an uncorrectable ECC error (Xid 48/94/95 class
 def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
     """SGL-XID-003: the CUDA runtime told a process the GPU failed, whether or not the kernel log is here."""
     hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") in HARDWARE_CLASSES]
+    # the same message read by an engine's own parser (parsers/vllm.py: cuda_error)
+    hits += [r for r in rows(tl, "cuda_error") if attrs(r).get("error") == "uncorrectable_ecc"]
     if not hits:
         return []
-    kinds = sorted({attrs(r)["failure"] for r in hits})
+    kinds = sorted({attrs(r).get("failure") or "ecc_error" for r in hits})
     return [make_finding(
         "SGL-XID-003",
         summary=("CUDA reported " + " and ".join(HARDWARE_CLASSES[k] for k in kinds) + " to the server: a hardware "

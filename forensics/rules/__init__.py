@@ -28,7 +28,7 @@ from pathlib import Path
 from forensics.model import CATEGORIES, SEVERITIES
 
 CATALOG_PATH = Path(__file__).with_name("catalog.toml")
-RULE_ID_RE = re.compile(r"^SGL-[A-Z]+-\d{3}$")
+RULE_ID_RE = re.compile(r"^(?:SGL|VLLM)-[A-Z]+-\d{3}$")  # VLLM-: rules only vLLM logs trigger
 
 
 @dataclass(frozen=True)

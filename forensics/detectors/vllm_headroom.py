@@ -1,0 +1,106 @@
+"""VLLM-GPU-001: vLLM's ``--gpu-memory-utilization`` left too little GPU memory outside its budget.
+
+The budget (weights + activations + KV cache) is sized at start-up; CUDA-graph capture (before 0.18's
+estimate), sampler warm-up, NCCL buffers and run-time spikes live outside it. A CUDA OOM there is a
+utilization too high for this GPU (the opposite of VLLM-KV-002). Sample::
+
+    (VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: CUDA error: out of memory
+
+>>> lowered_utilization(0.941, tried_bytes=138 * 2**20, free_bytes=2.19 * 2**20, total_bytes=79.15 * 2**30)
+0.92
+>>> lowered_utilization(0.9, tried_bytes=None, free_bytes=None, total_bytes=None)
+0.85
+"""
+
+from __future__ import annotations
+
+import math
+
+from forensics import engines
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import attrs, fmt_gib, make_finding, rank_of
+from ._vllm import gpu_total_bytes, of_kind, settings, vllm_runs
+
+LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
+UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
+HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup")
+
+
+def lowered_utilization(util: float, *, tried_bytes: float | None, free_bytes: float | None,
+                        total_bytes: float | None) -> float:
+    """The utilization that frees the failed allocation's shortfall (+ margin), rounded down to 0.01."""
+    if tried_bytes and total_bytes:
+        step = max(tried_bytes - (free_bytes or 0), 0) / total_bytes + LOWER_MARGIN
+    else:
+        step = UNKNOWN_STEP
+    return max(math.floor(round((util - step) * 100, 6)) / 100, 0.5)
+
+
+def _during(run: list, row: dict) -> str | None:
+    """The OOM's phase; V0 logs the exception's repr first and its traceback (whose frames say) just after."""
+    d = attrs(row).get("during")
+    if d:
+        return d
+    line = row.get("line") or 0
+    for r in of_kind(run, "exception"):
+        if r.get("pid") == row.get("pid") and 0 <= (r.get("line") or 0) - line <= 3:
+            return attrs(r).get("during")
+    return None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES]
+        if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
+            continue  # an OOM after a KV failure is the failure's, not the headroom's
+        cfg = settings(tl, run)
+        first = next((r for r in ooms if r.get("bytes")), ooms[0])
+        during = _during(run, first)
+        util, util_seen = cfg.value_or_default("gpu_memory_fraction")
+        total, _total_row, _how = gpu_total_bytes(tl, run)
+        tried, free = first.get("bytes"), first.get("free_bytes")
+        flags: list[FlagChange] = []
+        uflag = engines.flag_for("vllm", "gpu_memory_fraction") or "--gpu-memory-utilization"
+        if util is not None:
+            new = lowered_utilization(util, tried_bytes=tried, free_bytes=free, total_bytes=total)
+            why = (f"frees the {fmt_gib(tried)} allocation that failed with {fmt_gib(free)} free on a {fmt_gib(total)} GPU"
+                   f" + {LOWER_MARGIN} margin" if tried and total else
+                   f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
+            flags.append(FlagChange(uflag, f"{util:g}", f"{new:.2f}",
+                                    why + ("" if util_seen else f"; {util:g} is vLLM's default")))
+        steps = cfg.num("num_scheduler_steps")
+        if steps and steps > 1:
+            flags.append(FlagChange(engines.flag_for("vllm", "scheduler_steps") or "--num-scheduler-steps", f"{steps:g}",
+                                    "1", "multi-step scheduling keeps extra per-step buffers outside the budget"))
+        seqs = cfg.num("max_num_seqs")
+        actions = [
+            f"Or keep the utilization and drop the CUDA graphs: {engines.flag_for('vllm', 'eager')} (slower decode), "
+            f"or capture fewer/smaller graphs with a lower {engines.flag_for('vllm', 'max_concurrent')}"
+            + (f" (now {seqs:g})" if seqs else "") + ".",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when much memory is reserved but unallocated.",
+        ]
+        reasons = []
+        if not util_seen:
+            reasons.append(f"the utilization is vLLM's default ({util:g}), not read from the input")
+        if not (tried and total):
+            reasons.append("the OOM message gives no sizes: the step down is a rule of thumb")
+        phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
+                 "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
+        out.append(make_finding(
+            "VLLM-GPU-001",
+            summary=(f"vLLM ran out of GPU memory {phase}, outside the budget of {uflag}"
+                     + (f" {util:g}" if util is not None else "")
+                     + (f" ({fmt_gib(tried)} requested, {fmt_gib(free)} free)" if tried else "")
+                     + (f"; lower it to {flags[0].new}" if flags else "") + "."),
+            evidence=[*ooms[:3], *cfg.evidence_rows("gpu_memory_utilization")],
+            confidence="high" if not reasons else "medium",
+            confidence_reason="; ".join(reasons) or None,
+            ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
+            figures={"during": during, "gpu_memory_utilization": util, "gpu_memory_utilization_observed": util_seen,
+                     "failed_allocation_bytes": tried, "free_bytes": free, "gpu_total_bytes": total},
+            flags=flags,
+            actions=actions,
+        ))
+    return out

@@ -1,0 +1,1068 @@
+"""vLLM server / engine logs (``vllm serve``, ``python -m vllm.entrypoints.openai.api_server``, ``LLM(...)``).
+
+Every vLLM record carries ``LEVEL MM-DD HH:MM:SS file.py:line] message`` (0.2–0.7), the same with
+``[file.py:line]`` (0.8+), behind zero or more process prefixes: ``(VllmWorkerProcess pid=N)`` (V0 mp),
+``(RayWorkerWrapper pid=N, ip=A.B.C.D)`` (Ray), ``(EngineCore_0 pid=N)`` / ``(EngineCore_DP0 pid=N)``,
+``(VllmWorker rank=1 pid=N)``, ``(Worker_TP1 pid=N)``, ``(APIServer pid=N)`` (V1)::
+
+    INFO 05-12 10:11:12 llm_engine.py:72] Initializing an LLM engine (v0.4.3) with config: model='m', max_seq_len=4096, tensor_parallel_size=2, ...
+    INFO 05-12 10:11:30 worker.py:162] Loading model weights took 12.5523 GB
+    INFO 05-12 10:11:34 gpu_executor.py:83] # GPU blocks: 1800, # CPU blocks: 512
+    (EngineCore_DP0 pid=4188) INFO 11-20 09:14:32 [kv_cache_utils.py:1087] GPU KV cache size: 186,464 tokens
+    (Worker_TP1 pid=4232) ERROR 11-20 09:14:45 [multiproc_executor.py:671] RuntimeError: CUDA error: out of memory
+
+The stamp has no year: ``ts_local`` stays null and the stamp goes to ``attrs.stamp`` (like SGLang's
+year-less forms); a stamp with a year (custom logging config) fills ``ts_local``. Trimmed excerpts
+whose headers were cut are read by their message text. Memory figures are GiB even where vLLM
+prints "GB" (``/ 2**30``); token counts may have thousands separators. Each physical line is a
+record (vLLM repeats the header on continuation lines); a traceback, headed or bare, becomes one
+``exception`` row, and a CUDA OOM or a KV-cache failure inside it gets its own row too.
+
+>>> r = parse("INFO 05-12 10:11:30 worker.py:162] Loading model weights took 12.5523 GB\\n"
+...           "(Worker_TP1 pid=7) INFO 05-12 10:11:40 [gpu_worker.py:9] Available KV cache memory: -1.5 GiB\\n")
+>>> r.events.select("kind", "rank", "tp_rank", "pid", "bytes").rows()
+[('weight_load_end', None, None, None, 13477929497), ('kv_no_room', 'Worker_TP1', 1, 7, -1610612736)]
+>>> (r.lines, r.recognized, r.unrecognized)
+(2, 2, 0)
+>>> sniff("INFO 05-12 10:11:30 worker.py:162] Loading model weights took 12.5523 GB") > 0.9
+True
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
+from parsers.units import gib, parse_size
+
+FORMAT = "vllm"
+
+#: V0 default block size: ``# GPU blocks`` × this = KV tokens when the log does not say otherwise.
+DEFAULT_BLOCK_SIZE = 16
+
+# --------------------------------------------------------------------------------------------
+# Line prefixes
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|\^\[\[[0-9;]*m")
+_CONTAINER = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]{0,80})\s+\| ")
+#: One process prefix; vLLM (and Ray relayed through EngineCore) nests them.
+_PROC = re.compile(
+    r"\((?P<proc>[A-Za-z_][\w-]*(?: rank=\d+| [A-Z][A-Z0-9_]*\d)?)? ?pid=(?P<pid>\d{1,10})"
+    r"(?:, ip=(?P<ip>[^)\s]{1,60}))?\) ?"
+)
+#: The record header: level, optional stamp (year-less; a year or milliseconds from custom configs), file:line.
+_HEADER = re.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) +"
+    r"(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:[.,]\d{1,6})?) +)?"
+    r"\[?(?P<file>[\w.<>-]+(?:/[\w.<>-]+)*(?:/\.\.\./[\w./-]+)?):(?P<srcline>\d+)\] ?(?P<msg>.*)$"
+)
+_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_RANK_PART = re.compile(r"(?:^|_)(DP|PP|PCP|TP|DCP|EP)(\d+)")
+_RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_rank"}
+
+# --------------------------------------------------------------------------------------------
+# Message templates (searched in the message, so header-less excerpts are read too)
+
+_NUM = r"(-?[\d,]*\d(?:\.\d+)?)"
+_VERSION = re.compile(r"vLLM (?:API )?server version v?([\w.+-]+)(?:, serving model (\S+))?")
+_LOGO_VERSION = re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)")
+_CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v?([^)]+)\))? with config: (.*)$")
+_CONFIG_KV = re.compile(
+    r"(?:^|, )(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}|\[[^\]]*\]"
+    r"|[\w.+-]+\([^()]*\)|[^,]*)"
+)
+_NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
+_NAMESPACE = re.compile(r"^args: Namespace\((.*?)\)?\s*$")
+_WEIGHTS_OLD = re.compile(r"Loading model weights took " + _NUM + r" ?(GB|GiB)")
+_WEIGHTS_NEW = re.compile(r"Model loading took " + _NUM + r" ?(GB|GiB)(?: memory)? and " + _NUM + r" ?s")
+_WEIGHTS_READ = re.compile(r"^Loading weights took " + _NUM + r" ?s")
+_LOAD_BEGIN = re.compile(r"^Starting to load model (\S+?)(?:\.\.\.)?$")
+_PROFILE_064 = re.compile(r"Memory profiling results: (.*)")
+_PROFILE_KV = re.compile(r"(\w+)=" + _NUM + r"(GiB)?")
+_PROFILE_TAKES = re.compile(r"^Memory profiling takes " + _NUM + r" seconds(.*)$")
+_PROFILE_BUDGET = re.compile(
+    r"total_gpu_memory \(" + _NUM + r" ?GiB\) x gpu_memory_utilization \(" + _NUM + r"\) = " + _NUM + r" ?GiB"
+)
+_PROFILE_SPLIT = re.compile(
+    r"model weights take " + _NUM + r" ?GiB; non_torch_memory takes " + _NUM
+    + r" ?GiB; PyTorch activation peak memory takes " + _NUM
+    + r" ?GiB; the rest of the memory reserved for KV Cache is " + _NUM + r" ?GiB"
+)
+_PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
+                         r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
+_FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
+_FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
+                       + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
+_HINT_PARTS = re.compile(
+    r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
+    r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
+    r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
+)
+_BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r"x")
+_KV_AVAIL = re.compile(r"^Available KV cache memory: " + _NUM + r" ?GiB")
+_KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
+_GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)")
+_GRAPH_END = re.compile(r"Graph capturing finished in " + _NUM + r" secs?(?:, took " + _NUM + r" ?GiB)?")
+_GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
+_GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
+_GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
+_TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
+                           r" in KV cache \((\d+)\)")
+_TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
+                           r" the available KV cache memory \(" + _NUM + r" ?Gi?B\)")
+_ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
+_NO_CACHE = re.compile(r"No available memory for the cache blocks")
+_PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
+                      r" enough KV cache space.*?(?:total_num_cumulative_preemption=(\d+))?$")
+_SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
+_SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
+                             + r" GiB total CPU memory")
+_METRICS_FIELD = re.compile(
+    r"(Avg prompt throughput|Avg generation throughput|Running|Swapped|Pending|Waiting|Deferred|Preemptions"
+    r"|(?:GPU|CPU|\b[A-Za-z]{1,12}) KV cache usage|Prefix cache hit rate|External prefix cache hit rate|MM cache hit rate"
+    r"|Corrupted): " + _NUM
+)
+_ENGINE_IDX = re.compile(r"^Engine (\d+): |^(\d+) Engines Aggregated: ")
+_PREFIX_HIT_V0 = re.compile(r"^Prefix cache hit rate: GPU: " + _NUM + r"%, CPU: " + _NUM + "%")
+_RANK_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as (.*)$")
+_ASSIGNED_PART = re.compile(r"(DP|PP|TP|EP|PCP|DCP) rank (\d+)")
+_NCCL_VERSION = re.compile(r"vLLM is using nccl==(\S+)")
+_MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)")
+_CHUNKED = re.compile(r"max_num_batched_tokens=(\d+)")
+_INIT_DONE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took " + _NUM)
+_WORKER_DIED = re.compile(
+    r"Worker proc (\S+) died unexpectedly(?: \(exit code: (-?\d+)\))?"
+    r"|Worker (\S+) pid (\d+) died, exit code: (-?\d+)"
+    r"|RayWorkerProc rank=(\d+) died unexpectedly"
+    r"|Engine core proc (\S+) died unexpectedly"
+    r"|Engine core process (\S+) died unexpectedly"
+)
+_FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
+_RAY_OOM = re.compile(r"killed by SIGKILL by OOM killer|Task was killed due to the node running low on memory")
+_DEAD = re.compile(
+    r"(EngineCore encountered a fatal error|EngineDeadError|EngineCore encountered an issue|MQEngineDeadError"
+    r"|AsyncEngineDeadError|Background loop has errored already|Engine loop is not running"
+    r"|Engine background task failed|(?:AsyncLLMEngine|MQLLMEngine) (?:is already dead|has failed)"
+    r"|AsyncLLM output_handler failed|Engine iteration timed out)"
+)
+_INIT_FAILED = re.compile(
+    r"(EngineCore failed to start|Timed out waiting for engines? ?\w*|Timed out waiting for engine core processes to start|Engine core initialization failed|EngineCore initialization failed"
+    r"|WorkerProc failed to start|WorkerProc initialization failed|Engine process failed to start)"
+)
+_RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
+_SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
+_SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
+                          r" dummy requests")
+_ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
+_CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
+_NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
+
+# PyTorch's CUDA-OOM message (binary units)
+_SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
+_OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SZ)
+_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SZ + r" of which " + _SZ + " is free")
+_OOM_THIS = re.compile(r"this process has " + _SZ + r" memory in use")
+_OOM_OLD = re.compile(r"\(GPU (\d+); " + _SZ + r" total capacity; " + _SZ + r" already allocated; " + _SZ + " free;")
+_OOM_PRIVATE = re.compile(r"with " + _SZ + r" allocated in private pools")
+
+# foreign lines on the same streams
+_UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
+_ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*" (?P<status>\d{3})')
+_C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
+_C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
+                            r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
+_NCCL_LINE = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
+_TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
+_TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
+
+# tracebacks
+_TB_START = re.compile(r"^(?:Traceback \(most recent call last\):|Process (\S+):$)")
+_TB_FRAME = re.compile(r'^\s+File "([^"]*)", line \d+, in (\S+)', re.M)
+_TB_CONT = re.compile(r"^(?:\s+\S|\s*[\^~]+\s*$|The above exception was the direct cause|During handling of the"
+                      r" above exception|\s*$)")
+_TB_OPENER = re.compile(r"^(?:WorkerProc|EngineCore) hit an exception|^Exception in worker \S+ while processing")
+#: PyTorch's notes after a CUDA error: part of the traceback record.
+_TB_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing"
+                      r"|Compile with `TORCH_USE_CUDA_DSA`|Search for `cudaErrorMemoryAllocation')")
+#: ``Name: message`` / ``pkg.Name(…)``: the name is checked apart (a regex over a long name backtracks).
+_EXC_HEAD = re.compile(r"^([A-Za-z_][\w.]*+)(?:[:(] ?(.*))?$")
+_EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
+
+
+class _ExcMatch:
+    def __init__(self, name: str, msg: str | None) -> None:
+        self._g = (name, msg)
+
+    def group(self, i: int) -> str | None:
+        return self._g[i - 1]
+
+
+class _ExcLine:
+    """``_EXC_LINE.match(s)``: an exception line's type and message, in linear time.
+
+    >>> _EXC_LINE.match("torch.OutOfMemoryError: CUDA out of memory").group(1)
+    'torch.OutOfMemoryError'
+    >>> _EXC_LINE.match("Errors happen: x") is None
+    True
+    """
+
+    @staticmethod
+    def match(s: str) -> _ExcMatch | None:
+        m = _EXC_HEAD.match(s)
+        if not m:
+            return None
+        name = m.group(1)
+        last = name.rsplit(".", 1)[-1]
+        if not last or not (last[0].isalpha() or last[0] == "_") or not last.endswith(_EXC_SUFFIXES):
+            return None
+        return _ExcMatch(name, m.group(2))
+
+
+_EXC_LINE = _ExcLine()
+
+#: Functions in a traceback → the start-up phase a failure happened in (innermost match wins).
+_PHASE_OF_FRAME = (
+    (re.compile(r"capture_model|_capture_cudagraphs|capture_end|capture_begin|cudagraph|CUDAGraph|graph_capture"),
+     "graph_capture"),
+    (re.compile(r"_warmup_sampler|_dummy_sampler_run|warming up sampler"), "sampler_warmup"),
+    (re.compile(r"profile_run|determine_num_available_blocks|determine_available_memory|_dummy_run"), "profile"),
+    (re.compile(r"_allocate_kv_cache|initialize_kv_cache|initialize_cache|_init_cache|initialize_from_config"),
+     "kv_alloc"),
+    (re.compile(r"load_model|load_weights|process_weights_after_loading"), "weight_load"),
+    (re.compile(r"execute_model|engine_step|run_engine_loop|step_with_batch_queue|run_busy_loop|\bstep\b"), "forward"),
+)
+#: The phase a process is in after each lifecycle record (for failures without frames).
+_PHASE_OF_KIND = {
+    "weight_load_begin": "weight_load", "weight_load_end": "profile", "memory_profile": "kv_alloc",
+    "kv_memory": "kv_alloc", "kv_sizing": "kv_alloc", "cuda_graph_begin": "graph_capture",
+    "capture_progress": "graph_capture", "cuda_graph_end": "warmup", "engine_metrics": "forward",
+    "server_ready": "forward",
+}
+
+#: Known records of no forensic weight, recognised (not counted as unknown): substring → message id.
+_NOTICES = (
+    ("Using cache directory", "compile_cache"), ("Dynamo bytecode transform time", "compile"),
+    ("torch.compile takes", "compile"), ("Compiling a graph for", "compile"), ("Cache the graph of shape", "compile"),
+    ("Directly load the compiled graph", "compile"), ("Resolved architecture", "architecture"),
+    ("Chunked prefill is enabled", "chunked_prefill"), ("Automatically detected platform", "platform"),
+    ("Cudagraph is disabled under eager mode", "eager"), ("Supported_tasks", "tasks"),
+    ("vllm cache_config_info", "cache_config_info"), ("Custom allreduce is disabled", "custom_allreduce_disabled"),
+    ("Using Flash", "attention_backend"), ("Using FlashInfer", "attention_backend"), ("Using XFormers", "attention_backend"),
+    ("Using Triton", "attention_backend"), ("backend for attention", "attention_backend"),
+    ("Using model weights format", "weights_format"), ("Downgrading", "downgrade"), ("Registering ", "cuda_graph_registered"),
+    ("Starting vLLM API server", "server_start"), ("Starting vLLM server", "server_start"),
+    ("Available routes are", "routes"), ("Route: ", "routes"), ("default chat sampling params", "sampling_defaults"),
+    ("Default sampling parameters have been overridden", "sampling_defaults"), ("Found nccl from library", "nccl"),
+    ("P2P access cache", "p2p_cache"), ("Possibly too large swap space", "swap_space_large"),
+    ("Using max model len", "max_model_len"), ("Overriding num_gpu_blocks", "gpu_blocks_override"),
+    ("Loading safetensors checkpoint shards", "weights_progress"), ("Loading pt checkpoint shards", "weights_progress"),
+    ("Parent process exited", "worker_shutdown"), ("WorkerProc shutting down", "worker_shutdown"),
+    ("WorkerProc was terminated", "worker_shutdown"), ("Killing local vLLM worker processes", "worker_shutdown"),
+    ("shutting down", "shutdown"), ("Shutting down", "shutdown"), ("We must use the `spawn`", "spawn"),
+    ("The model has a long context length", "long_context"), ("CUDA graph memory profiling", "graph_profiling"),
+    ("Profiling CUDA graph memory", "graph_profiling"), ("Auto-fit max_model_len", "auto_fit"),
+    ("padding layers", "kv_padding"), ("This model supports", "model_support"),
+    ("Asynchronous scheduling is", "async_scheduling"), ("Setting max_num_batched_tokens", "batched_tokens"),
+    ("Loading weights with", "weights_format"), ("Reducing Torch parallelism", "torch_threads"),
+    ("Worker ready; awaiting tasks", "worker_ready"), ("Setting Triton cache manager", "triton_cache"),
+    ("chat template", "chat_template"), ("Dumping ", "crash_dump"),
+)
+_LEVEL_HEAD = {"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"}
+_MAX_TB_LINES = 400
+
+
+def _num(s: str | None) -> float | None:
+    if s is None or s == "":
+        return None
+    try:
+        return float(s.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _int(s: str | None) -> int | None:
+    v = _num(s)
+    return int(v) if v is not None else None
+
+
+def _gib(s: str | None) -> int | None:
+    v = _num(s)
+    return gib(v) if v is not None else None
+
+
+def _size(s: str | None) -> int | None:
+    return parse_size(s) if s else None
+
+
+def _literal(v: str) -> Any:
+    """A repr'd scalar as a Python value; unknown forms stay text.
+
+    >>> _literal("4096"), _literal("'m'"), _literal("True"), _literal("torch.bfloat16")
+    (4096, 'm', True, 'torch.bfloat16')
+    """
+    v = v.strip()
+    if v in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[v]
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+        return v[1:-1]
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def parse_config(body: str) -> dict[str, Any]:
+    """The ``key=value`` pairs of an engine config dump or ``Namespace(...)``, first occurrence wins.
+
+    >>> parse_config("model='m', max_seq_len=8192, tensor_parallel_size=4, compilation_config={\\"a\\": [1, 2]}, seed=0")
+    {'model': 'm', 'max_seq_len': 8192, 'tensor_parallel_size': 4, 'compilation_config': '{"a": [1, 2]}', 'seed': 0}
+    """
+    out: dict[str, Any] = {}
+    for m in _CONFIG_KV.finditer(body):
+        k, v = m.group(1), m.group(2)
+        if k not in out:
+            out[k] = _literal(v) if not v.startswith(("{", "[")) else v.strip()
+    return out
+
+
+def parse_dict(body: str) -> tuple[dict[str, Any], bool]:
+    """A ``{...}`` repr (``non-default args``) as a dict, and whether it was read whole.
+
+    >>> parse_dict("{'model_tag': 'm', 'tensor_parallel_size': 8, 'gpu_memory_utilization': 0.95}")
+    ({'model_tag': 'm', 'tensor_parallel_size': 8, 'gpu_memory_utilization': 0.95}, True)
+    >>> parse_dict("{'max_model_len': 131072, 'enforce_eager': True, 'x': <function f at 0x1>")[0]
+    {'max_model_len': 131072, 'enforce_eager': True}
+    """
+    try:
+        v = ast.literal_eval(body)
+        if isinstance(v, dict):
+            return {str(k): _plain(x) for k, x in v.items()}, True
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    out = {}
+    for m in re.finditer(r"'(\w+)': ('(?:[^'\\]|\\.)*'|-?[\d.]+(?:e-?\d+)?|True|False|None)(?=[,}])", body):
+        out[m.group(1)] = _literal(m.group(2))
+    return out, False
+
+
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, str | int | float | bool | type(None)) else (
+        [_plain(x) for x in v] if isinstance(v, list | tuple) else str(v))
+
+
+def _ranks(proc: str) -> dict[str, Any]:
+    """Rank columns from a process name: ``Worker_DP1_TP3``, ``VllmWorker rank=2``, ``EngineCore_DP0``.
+
+    >>> _ranks("Worker_PP1_TP3"), _ranks("VllmWorker rank=2"), _ranks("EngineCore_1")
+    ({'pp_rank': 1, 'tp_rank': 3}, {'tp_rank': 2, 'global_rank': 2}, {'dp_rank': 1})
+    """
+    out: dict[str, Any] = {}
+    m = re.search(r"rank=(\d+)", proc)
+    if m:  # the global rank: the TP rank when pp = 1 (the common case; attrs keep the global rank)
+        return {"tp_rank": int(m.group(1)), "global_rank": int(m.group(1))}
+    m = re.match(r"EngineCore_(\d+)$", proc)
+    if m:
+        return {"dp_rank": int(m.group(1))}
+    for part, n in _RANK_PART.findall(proc.replace(" ", "_")):
+        col = _RANK_COLUMNS.get(part)
+        if col:
+            out[col] = int(n)
+    return out
+
+
+def _phase_of_text(text: str) -> str | None:
+    """The phase named by the innermost traceback frame that names one."""
+    frames = _TB_FRAME.findall(text) if "File \"" in text else []
+    for _, func in reversed(frames):
+        for rx, phase in _PHASE_OF_FRAME:
+            if rx.search(func):
+                return phase
+    for rx, phase in _PHASE_OF_FRAME:
+        if rx.search(text):
+            return phase
+    return None
+
+
+class _Parser:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        self.recognized = 0
+        self.unrecognized = 0
+        self.examples: list[tuple[int, str]] = []
+        self.run = 0
+        self.run_started = False  # the current run has passed its start-up markers
+        self.phase: dict[Any, str] = {}  # stream (process) → phase after its last lifecycle record
+        self.tb: dict[str, Any] | None = None  # the open traceback record
+        self.headered = 0
+
+    # -- output ----------------------------------------------------------------------------
+
+    def emit(self, kind: str, base: dict[str, Any], attrs: dict[str, Any], **cols: Any) -> dict[str, Any]:
+        row = {**base, "kind": kind, "run": self.run, **{k: v for k, v in cols.items() if v is not None}}
+        row["attrs"] = {**base.get("_attrs", {}), **{k: v for k, v in attrs.items() if v is not None}}
+        row.pop("_attrs", None)
+        self.rows.append(row)
+        if kind in _PHASE_OF_KIND:
+            self.phase[base.get("pid")] = _PHASE_OF_KIND[kind]
+        if kind in ("weight_load_end", "kv_sizing", "kv_memory", "memory_profile", "engine_metrics",
+                    "cuda_graph_end", "kv_cache_too_small", "kv_no_room", "init_failed"):
+            self.run_started = True
+        return row
+
+    def unknown(self, lineno: int, text: str) -> None:
+        self.unrecognized += 1
+        if len(self.examples) < MAX_UNRECOGNIZED_EXAMPLES:
+            self.examples.append((lineno, text[:500]))
+
+    def new_run_marker(self) -> None:
+        """A start-up record (version, args, config) after the current run's start-up: a new run."""
+        if self.run_started:
+            self.run += 1
+            self.run_started = False
+
+    # -- tracebacks --------------------------------------------------------------------------
+
+    def close_tb(self) -> None:
+        tb, self.tb = self.tb, None
+        if tb is None:
+            return
+        text = "\n".join(tb["lines"])
+        attrs = {"exception_type": tb.get("etype"), "exception_message": (tb.get("emsg") or "")[:2000] or None,
+                 "during": _phase_of_text(text) or self.phase.get(tb["base"].get("pid")),
+                 "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
+        base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
+        self.emit("exception", base, attrs)
+
+    # -- one line ----------------------------------------------------------------------------
+
+    def line(self, lineno: int, raw: str) -> None:
+        s = _ANSI.sub("", raw.rstrip("\r\n").replace("\r", "")) if ("\x1b" in raw or "^[[" in raw or "\r" in raw) \
+            else raw.rstrip("\n")
+        if not s.strip():
+            if self.tb is not None:
+                self.tb["last"] = lineno
+            self.recognized += 1  # blank lines are nobody's
+            return
+        prefix_attrs: dict[str, Any] = {}
+        base: dict[str, Any] = {"line": lineno}
+        rest = s
+        m = _CONTAINER.match(rest) if "| " in rest[:90] else None
+        if m and ("pid=" in rest[m.end():m.end() + 60] or _HEADER.match(rest, m.end())):
+            prefix_attrs["container"] = m.group("svc")
+            rest = rest[m.end():]
+        procs = []
+        while rest.startswith("("):
+            m = _PROC.match(rest)
+            if not m:
+                break
+            procs.append(m)
+            rest = rest[m.end():]
+        if procs:
+            # the innermost (last) prefix is the process that wrote the line; outer ones relayed it
+            inner = procs[-1]
+            name = inner.group("proc") or ""
+            base["pid"] = int(inner.group("pid"))
+            if name:
+                base["rank"] = name
+                rnk = _ranks(name)
+                for col in ("tp_rank", "dp_rank", "pp_rank", "ep_rank"):
+                    if col in rnk:
+                        base[col] = rnk[col]
+                if "global_rank" in rnk:
+                    prefix_attrs["global_rank"] = rnk["global_rank"]
+                prefix_attrs["process"] = name
+            if inner.group("ip"):
+                prefix_attrs["ip"] = inner.group("ip")
+            if len(procs) > 1:
+                prefix_attrs["relayed_by"] = [p.group("proc") or f"pid={p.group('pid')}" for p in procs[:-1]]
+        m = _TORCHRUN.match(rest) if rest.startswith("[rank") else None
+        if m:
+            base["tp_rank"] = base.get("tp_rank", int(m.group(1)))
+            rest = rest[m.end():]
+        m = _REPEATED.search(rest) if "[repeated " in rest else None
+        if m:
+            prefix_attrs["repeated"] = int(m.group(1))
+            rest = rest[: m.start()]
+        level = None
+        msg = rest
+        hm = _HEADER.match(rest)
+        if hm:
+            self.headered += 1
+            level = hm.group("lvl")
+            prefix_attrs["level"] = level
+            prefix_attrs["source_file"] = hm.group("file")
+            if hm.group("md"):
+                stamp = f"{hm.group('md')} {hm.group('time')}"
+                if hm.group("year"):
+                    try:
+                        base["ts_local"] = datetime.fromisoformat(
+                            f"{hm.group('year')}-{hm.group('md')} {hm.group('time').replace(',', '.')}")
+                    except ValueError:
+                        prefix_attrs["stamp"] = f"{hm.group('year')}-{stamp}"
+                else:
+                    prefix_attrs["stamp"] = stamp
+            msg = hm.group("msg")
+        elif rest.startswith("{") and '"message"' in rest:
+            try:
+                obj = json.loads(rest)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and isinstance(obj.get("message"), str):
+                level = str(obj.get("levelname") or "") or None
+                prefix_attrs["level"] = level
+                if obj.get("asctime"):
+                    prefix_attrs["stamp"] = str(obj["asctime"])
+                if isinstance(obj.get("process"), int):
+                    base["pid"] = obj["process"]
+                msg = obj["message"]
+        base["text"] = s
+        base["_attrs"] = prefix_attrs
+        self.message(lineno, msg, base, headered=hm is not None, level=level)
+
+    def message(self, lineno: int, msg: str, base: dict[str, Any], *, headered: bool, level: str | None) -> None:
+        stream = base.get("pid")
+        tb = self.tb
+        # a traceback: opened by its first line, continued by frames, code and the exception line
+        if tb is not None and tb["stream"] == stream:
+            stripped = msg.strip()
+            em = _EXC_LINE.match(stripped)
+            if _TB_CONT.match(msg) or _TB_START.match(stripped) or em or _TB_FRAME.match(msg) \
+                    or _TB_TAIL.match(stripped) or _TB_FRAME.match("  " + stripped):
+                if len(tb["lines"]) < _MAX_TB_LINES:
+                    tb["lines"].append(msg)
+                tb["last"] = lineno
+                self.recognized += 1
+                if em and not msg.startswith((" ", "\t")):
+                    tb["etype"], tb["emsg"] = em.group(1), em.group(2)
+                self.embedded(lineno, msg, base)
+                return
+            self.close_tb()
+        elif tb is not None:
+            self.close_tb()
+        stripped = msg.strip()
+        # a traceback opens at its head, or at a frame line when the excerpt starts inside one
+        if _TB_START.match(stripped) or _TB_OPENER.match(stripped) or _TB_FRAME.match(msg) \
+                or (_TB_FRAME.match("  " + stripped) and level in ("ERROR", "CRITICAL")):
+            self.tb = {"stream": stream, "base": {k: v for k, v in base.items() if k != "text"} | {"line": lineno},
+                       "lines": [stripped], "last": lineno}
+            self.recognized += 1
+            return
+        if self.classify(lineno, stripped, base, level):
+            self.recognized += 1
+            return
+        # an exception line outside a traceback (an excerpt that kept only the last line)
+        em = _EXC_LINE.match(stripped)
+        if em and (headered or ":" in stripped):
+            self.recognized += 1
+            self.emit("exception", base, {"exception_type": em.group(1), "exception_message": em.group(2),
+                                          "during": _phase_of_text(stripped) or self.phase.get(stream)})
+            return
+        if headered:
+            if level in ("WARNING", "WARN", "ERROR", "CRITICAL"):
+                self.emit("log", base, {"message": stripped[:2000]})
+            self.unknown(lineno, base.get("text") or msg)
+            return
+        if _TQDM.search(stripped) or _NCCL_LINE.match(stripped) or re.match(r"^\S+\.py:\d+: \w*Warning: ", stripped):
+            self.recognized += 1  # foreign output on the same streams, of no forensic weight
+            return
+        self.unknown(lineno, base.get("text") or msg)
+
+    def embedded(self, lineno: int, msg: str, base: dict[str, Any]) -> None:
+        """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
+        s = msg.strip()
+        if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
+                                "EngineDeadError", "NCCL error", "swap space",
+                                "Error in memory profiling")):
+            before = len(self.rows)
+            self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
+            during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
+            for r in self.rows[before:]:
+                r["attrs"]["in_traceback"] = True
+                if during and r["kind"] in ("cuda_oom", "cuda_error_oom"):
+                    r["attrs"]["during"] = during
+
+    # -- the templates -------------------------------------------------------------------------
+
+    def classify(self, lineno: int, s: str, base: dict[str, Any], level: str | None,  # noqa: C901
+                 only_failures: bool = False) -> bool:
+        emit = self.emit
+        stream = base.get("pid")
+        if not only_failures:
+            if "Avg prompt throughput" in s:
+                return self._metrics(s, base)
+            if s[:9] in ("INFO:    ", "WARNING: ", "ERROR:   ", "DEBUG:   ") and self._uvicorn(s, base):
+                return True
+            m = _CONFIG.search(s)
+            if m:
+                self.new_run_marker()
+                cfg = parse_config(m.group(3))
+                engine = m.group(1) or None
+                attrs = {"engine": engine, "version": m.group(2), "config": cfg,
+                         "max_model_len": cfg.get("max_seq_len"),
+                         "tensor_parallel_size": cfg.get("tensor_parallel_size"),
+                         "pipeline_parallel_size": cfg.get("pipeline_parallel_size"),
+                         "data_parallel_size": cfg.get("data_parallel_size"),
+                         "enforce_eager": cfg.get("enforce_eager"), "kv_cache_dtype": cfg.get("kv_cache_dtype"),
+                         "quantization": cfg.get("quantization"), "model": cfg.get("model"),
+                         "truncated": not s.rstrip().endswith((")", ",", "}")) or None}
+                mx = cfg.get("max_seq_len")
+                emit("engine_config", base, attrs, tokens=mx if isinstance(mx, int) else None)
+                if m.group(2):
+                    emit("version", base, {"component": "vllm", "version": m.group(2).lstrip("v")})
+                return True
+            m = _NON_DEFAULT.search(s)
+            if m:
+                self.new_run_marker()
+                args, whole = parse_dict(m.group(1))
+                emit("server_args", base, {"args": args, "form": "non_default", "truncated": None if whole else True})
+                return True
+            m = _NAMESPACE.match(s)
+            if m:
+                self.new_run_marker()
+                emit("server_args", base, {"args": parse_config(m.group(1)), "form": "Namespace"})
+                return True
+            if any(c in s[:40] for c in "█▄▀"):  # 0.15+ ASCII logo: its lines name the version and the model
+                lm = _LOGO_VERSION.search(s)
+                if lm:
+                    self.new_run_marker()
+                    emit("version", base, {"component": "vllm", "version": lm.group(1), "form": "logo"})
+                else:
+                    mm = re.search(r"\bmodel +(\S+)\s*$", s)
+                    emit("notice", base, {"message_id": "logo", "model": mm.group(1) if mm else None})
+                return True
+            m = _VERSION.search(s)
+            if m:
+                self.new_run_marker()
+                emit("version", base, {"component": "vllm", "version": m.group(1).lstrip("v"), "model": m.group(2)})
+                return True
+            m = _WEIGHTS_NEW.search(s) or _WEIGHTS_OLD.search(s)
+            if m:
+                b = _gib(m.group(1))
+                sec = _num(m.group(3)) if m.re is _WEIGHTS_NEW else None
+                emit("weight_load_end", base, {"weights_bytes": b, "elapsed_s": sec, "unit_printed": m.group(2)},
+                     bytes=b, used_bytes=b, seconds=sec)
+                return True
+            m = _LOAD_BEGIN.match(s)
+            if m:
+                emit("weight_load_begin", base, {"model": m.group(1)})
+                return True
+            m = _WEIGHTS_READ.match(s)
+            if m:
+                emit("notice", base, {"message_id": "weights_read", "elapsed_s": _num(m.group(1))},
+                     seconds=_num(m.group(1)))
+                return True
+            if self._profile(s, base):
+                return True
+            m = _CONCURRENCY.search(s)
+            km = _KV_TOKENS.search(s) if "KV cache size: " in s else None
+            if km:
+                tokens = _int(km.group(2))
+                emit("kv_sizing", base, {"kv_tokens": tokens, "device": km.group(1),
+                                         "max_concurrency": _num(m.group(2)) if m else None,
+                                         "max_model_len": _int(m.group(1)) if m else None}, tokens=tokens)
+                return True
+            if m:
+                emit("kv_concurrency", base, {"max_model_len": _int(m.group(1)), "max_concurrency": _num(m.group(2))},
+                     tokens=_int(m.group(1)))
+                return True
+            m = _BLOCKS.search(s) if "blocks: " in s else None
+            if m and ("blocks: " in s and (s.startswith(("#", "GPU", "CUDA", "cuda")) or "# " in s)):
+                gpu_blocks = int(m.group(2))
+                attrs = {"gpu_blocks": gpu_blocks, "cpu_blocks": _int(m.group(3)), "device": m.group(1),
+                         "block_size_assumed": DEFAULT_BLOCK_SIZE, "kv_tokens": gpu_blocks * DEFAULT_BLOCK_SIZE}
+                emit("kv_sizing", base, attrs, tokens=gpu_blocks * DEFAULT_BLOCK_SIZE, count=gpu_blocks)
+                return True
+            m = _KV_AVAIL.match(s)
+            if m:
+                b = _gib(m.group(1))
+                emit("kv_no_room" if b is not None and b <= 0 else "kv_memory", base,
+                     {"available_kv_bytes": b, "reason": "negative_kv_memory" if b is not None and b <= 0 else None},
+                     bytes=b)
+                return True
+            m = _KV_RESERVED.search(s)
+            if m:
+                b = _gib(m.group(1))
+                emit("kv_memory", base, {"available_kv_bytes": b, "source": "kv_cache_memory_bytes"}, bytes=b)
+                return True
+            if _GRAPH_BEGIN.match(s):
+                emit("cuda_graph_begin", base, {})
+                return True
+            m = _GRAPH_END.search(s)
+            if m:
+                b = _gib(m.group(2))
+                emit("cuda_graph_end", base, {"elapsed_s": _num(m.group(1)), "graph_bytes": b},
+                     seconds=_num(m.group(1)), bytes=b)
+                return True
+            m = _GRAPH_POOL.search(s)
+            if m:
+                emit("cuda_graph_memory", base, {"actual_bytes": _gib(m.group(1)), "estimated_bytes": _gib(m.group(2))},
+                     bytes=_gib(m.group(1)))
+                return True
+            m = _GRAPH_ESTIMATE.search(s)
+            if m:
+                emit("cuda_graph_memory", base, {"estimated_bytes": _gib(m.group(1))}, bytes=_gib(m.group(1)))
+                return True
+            m = _GRAPH_TQDM.match(s)
+            if m:
+                emit("capture_progress", base, {"capture_name": m.group(1), "percent": int(m.group(2))})
+                return True
+            m = _PREEMPT.search(s)
+            if m:
+                total = _int(m.group(3))
+                emit("preemption", base, {"sequence_group": m.group(1), "mode": m.group(2),
+                                          "cumulative_preemptions": total}, count=total)
+                return True
+            m = _RANK_ASSIGNED.search(s)
+            if m:
+                parts = {p: int(n) for p, n in _ASSIGNED_PART.findall(m.group(3))}
+                cols = {c: parts[p] for p, c in _RANK_COLUMNS.items() if p in parts}
+                emit("rank_assigned", {**base, **cols}, {"global_rank": int(m.group(1)),
+                                                         "world_size": int(m.group(2)), **{
+                                                             f"{p.lower()}_rank": n for p, n in parts.items()}})
+                return True
+            m = _NCCL_VERSION.search(s)
+            if m:
+                emit("version", base, {"component": "nccl", "version": m.group(1)})
+                return True
+            m = _MAX_MODEL_LEN.match(s)
+            if m:
+                emit("notice", base, {"message_id": "max_model_len", "max_model_len": int(m.group(1))},
+                     tokens=int(m.group(1)))
+                return True
+            m = _INIT_DONE.match(s)
+            if m:
+                emit("notice", base, {"message_id": "init_engine_done", "elapsed_s": _num(m.group(1))},
+                     seconds=_num(m.group(1)))
+                return True
+            if s.startswith(("Application startup complete", "Uvicorn running on")):
+                emit("server_ready", base, {"message": s})
+                return True
+            m = _PREFIX_HIT_V0.match(s)
+            if m:
+                emit("notice", base, {"message_id": "prefix_cache_hit_rate", "gpu_hit_ratio": _num(m.group(1)) / 100,
+                                      "cpu_hit_ratio": _num(m.group(2)) / 100})
+                return True
+            m = _SHM_WAIT.search(s)
+            if m:
+                emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
+                return True
+            m = _SWAP_TOO_LARGE.search(s)
+            if m:
+                emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
+                                                    "host_total_bytes": _gib(m.group(3)),
+                                                    "warning_only": bool(m.group(1))},
+                     bytes=_gib(m.group(2)), total_bytes=_gib(m.group(3)))
+                return True
+            m = _C10D.match(s)
+            if m:
+                w = _C10D_WATCHDOG.search(m.group(2))
+                if w:
+                    emit("nccl_watchdog", base, {"seq_num": int(w.group(1)), "op_type": w.group(2),
+                                                 "timeout_s": int(w.group(3)) / 1000, "ran_for_s": int(w.group(4)) / 1000},
+                         seconds=int(w.group(4)) / 1000, count=int(w.group(1)))
+                else:
+                    emit("nccl_info", base, {"message": m.group(2)[:500]})
+                return True
+            if self._uvicorn(s, base):
+                return True
+        # failures (also searched inside tracebacks)
+        m = _TOO_SMALL_V0.search(s)
+        if m:
+            emit("kv_cache_too_small", base, {"max_model_len": int(m.group(1)), "kv_cache_tokens": int(m.group(2))},
+                 tokens=int(m.group(1)))
+            return True
+        m = _TOO_SMALL_V1.search(s)
+        if m:
+            est = _ESTIMATED_LEN.search(s)
+            need, avail = _gib(m.group(2)), _gib(m.group(3))
+            emit("kv_cache_too_small", base, {"max_model_len": int(m.group(1)), "needed_kv_bytes": need,
+                                              "available_kv_bytes": avail,
+                                              "estimated_max_model_len": int(est.group(1)) if est else None},
+                 tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
+            return True
+        if "Error in memory profiling" in s:
+            emit("memory_profiling_error", base, {"message": s[:500]})
+            return True
+        if _NO_CACHE.search(s):
+            emit("kv_no_room", base, {"reason": "no_available_memory"})
+            return True
+        m = _SAMPLER_OOM.search(s)
+        if m:
+            emit("cuda_oom", base, {"during": f"{m.group(1)}_warmup", "dummy_requests": int(m.group(2))},
+                 count=int(m.group(2)))
+            return True
+        m = _OOM.search(s)
+        if m:
+            g = _OOM_GPU.search(s)
+            old = _OOM_OLD.search(s)
+            this = _OOM_THIS.search(s)
+            priv = _OOM_PRIVATE.search(s)
+            gpu = int(g.group(1)) if g else (int(old.group(1)) if old else None)
+            total = _size(g.group(2)) if g else (_size(old.group(2)) if old else None)
+            free = _size(g.group(3)) if g else (_size(old.group(4)) if old else None)
+            emit("cuda_oom", base, {"during": _phase_of_text(s) or self.phase.get(stream),
+                                    "tried_bytes": _size(m.group(1)), "total_bytes": total, "free_bytes": free,
+                                    "private_pools_bytes": _size(priv.group(1)) if priv else None},
+                 bytes=_size(m.group(1)), gpu=gpu, total_bytes=total, free_bytes=free,
+                 used_bytes=_size(this.group(1)) if this else None)
+            return True
+        if _ECC.search(s):
+            emit("cuda_error", base, {"error": "uncorrectable_ecc", "message": s[:500]})
+            return True
+        if _CUDA_ERR_OOM.search(s):
+            emit("cuda_error_oom", base, {"during": self.phase.get(stream)})
+            return True
+        m = _NCCL_ERR.search(s)
+        if m:
+            emit("nccl_error", base, {"message": m.group(1).strip()})
+            return True
+        if only_failures:
+            m = _SWAP_TOO_LARGE.search(s)
+            if m:
+                emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
+                                                    "host_total_bytes": _gib(m.group(3)), "warning_only": False},
+                     bytes=_gib(m.group(2)), total_bytes=_gib(m.group(3)))
+                return True
+            m = _DEAD.search(s)
+            if m and "EngineDeadError" in s:
+                emit("engine_dead", base, {"reason": m.group(1)})
+                return True
+            return False
+        m = _WORKER_DIED.search(s)
+        if m:
+            name = m.group(1) or m.group(3) or m.group(7) or m.group(8)
+            code = m.group(2) or m.group(5)
+            cols: dict[str, Any] = {}
+            rk = re.search(r"(\d+)$", name or "") if name and name.startswith(("VllmWorker", "Worker")) else None
+            if m.group(6):
+                cols["tp_rank"] = int(m.group(6))
+            elif rk:
+                cols["tp_rank"] = int(rk.group(1))
+            emit("rank_dead", {**base, **cols}, {"process_name": name, "exit_code": _int(code),
+                                                 "worker_pid": _int(m.group(4))}, code=_int(code))
+            return True
+        if _RAY_OOM.search(s):
+            emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
+            return True
+        m = _INIT_FAILED.search(s)
+        if m:
+            fp = _FAILED_PROCS.search(s)
+            procs = parse_dict(fp.group(1))[0] if fp else None
+            codes = [v for v in (procs or {}).values() if isinstance(v, int)]
+            emit("init_failed", base, {"reason": m.group(1), "failed_procs": procs or None},
+                 code=codes[0] if codes else None)
+            return True
+        m = _DEAD.search(s)
+        if m:
+            emit("engine_dead", base, {"reason": m.group(1)})
+            return True
+        m = _RPC_TIMEOUT.search(s)
+        if m:
+            emit("rpc_timeout", base, {"method": m.group(1)})
+            return True
+        if _SWAP_ABORT.search(s):
+            emit("swap_exhausted", base, {})
+            return True
+        for needle, mid in _NOTICES:
+            if needle in s:
+                extra: dict[str, Any] = {}
+                cm = _CHUNKED.search(s) if mid == "chunked_prefill" else None
+                if cm:
+                    extra["max_num_batched_tokens"] = int(cm.group(1))
+                emit("notice", base, {"message_id": mid, "message": s[:300], **extra})
+                return True
+        return False
+
+    def _uvicorn(self, s: str, base: dict[str, Any]) -> bool:
+        um = _UVICORN.match(s)
+        if not um:
+            return False
+        am = _ACCESS.match(um.group(2))
+        if am:
+            self.emit("http_access", base, {"method": am.group("method"), "path": am.group("path"),
+                                            "client": am.group("client")}, code=int(am.group("status")))
+        elif um.group(2).startswith("Application startup complete"):
+            self.emit("server_ready", base, {"message": um.group(2)})
+        else:
+            self.emit("uvicorn", base, {"message": um.group(2)[:500]})
+        return True
+
+    def _profile(self, s: str, base: dict[str, Any]) -> bool:
+        m = _PROFILE_064.search(s)
+        if m:  # 0.6.4: one line of key=valueGiB
+            vals = {k: (_gib(v) if unit else _num(v)) for k, v, unit in _PROFILE_KV.findall(m.group(1))}
+            util = vals.get("gpu_memory_utilization")
+            total = vals.get("total_gpu_memory")
+            attrs = {"total_gpu_bytes": total, "gpu_memory_utilization": util,
+                     "initial_memory_usage_bytes": vals.get("initial_memory_usage"),
+                     "peak_torch_bytes": vals.get("peak_torch_memory"),
+                     "memory_usage_post_profile_bytes": vals.get("memory_usage_post_profile"),
+                     "non_torch_bytes": vals.get("non_torch_memory"), "kv_cache_bytes": vals.get("kv_cache_size"),
+                     "budget_bytes": int(total * util) if total is not None and util is not None else None}
+            self.emit("memory_profile", base, attrs, total_bytes=total, ratio=util, bytes=attrs["kv_cache_bytes"])
+            return True
+        m = _PROFILE_BUDGET.search(s)
+        if m:
+            total, util, budget = _gib(m.group(1)), _num(m.group(2)), _gib(m.group(3))
+            self.emit("memory_profile", base, {"total_gpu_bytes": total, "gpu_memory_utilization": util,
+                                               "budget_bytes": budget}, total_bytes=total, ratio=util)
+            return True
+        m = _PROFILE_SPLIT.search(s)
+        if m:
+            w, nt, act, kv = (_gib(m.group(i)) for i in range(1, 5))
+            self.emit("memory_profile", base, {"weights_bytes": w, "non_torch_bytes": nt, "activation_peak_bytes": act,
+                                               "kv_cache_bytes": kv}, bytes=kv)
+            return True
+        m = _FREE_LOW.search(s)
+        if m:
+            free, total = _gib(m.group(1)), _gib(m.group(2))
+            self.emit("gpu_memory_short", base, {"free_gpu_bytes": free, "total_gpu_bytes": total,
+                                                 "gpu_memory_utilization": _num(m.group(3)),
+                                                 "requested_bytes": _gib(m.group(4))},
+                      free_bytes=free, total_bytes=total, ratio=_num(m.group(3)), bytes=_gib(m.group(4)))
+            return True
+        m = _FREE_HINT.search(s)
+        if m:
+            attrs: dict[str, Any] = {"free_gpu_bytes": _gib(m.group(1)), "total_gpu_bytes": _gib(m.group(2))}
+            names = {"weight": "weights_bytes", "peak activation": "activation_peak_bytes",
+                     "non-torch memory": "non_torch_bytes", "CUDAGraph memory": "graph_bytes",
+                     "consumed memory": "consumed_bytes"}
+            for h in _HINT_PARTS.finditer(m.group(3)):
+                if h.group(1) is not None:
+                    attrs["gpu_memory_utilization"], attrs["budget_bytes"] = _num(h.group(1)), _gib(h.group(2))
+                elif h.group(3) is not None:
+                    attrs[names[h.group(4)]] = _gib(h.group(3))
+                elif h.group(5) is not None:
+                    attrs["kv_cache_bytes"] = _gib(h.group(5)) if h.group(6) == "GiB" else _int(h.group(5))
+            self.emit("memory_profile", base, attrs, total_bytes=attrs["total_gpu_bytes"],
+                      free_bytes=attrs["free_gpu_bytes"], ratio=attrs.get("gpu_memory_utilization"),
+                      bytes=attrs.get("kv_cache_bytes"))
+            return True
+        m = _PROFILE_TAKES.match(s)
+        if m:
+            attrs = {"profile_s": _num(m.group(1))}
+            names = {"Total non KV cache memory": "non_kv_bytes", "torch peak memory increase": "activation_peak_bytes",
+                     "non-torch forward increase memory": "non_torch_bytes", "weights memory": "weights_bytes",
+                     "total consumed (from mem_get_info)": "consumed_bytes"}
+            for k, v in _PROFILE_V1.findall(m.group(2)):
+                attrs[names[k]] = _gib(v)
+            self.emit("memory_profile", base, attrs, seconds=attrs["profile_s"])
+            return True
+        return False
+
+    def _metrics(self, s: str, base: dict[str, Any]) -> bool:
+        attrs: dict[str, Any] = {}
+        em = _ENGINE_IDX.search(s)
+        if em:
+            attrs["engine"] = int(em.group(1)) if em.group(1) else None
+            attrs["engines_aggregated"] = int(em.group(2)) if em.group(2) else None
+        names = {"Avg prompt throughput": "prompt_throughput_tps", "Avg generation throughput": "generation_throughput_tps",
+                 "Running": "running_reqs", "Swapped": "swapped_reqs", "Pending": "waiting_reqs",
+                 "Waiting": "waiting_reqs", "Deferred": "deferred_reqs", "Preemptions": "preemptions",
+                 "Prefix cache hit rate": "prefix_cache_hit_ratio", "CPU KV cache usage": "cpu_kv_cache_usage_ratio",
+                 "External prefix cache hit rate": "external_prefix_cache_hit_ratio",
+                 "MM cache hit rate": "mm_cache_hit_ratio", "Corrupted": "corrupted_reqs"}
+        for k, v in _METRICS_FIELD.findall(s):
+            n = _num(v)
+            if n is None:
+                continue
+            if k.endswith("KV cache usage") and not k.startswith("CPU"):
+                attrs["gpu_kv_cache_usage_ratio"] = round(n / 100, 6)
+            elif k in names:
+                key = names[k]
+                attrs[key] = round(n / 100, 6) if key.endswith("_ratio") else (int(n) if key.endswith(("_reqs", "ions"))
+                                                                                else n)
+        self.emit("engine_metrics", base, attrs, count=attrs.get("running_reqs"),
+                  ratio=attrs.get("gpu_kv_cache_usage_ratio"), tokens=None)
+        return True
+
+
+# --------------------------------------------------------------------------------------------
+# sniffing and the entry point
+
+_SNIFF_HEADER = re.compile(
+    r"^(?:[\w.-]{1,80}\s{1,20}\| )?(?:\([\w =-]{0,80}pid=\d+(?:, ip=[^)]{0,60})?\) ?)*"
+    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?:\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? +)?\[?[\w./-]+\.py:\d+\] ",
+    re.M,
+)
+_SNIFF_PREFIX = re.compile(
+    r"^\((?:VllmWorkerProcess|VllmWorker|EngineCore|APIServer|ApiServer_\d+|Worker|RayWorkerVllm|RayWorkerWrapper"
+    r"|RayWorkerProc|DPCoordinator)[\w =]*pid=\d+", re.M)
+_SNIFF_STRONG = (
+    "LLM engine (v", "Initializing an LLM engine with config", "vLLM API server version", "non-default args: {",
+    "Loading model weights took", "Model loading took", "# GPU blocks:", "# cuda blocks:", "# CUDA blocks:",
+    "GPU KV cache size:", "Maximum concurrency for", "Available KV cache memory:", "Memory profiling results: total_gpu_memory",
+    "the current vLLM instance can use", "is larger than the maximum number of tokens that can be stored in KV cache",
+    "KV cache is needed, which is larger than the available KV cache memory", "preempted by PreemptionMode",
+    "No available memory for the cache blocks", "Avg prompt throughput:", "EngineCore failed to start",
+    "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
+    "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
+    "Task was killed due to the node running low on memory",
+)  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
+
+
+def sniff(head: str) -> float:
+    """Confidence that ``head`` is a vLLM log.
+
+    >>> sniff("MemTotal:       16318480 kB")
+    0.0
+    >>> sniff("# GPU blocks: 1478, # CPU blocks: 2048") >= 0.7
+    True
+    >>> sniff("[2025-11-20 09:14:16 TP0] Load weight begin. avail mem=93.79 GB")
+    0.0
+    """
+    head = head[:65536]
+    headers = len(_SNIFF_HEADER.findall(head[:32768]))
+    prefixed = bool(_SNIFF_PREFIX.search(head))
+    strong = any(s in head for s in _SNIFF_STRONG)
+    if headers and (strong or prefixed or headers >= 3):
+        return 0.95
+    if prefixed and strong:
+        return 0.95
+    if strong:
+        return 0.8
+    if "CUDA error: uncorrectable ECC error encountered" in head:
+        return 0.55  # the message vLLM surfaces; any parser with a real claim on the text wins
+    if headers or prefixed:
+        return 0.6
+    return 0.0
+
+
+def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
+    """Parse one vLLM log text into events (see the module docstring).
+
+    >>> r = parse("INFO 01-02 03:04:05 llm_engine.py:1] Initializing an LLM engine (v0.4.3) with config: max_seq_len=4096\\n"
+    ...           "INFO 01-02 03:04:09 worker.py:1] Loading model weights took 3.5 GB\\n"
+    ...           "INFO 01-02 03:09:05 llm_engine.py:1] Initializing an LLM engine (v0.4.3) with config: max_seq_len=2048\\n")
+    >>> r.events.select("kind", "run", "tokens").rows()
+    [('engine_config', 0, 4096), ('version', 0, None), ('weight_load_end', 0, None), ('engine_config', 1, 2048), ('version', 1, None)]
+    """
+    if not isinstance(text, str):
+        raise NotThisFormat("vllm: not text")
+    p = _Parser(path)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, raw in enumerate(lines, 1):
+        p.line(i, raw)
+    p.close_tb()
+    notes = []
+    if p.rows and not p.headered:
+        notes.append(f"{path or 'vllm log'}: no vLLM record headers (an excerpt); times and levels unknown")
+    if any(r["attrs"].get("stamp") for r in p.rows[:50]):
+        notes.append(f"{path or 'vllm log'}: vLLM stamps carry no year; wall-clock times are kept in attrs.stamp")
+    return ParseResult.from_rows(
+        p.rows, source=FORMAT, path=path, lines=len(lines), recognized=p.recognized,
+        unrecognized=p.unrecognized, unrecognized_examples=p.examples, notes=notes,
+    )

@@ -1,0 +1,324 @@
+"""The vLLM detectors and forensics/engines.py: arithmetic, flag names, observed vs assumed, and that
+SGLang inputs and healthy vLLM logs stay quiet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forensics import engines
+from forensics.detectors import run_all, vllm_headroom, vllm_kv_cache
+from forensics.model import Timeline
+from parsers import vllm
+from parsers.schema import empty_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "vllm"
+GIB = 1 << 30
+
+
+def timeline(text: str, name: str = "vllm.log") -> Timeline:
+    return Timeline(events=vllm.parse(text, name).events)
+
+
+def findings(text: str) -> dict:
+    fs, root = run_all(timeline(text))
+    return {f.rule_id: f for f in fs} | {"_root": root}
+
+
+def flag(f, name: str):
+    return next(c for c in f.remediation.flags if c.flag == name)
+
+
+# ---------------------------------------------------------------------------------------------
+# engines.py
+
+
+def test_same_concept_different_flags() -> None:
+    pairs = {"gpu_memory_fraction": ("--mem-fraction-static", "--gpu-memory-utilization"),
+             "tensor_parallel": ("--tp-size", "--tensor-parallel-size"),
+             "max_context": ("--context-length", "--max-model-len"),
+             "max_concurrent": ("--max-running-requests", "--max-num-seqs"),
+             "host_kv_per_gpu": ("--hicache-size", "--swap-space"),
+             "eager": ("--disable-cuda-graph", "--enforce-eager")}
+    for concept, (sgl, vl) in pairs.items():
+        assert engines.flag_for("sglang", concept) == sgl
+        assert engines.flag_for("vllm", concept) == vl
+        assert engines.concept_of("sglang", sgl) == engines.concept_of("vllm", vl) == concept
+    assert engines.flag_for("sglang", "cpu_offload_per_gpu") is None
+    assert engines.canonical_flag("vllm", "--gpu_memory_utilization") == "--gpu-memory-utilization"
+    assert engines.canonical_flag("sglang", "--tp") == "--tp-size"
+    assert engines.canonical_flag("vllm", "--some-new-flag") == "--some-new-flag"
+
+
+def test_defaults_follow_the_version() -> None:
+    assert engines.default_for("vllm", "gpu_memory_fraction") == 0.9
+    assert engines.default_for("vllm", "host_kv_per_gpu", version=(0, 6, 3)) == 4
+    assert engines.default_for("vllm", "host_kv_per_gpu", version=(0, 18, 0)) is None  # flag removed
+    assert engines.default_for("vllm", "max_concurrent", version=(0, 7, 3)) == 256
+    assert engines.default_for("vllm", "max_concurrent", version=(0, 8, 2)) == 1024
+    assert engines.default_for("vllm", "max_concurrent", version=(0, 11, 0)) is None  # depends on the GPU
+    assert engines.default_for("sglang", "hicache_ratio", version=(0, 5, 2)) == 2.0
+    with pytest.raises(KeyError):
+        engines.engine("tgi")
+
+
+def test_engine_of_rows_and_commands() -> None:
+    assert engines.engine_of([{"source": "kernel"}, {"source": "vllm"}]) == "vllm"
+    assert engines.engine_of([{"source": "launch", "kind": "launch_command", "attrs": '{"engine": "vllm"}'}]) == "vllm"
+    assert engines.engine_of([{"source": "launch", "kind": "launch_command",
+                               "text": "python -m sglang.launch_server --tp 8"}]) == "sglang"
+    assert engines.engine_of([{"source": "free"}]) is None
+    assert engines.engine_of_command("docker run vllm/vllm-openai:v0.9.0 --model m") == "vllm"
+    assert engines.value_for("vllm", "tensor_parallel", {"--tensor-parallel-size": "4"}) == "4"
+    assert engines.value_for("sglang", "gpu_memory_fraction", {"mem_fraction_static": 0.8}) == 0.8
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-KV-001
+
+
+V0_TOO_SMALL = """\
+INFO 12-02 10:00:00 llm_engine.py:249] Initializing an LLM engine (v0.6.4) with config: model='m', dtype=torch.bfloat16, max_seq_len=29000, tensor_parallel_size=1, enforce_eager=False, seed=0
+INFO 12-02 10:00:30 model_runner.py:1072] Loading model weights took 14.9888 GB
+INFO 12-02 10:00:33 worker.py:232] Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=2.89GiB gpu_memory_utilization=0.90
+INFO 12-02 10:00:33 gpu_executor.py:113] # GPU blocks: 1478, # CPU blocks: 2048
+INFO 12-02 10:00:33 gpu_executor.py:117] Maximum concurrency for 29000 tokens per request: 0.82x
+ERROR 12-02 10:00:33 engine.py:366] The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
+"""
+
+
+def test_max_model_len_corrected_to_what_the_cache_holds() -> None:
+    fs = findings(V0_TOO_SMALL)
+    f = fs["VLLM-KV-001"]
+    assert fs["_root"] == "VLLM-KV-001" and f.category == "kv_cache_capacity" and f.confidence == "high"
+    mml = flag(f, "--max-model-len")
+    assert mml.old == "29000" and int(mml.new) <= 23648 and int(mml.new) % 1024 == 0
+    util = flag(f, "--gpu-memory-utilization")
+    # 2.89 GiB holds 23648 tokens, 29000 need 3.54 GiB: +0.65 GiB of 23.58 GiB (+0.0277) + 0.01
+    assert util.old == "0.9" and util.new == "0.94"
+
+
+def test_max_model_len_inferred_from_sizing_without_the_error_line() -> None:
+    text = "\n".join(V0_TOO_SMALL.splitlines()[:5]) + "\n"
+    f = findings(text)["VLLM-KV-001"]
+    assert f.confidence == "medium" and "not in the input" in (f.confidence_reason or "")
+    assert int(flag(f, "--max-model-len").new) <= 23648
+
+
+def test_fitting_max_model_len_is_quiet() -> None:
+    text = V0_TOO_SMALL.replace("max_seq_len=29000", "max_seq_len=20000").replace("for 29000", "for 20000")
+    text = "\n".join(text.splitlines()[:5]) + "\n"
+    assert "VLLM-KV-001" not in findings(text)
+
+
+def test_raise_that_cannot_work_is_not_offered() -> None:
+    assert vllm_kv_cache.raised_utilization(0.9, needed_bytes=16 * GIB, available_bytes=4.87 * GIB,
+                                            total_bytes=23.6 * GIB) is None
+    assert vllm_kv_cache.corrected_max_model_len(39888) == 38912
+    assert vllm_kv_cache.corrected_max_model_len(1500) == 1488
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-KV-002
+
+
+def test_negative_kv_v1_without_gpu_size_uses_a_lower_bound() -> None:
+    text = """\
+(EngineCore_0 pid=5839) INFO 08-20 18:04:10 [gpu_model_runner.py:2007] Model loading took 65.9651 GiB and 12.799889 seconds
+(EngineCore_0 pid=5839) INFO 08-20 18:04:22 [gpu_worker.py:276] Available KV cache memory: -2.14 GiB
+(EngineCore_0 pid=5839) ERROR 08-20 18:04:22 [core.py:700] EngineCore failed to start.
+"""
+    fs = findings(text)
+    f = fs["VLLM-KV-002"]
+    assert fs["_root"] == "VLLM-KV-002" and f.category == "weights_do_not_fit" and f.confidence == "medium"
+    assert f.figures["gpu_total_is_lower_bound"] is True
+    util = flag(f, "--gpu-memory-utilization")
+    assert util.old == "0.9" and float(util.new) == 0.95  # the raise alone would exceed 0.95
+    bt = flag(f, "--max-num-batched-tokens")
+    assert bt.old is None and int(bt.new) == 1024  # ≥ 70 GiB GPU class: max_num_seqs defaults to 1024
+    assert "VLLM-GPU-001" not in fs
+
+
+def test_negative_kv_v0_raise_fits() -> None:
+    text = (FIXTURES.parent / "scenarios" / "vllm_no_kv_room" / "input" / "console.log").read_text(encoding="utf-8")
+    f = findings(text)["VLLM-KV-002"]
+    util = flag(f, "--gpu-memory-utilization")
+    # (0.81 + max(0.5, 3 % of 23.64) GiB) / 23.64 + 0.75 → 0.82 (rounded up)
+    assert util.old == "0.75" and util.new == "0.82"
+    assert not [c for c in f.remediation.flags if c.flag == "--max-num-batched-tokens"]  # V0: not this lever
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-KV-003
+
+
+def _metrics(usage: float, pending: int, t: int) -> str:
+    return (f"INFO 03-04 10:{t // 60:02d}:{t % 60:02d} metrics.py:467] Avg prompt throughput: 100.0 tokens/s, "
+            f"Avg generation throughput: 50.0 tokens/s, Running: 40 reqs, Swapped: 0 reqs, Pending: {pending} reqs, "
+            f"GPU KV cache usage: {usage:.1f}%, CPU KV cache usage: 0.0%.")
+
+
+def test_a_single_early_preemption_is_low() -> None:
+    text = "\n".join([_metrics(60.0, 0, 5), "WARNING 03-04 10:00:06 scheduler.py:1560] Sequence group 9 is preempted "
+                      "by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect "
+                      "the end-to-end performance. total_num_cumulative_preemption=1", _metrics(55.0, 0, 10)]) + "\n"
+    f = findings(text)["VLLM-KV-003"]
+    assert f.severity == "low"
+
+
+def test_v1_preemptions_from_the_metrics_line() -> None:
+    lines = [f"(APIServer pid=1) INFO 11-20 09:{i:02d}:00 [loggers.py:123] Engine 000: Avg prompt throughput: 10.0 "
+             f"tokens/s, Avg generation throughput: 900.0 tokens/s, Running: 64 reqs, Waiting: {i} reqs, "
+             f"Preemptions: 12, GPU KV cache usage: 99.1%, Prefix cache hit rate: 3.0%" for i in range(6)]
+    f = findings("\n".join(lines) + "\n")["VLLM-KV-003"]
+    assert f.severity == "medium" and f.figures["preemptions"] == 72
+    assert flag(f, "--gpu-memory-utilization").new == "0.95" and flag(f, "--tensor-parallel-size").new == "2"
+
+
+def test_busy_but_not_full_is_quiet() -> None:
+    text = "\n".join(_metrics(50.0 + i, i % 2, i * 5) for i in range(40)) + "\n"
+    assert set(findings(text)) == {"_root"}
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-GPU-001
+
+
+def test_lowered_utilization_arithmetic() -> None:
+    assert vllm_headroom.lowered_utilization(0.95, tried_bytes=GIB, free_bytes=612 * (1 << 20),
+                                             total_bytes=79.19 * GIB) == 0.92
+    assert vllm_headroom.lowered_utilization(0.6, tried_bytes=None, free_bytes=None, total_bytes=None) == 0.55
+
+
+def test_oom_while_loading_weights_is_not_headroom() -> None:
+    text = """\
+(EngineCore_DP0 pid=9) ERROR 02-01 10:00:00 [core.py:700] Traceback (most recent call last):
+(EngineCore_DP0 pid=9) ERROR 02-01 10:00:00 [core.py:700]   File "/x/vllm/model_executor/model_loader/default_loader.py", line 260, in load_weights
+(EngineCore_DP0 pid=9) ERROR 02-01 10:00:00 [core.py:700]     param.data.copy_(w)
+(EngineCore_DP0 pid=9) ERROR 02-01 10:00:00 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.64 GiB of which 1.02 GiB is free.
+"""
+    assert "VLLM-GPU-001" not in findings(text)
+
+
+def test_healthy_fixtures_are_quiet_and_sglang_rules_ignore_vllm() -> None:
+    for name in ("v0_tp2_serve.log", "v1_tp2_serve.log"):
+        fs, root = run_all(timeline((FIXTURES / name).read_text(encoding="utf-8"), name))
+        assert root is None and not [f for f in fs if f.severity in ("critical", "high")], [f.rule_id for f in fs]
+    assert run_all(Timeline(events=empty_frame())) == ([], None)
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-HOST-001
+
+
+def _host_timeline(log: str, total_kib: int) -> Timeline:
+    import polars as pl
+
+    from parsers import free
+
+    mem = (f"               total        used        free      shared  buff/cache   available\n"
+           f"Mem:        {total_kib}     3921544    58127616       10240     3789064    61227704\n")
+    return Timeline(events=pl.concat([vllm.parse(log, "vllm.log").events, free.parse(mem, "free.txt").events]))
+
+
+def test_swap_space_times_ranks_over_the_host() -> None:
+    log = ("INFO 07-21 13:40:02 api_server.py:586] args: Namespace(model='m', tensor_parallel_size=4, swap_space=16.0, "
+           "cpu_offload_gb=0, gpu_memory_utilization=0.9)\n")
+    fs, root = run_all(_host_timeline(log, 65838224))  # 62.79 GiB
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    assert root == "VLLM-HOST-001" and f.category == "per_rank_overallocation" and f.severity == "high"
+    c = flag(f, "--swap-space")
+    assert c.old == "16" and 4 * int(c.new) <= 0.3 * 62.79 and int(c.new) >= 1
+
+
+def test_swap_space_that_fits_is_quiet() -> None:
+    log = ("INFO 07-21 13:40:02 api_server.py:586] args: Namespace(model='m', tensor_parallel_size=4, swap_space=4, "
+           "cpu_offload_gb=0)\n")
+    fs, _ = run_all(_host_timeline(log, 527_000_000))  # ~502 GiB: 4 × 4 GiB is nothing
+    assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
+
+
+def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
+    log = ("(APIServer pid=1) INFO 11-20 09:14:02 [utils.py:253] non-default args: {'model_tag': 'm', "
+           "'tensor_parallel_size': 2, 'cpu_offload_gb': 120}\n"
+           "(EngineCore_DP0 pid=2) INFO 11-20 09:14:09 [core.py:93] Initializing a V1 LLM engine (v0.12.0) with "
+           "config: model='m', max_seq_len=8192, tensor_parallel_size=2\n")
+    fs, _ = run_all(_host_timeline(log, 205_520_896))  # 196 GiB
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    off = flag(f, "--cpu-offload-gb")
+    assert off.old == "120" and 2 * int(off.new) <= 196 - 19.6
+    assert not [c for c in f.remediation.flags if c.flag == "--swap-space"]  # V1 allocates no swap
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-HOST-002
+
+
+RAY_OOM = ("(RayWorkerWrapper pid=2584) WARNING 10-30 06:14:35 worker.py:2037] A worker died or was killed while "
+           "executing a task by an unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+           "(1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n")
+
+
+def test_ray_oom_while_loading_suggests_sequential_loading() -> None:
+    f = findings(RAY_OOM)["VLLM-HOST-002"]
+    assert f.category == "kernel_oom_killer" and f.confidence == "medium"
+    assert flag(f, "--max-parallel-loading-workers").new == "1"
+
+
+def test_sigkill_after_loading_keeps_the_finding_without_the_loading_flag() -> None:
+    text = ("(Worker_TP1 pid=7) INFO 09-03 22:12:00 [gpu_model_runner.py:2653] Model loading took 16.4 GiB memory "
+            "and 60.1 seconds\n"
+            "(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc VllmWorker-1 died "
+            "unexpectedly (exit code: -9), shutting down executor.\n")
+    f = findings(text)["VLLM-HOST-002"]
+    assert f.confidence == "low" and not f.remediation.flags
+
+
+def test_an_ordinary_exit_is_not_a_kill() -> None:
+    text = ("(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc VllmWorker-1 died "
+            "unexpectedly (exit code: 1), shutting down executor.\n")
+    assert "VLLM-HOST-002" not in findings(text)
+
+
+def test_settings_take_vllm_launch_flags_and_ignore_sglang_launches() -> None:
+    import polars as pl
+
+    from forensics.detectors import _vllm
+    from parsers.schema import rows_to_frame
+
+    launch = rows_to_frame([
+        {"line": 1, "kind": "launch_command", "text": "--num-scheduler-steps 16 --gpu-memory-utilization 0.941",
+         "attrs": {"flags": {"--num-scheduler-steps": "16", "--gpu-memory-utilization": "0.941"}}},
+        {"line": 2, "kind": "launch_command", "text": "python -m sglang.launch_server --mem-fraction-static 0.8",
+         "attrs": {"flags": {"--mem-fraction-static": "0.8", "--max-running-requests": "64"}}},
+    ], source="launch", path="launch.sh")
+    oom = ("ERROR 10-11 12:27:29 engine.py:157] OutOfMemoryError('CUDA out of memory. Tried to allocate 138.00 MiB. "
+           "GPU 0 has a total capacity of 79.15 GiB of which 2.19 MiB is free.')\n"
+           "ERROR 10-11 12:27:29 engine.py:157] Traceback (most recent call last):\n"
+           'ERROR 10-11 12:27:29 engine.py:157]   File "/x/vllm/engine/multiprocessing/engine.py", line 218, in '
+           "run_engine_loop\n")
+    tl = Timeline(events=pl.concat([launch, vllm.parse(oom, "server.log").events]))
+    run = _vllm.vllm_runs(tl)[0]
+    cfg = _vllm.settings(tl, run)
+    assert cfg.num("gpu_memory_utilization") == 0.941 and cfg.num("num_scheduler_steps") == 16
+    assert cfg.num("max_running_requests") is None
+    fs, _ = run_all(tl)
+    f = {x.rule_id: x for x in fs}["VLLM-GPU-001"]
+    util = flag(f, "--gpu-memory-utilization")
+    assert util.old == "0.941" and float(util.new) < 0.941
+    assert flag(f, "--num-scheduler-steps").new == "1"
+
+
+def test_rank_logs_of_one_launch_give_one_finding() -> None:
+    import polars as pl
+
+    line = ("(VllmWorker rank={r} pid=1{r}) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: CUDA "
+            "error: out of memory\n")
+    head = ("(VllmWorker rank={r} pid=1{r}) ERROR 06-05 06:18:13 [multiproc_executor.py:470]   File "
+            '"/x/vllm/v1/worker/gpu_model_runner.py", line 1788, in capture_model\n')
+    frames = [vllm.parse(head.format(r=r) + line.format(r=r), f"rank{r}.log").events for r in range(4)]
+    fs, _ = run_all(Timeline(events=pl.concat(frames)))
+    hits = [f for f in fs if f.rule_id == "VLLM-GPU-001"]
+    assert len(hits) == 1 and hits[0].ranks == [0, 1, 2, 3]
