@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "incidents"
 
 #: project → (root-cause category right, flags right) as shares of its scored cases
-FLOORS = {"sglang": (0.90, 0.80)}
+FLOORS = {"sglang": (0.90, 0.80), "vllm": (0.90, 0.80)}
 
 pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="no ../shared/incidents corpus")
 
