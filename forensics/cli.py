@@ -28,7 +28,7 @@ ALL_FORMATS = ("html", "md", "json", "sarif", "parquet")
 app = typer.Typer(
     name="forensics",
     help=(
-        "Post-incident forensics for SGLang inference hosts.\n\n"
+        "Post-incident forensics for LLM inference hosts (SGLang, vLLM).\n\n"
         "Run `forensics collect` on the host right after the incident (every command it runs is "
         "bounded by a timeout), then `forensics report BUNDLE` anywhere, offline, to get the root "
         "cause, the evidence as file:line and corrected launch flags with the arithmetic shown."

@@ -92,7 +92,7 @@ _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\
 # --- the allocator OOM (§1) ---
 _OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
 _OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SIZE)
+_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")?")  # the size may be cut off
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")

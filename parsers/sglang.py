@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import oom_figures
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -137,18 +138,6 @@ _ACCESS = re.compile(
 _LEVEL = re.compile(r"^(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 
 # PyTorch CUDA-OOM message pieces (c10 CUDACachingAllocator; sizes via format_size, binary units)
-_SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
-_OOM_TRIED = re.compile(r"Tried to allocate " + _SZ)
-_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SZ + ")?")
-_OOM_FREE = re.compile(r"of which " + _SZ + r" is free")
-_OOM_THIS = re.compile(r"this process has " + _SZ + r" memory in use")
-_OOM_PROC = re.compile(r"Process (\d+) has " + _SZ + r" memory in use")
-_OOM_ALLOC = re.compile(r"Of the allocated memory " + _SZ + r" is allocated by PyTorch")
-_OOM_PRIVATE = re.compile(r"with " + _SZ + r" allocated in private pools")
-_OOM_RESERVED = re.compile(r"and " + _SZ + r" is reserved by PyTorch but unallocated")
-_OOM_OLD = re.compile(r"\(GPU (\d+); " + _SZ + r" total capacity; " + _SZ + r" already allocated; "
-                      + _SZ + r" free;")
-_OOM_OLD_RESERVED = re.compile(_SZ + r" reserved in total by PyTorch")
 
 # Foreign lines on the same stream
 _NCCL = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>[A-Z]+) (?P<msg>.*)")
@@ -614,34 +603,10 @@ def kv_exhausted_facts(text: str) -> dict[str, Any]:
 
 
 def _cuda_oom(msg: str) -> list[Event]:
-    """``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`` (any PyTorch era)."""
-    attrs: dict[str, Any] = {}
-    cols: dict[str, Any] = {}
-    tried, gpu, free = _OOM_TRIED.search(msg), _OOM_GPU.search(msg), _OOM_FREE.search(msg)
-    if tried:
-        cols["bytes"] = _size(tried.group(1))
-    if gpu:
-        cols["gpu"], cols["total_bytes"] = _int(gpu.group(1)), _size(gpu.group(2))
-    if free:
-        cols["free_bytes"] = _size(free.group(1))
-    this = _OOM_THIS.search(msg)
-    if this:
-        cols["used_bytes"] = _size(this.group(1))
-    procs = [{"pid": _int(p), "used_bytes": _size(s)} for p, s in _OOM_PROC.findall(msg[:20000])]
-    if procs:
-        attrs["processes"] = procs
-    for name, rx in (("allocated_by_pytorch_bytes", _OOM_ALLOC), ("private_pools_bytes", _OOM_PRIVATE),
-                     ("reserved_unallocated_bytes", _OOM_RESERVED)):
-        m = rx.search(msg)
-        if m:
-            attrs[name] = _size(m.group(1))
-    old = _OOM_OLD.search(msg)
-    if old:  # torch < 2.0: "(GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.44 MiB free; ...)"
-        cols["gpu"], cols["total_bytes"] = _int(old.group(1)), _size(old.group(2))
-        attrs["allocated_by_pytorch_bytes"], cols["free_bytes"] = _size(old.group(3)), _size(old.group(4))
-        res = _OOM_OLD_RESERVED.search(msg)
-        if res:
-            attrs["reserved_bytes"] = _size(res.group(1))
+    """``torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`` (any PyTorch era): the figures are
+    read by the failure scanner's one reader of the allocator's message."""
+    cols, attrs = oom_figures(msg)
+    attrs.pop("device_api", None)
     attrs["message"] = msg[:2000]
     return _ev("cuda_oom", cols, attrs)
 
