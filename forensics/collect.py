@@ -384,6 +384,41 @@ def is_sglang_argv(argv: list[str], comm: str = "") -> bool:
     return False
 
 
+_VLLM_TITLES = ("VLLM::", "ray::RayWorkerWrapper", "ray::RayWorkerProc")
+_VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server", "vllm.entrypoints.cli.main")
+
+
+def is_vllm_argv(argv: list[str], comm: str = "") -> bool:
+    """Is this the argv (or process title) of a vLLM server process (API server, engine core, worker)?
+
+    >>> is_vllm_argv(["/venv/bin/vllm", "serve", "meta-llama/Llama-3.1-8B"])
+    True
+    >>> is_vllm_argv(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])
+    True
+    >>> is_vllm_argv(["VLLM::EngineCore"]), is_vllm_argv([], comm="VLLM::Worker_TP")
+    (True, True)
+    >>> is_vllm_argv(["grep", "vllm serve"])
+    False
+    """
+    if comm.startswith(_VLLM_TITLES) or (argv and argv[0].startswith(_VLLM_TITLES)):
+        return True
+    for i, arg in enumerate(argv):
+        if arg in _VLLM_MODULES and i > 0 and argv[i - 1] == "-m":
+            return True
+        if i <= 1 and os.path.basename(arg) == "vllm" and argv[i + 1 : i + 2] == ["serve"]:
+            return True
+    return False
+
+
+def engine_of_process(argv: list[str], comm: str = "") -> str | None:
+    """``sglang`` or ``vllm`` for a server process of that engine, else None."""
+    if is_sglang_argv(argv, comm):
+        return "sglang"
+    if is_vllm_argv(argv, comm):
+        return "vllm"
+    return None
+
+
 def _read_proc_text(path: Path, errors: dict[str, str], key: str) -> str | None:
     try:
         return path.read_bytes().decode("utf-8", "surrogateescape")
@@ -401,19 +436,22 @@ def _readlink(path: Path, errors: dict[str, str], key: str) -> str | None:
 
 
 def describe_process(pid_dir: Path) -> dict | None:
-    """Everything we keep about one process if it is SGLang's, else None. Never raises."""
+    """Everything we keep about one process if it is an inference server's (SGLang, vLLM), else None.
+    Never raises."""
     errors: dict[str, str] = {}
     cmdline = _read_proc_text(pid_dir / "cmdline", errors, "cmdline")
     comm = (_read_proc_text(pid_dir / "comm", {}, "comm") or "").strip()
     argv = [a for a in (cmdline or "").split("\x00")]
     while argv and argv[-1] == "":
         argv.pop()
-    if not is_sglang_argv(argv, comm):
+    engine = engine_of_process(argv, comm)
+    if engine is None:
         return None
     stat_text = _read_proc_text(pid_dir / "stat", {}, "stat") or ""
     m = re.search(r"\)\s+(\S)\s+(\d+)", stat_text)
     info: dict = {
         "pid": int(pid_dir.name),
+        "engine": engine,
         "comm": comm,
         "state": m.group(1) if m else None,
         "ppid": int(m.group(2)) if m else None,
@@ -815,22 +853,25 @@ class _Run:
         for raw in cap.data.splitlines():
             with contextlib.suppress(ValueError):
                 self.processes.append(json.loads(raw))
-        self.say(f"collect: {len(self.processes)} SGLang process(es) found")
+        by_engine = {e: sum(p.get("engine", "sglang") == e for p in self.processes) for e in ("sglang", "vllm")}
+        self.say("collect: " + ", ".join(f"{n} {'SGLang' if e == 'sglang' else 'vLLM'} process(es)"
+                                         for e, n in by_engine.items() if n or e == "sglang") + " found")
         for info in self.processes:
             self.one_process(info, cap)
 
     def one_process(self, info: dict, cap: Captured) -> None:
         pid = info["pid"]
-        base = f"sglang/{pid}"
+        engine = info.get("engine") or "sglang"
+        base = f"{engine}/{pid}"
         pcap = Captured(rc=0, started=cap.started, ended=cap.ended)
         errors = info.get("errors") or {}
         for key, err in errors.items():
-            self.gap(f"sglang pid {pid}: {key}: {err}")
+            self.gap(f"{engine} pid {pid}: {key}: {err}")
         cmdline = info.get("cmdline")
         argv_redacted: list[str] = []
         if cmdline is not None:
             entry = self.bundle.add_bytes(f"{base}/cmdline", cmdline.encode("utf-8", "surrogateescape"),
-                                          "sglang-cmdline", "launch", pcap, sensitivity="secret")
+                                          f"{engine}-cmdline", "launch", pcap, sensitivity="secret")
             data = (self.bundle.staging / entry["path"]).read_bytes()
             argv_redacted = [a.decode("utf-8", "replace") for a in data.split(b"\x00") if a]
         environ = info.get("environ")
@@ -839,10 +880,10 @@ class _Run:
             env_lines = [v for v in environ.split("\x00") if v]
             tz = next((v[3:] for v in env_lines if v.startswith("TZ=")), None)
             self.bundle.add_bytes(f"{base}/environ.txt", ("\n".join(env_lines) + "\n").encode(
-                "utf-8", "surrogateescape"), "sglang-environ", None, pcap, sensitivity="secret")
+                "utf-8", "surrogateescape"), f"{engine}-environ", None, pcap, sensitivity="secret")
         if info.get("cwd") is not None:
             self.bundle.add_bytes(f"{base}/cwd.txt", (info["cwd"] + "\n").encode("utf-8", "surrogateescape"),
-                                  "sglang-cwd", None, pcap)
+                                  f"{engine}-cwd", None, pcap)
         fds = info.get("fds") or {}
         fd_lines = []
         logs: list[str] = []
@@ -855,9 +896,9 @@ class _Run:
                     logs.append(path)
         if fd_lines:
             self.bundle.add_bytes(f"{base}/fds.txt", ("\n".join(fd_lines) + "\n").encode("utf-8", "surrogateescape"),
-                                  "sglang-fds", None, pcap)
+                                  f"{engine}-fds", None, pcap)
         if fds and not any(e.get("regular") for fd, e in fds.items() if fd in ("1", "2")):
-            self.gap(f"sglang pid {pid}: stdout/stderr are not files ({fds.get('1', {}).get('target')}); "
+            self.gap(f"{engine} pid {pid}: stdout/stderr are not files ({fds.get('1', {}).get('target')}); "
                      "pass its log with --log")
         exe = info.get("exe")
         if self.python is None and exe and os.path.isabs(exe) and os.access(exe, os.X_OK) and \

@@ -106,6 +106,8 @@ SOURCES: tuple[Source, ...] = (
     # component versions, each bounded
     Source("version-sglang", "versions/sglang.txt", argv=("{python}", "-c", VERSION_SCRIPT, "sglang"),
            version_of="sglang"),
+    Source("version-vllm", "versions/vllm.txt", argv=("{python}", "-c", VERSION_SCRIPT, "vllm"),
+           version_of="vllm"),
     Source("version-torch", "versions/torch.txt", argv=("{python}", "-c", VERSION_SCRIPT, "torch"),
            version_of="torch"),
     Source("version-driver", "versions/driver.txt", path="{proc}/driver/nvidia/version", gpu=True,

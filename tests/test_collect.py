@@ -524,3 +524,27 @@ def test_interrupted_command_leaves_no_process_behind(tmp_path):
     while alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive()
+
+
+def test_vllm_processes_are_found_with_their_logs(host, tmp_path):
+    """A vLLM server (API server + engine core title) is discovered like SGLang's: argv, log, its own folder."""
+    vlog = tmp_path / "vllm.log"
+    vlog.write_text("INFO 11-30 09:00:01 [api_server.py:1024] vLLM API server version 0.9.1\n"
+                    "(EngineCore_0 pid=5151) INFO 11-30 09:00:40 [gpu_worker.py:227] Available KV cache memory: "
+                    "21.34 GiB\n")
+    for pid, argv, comm in ((5150, ["/venv/bin/python3", "/venv/bin/vllm", "serve", "acme/m", "--swap-space", "16"],
+                             "vllm"), (5151, ["VLLM::EngineCore"], "VLLM::EngineCor")):
+        d = host["proc"] / str(pid)
+        (d / "fd").mkdir(parents=True)
+        (d / "cmdline").write_bytes("\x00".join(argv).encode() + b"\x00")
+        (d / "comm").write_text(comm + "\n")
+        (d / "stat").write_text(f"{pid} ({comm}) S 1 {pid} {pid} 0 -1\n")
+        (d / "environ").write_bytes(b"PATH=/usr/bin\x00")
+        (d / "fd" / "1").symlink_to(vlog)
+        (d / "fd" / "2").symlink_to(vlog)
+    path = collect(options(host))
+    _manifest, files = read_bundle(path)
+    assert any(n.startswith("vllm/5150/") and n.endswith("cmdline") for n in files)
+    assert any(n.startswith("vllm/5151/") for n in files)
+    assert any(b"Available KV cache memory" in data for n, data in files.items() if n.startswith("logs/"))
+    assert any(n.startswith("sglang/4242/") for n in files)  # SGLang's server is still found beside it

@@ -87,6 +87,7 @@ CAUSE_PRIORITY = (
     "SGL-NCCL-004",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
+    "SGL-GPU-008",
     "SGL-GPU-005",
     "SGL-HOST-003",
     "SGL-HOST-005",
@@ -130,6 +131,8 @@ _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-0
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
+_link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
+      "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
       "memory another process held was missing when the weights and pools were sized")
 _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),

@@ -41,6 +41,10 @@ def foreign_processes(row: Row) -> list[dict]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return _collisions(tl) + detect_orphans(tl)
+
+
+def _collisions(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
         if of_kind(run, "decode_batch", "prefill_batch", "server_ready"):
@@ -86,4 +90,56 @@ def detect(tl: Timeline) -> list[Finding]:
                 *ESCALATION[:2],
             ],
         ), ref))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SGL-GPU-008: orphaned engine processes
+
+
+_WORKER_ROLES = {"scheduler", "detokenizer", "tokenizer", "data_parallel_controller", "engine_core", "worker",
+                 "ray_worker", "dp_coordinator"}
+
+
+def _role(row: Row) -> str | None:
+    a = attrs(row)
+    return a.get("sglang_role") or a.get("vllm_role")
+
+
+def detect_orphans(tl: Timeline) -> list[Finding]:
+    """Engine workers whose launcher is gone (reparented to PID 1) and that still hold GPU memory.
+
+    A server's parent killed with SIGKILL cannot tell its children; schedulers and workers survive as
+    orphans, keep their CUDA contexts and ports, and the next launch on those GPUs fails (SGL-GPU-006)."""
+    from ._common import group_snapshots, rows
+
+    out: list[Finding] = []
+    gpu_rows = rows(tl, "gpu_process")
+    for snap in group_snapshots(rows(tl, "process")):
+        orphans = [r for r in snap if attrs(r).get("orphaned") and _role(r) in _WORKER_ROLES
+                   and attrs(r).get("state") not in ("Z", "X")]
+        if not orphans:
+            continue
+        pids = {int(r["pid"]) for r in orphans if r.get("pid") is not None}
+        held_rows = [g for g in gpu_rows if g.get("pid") is not None and int(g["pid"]) in pids]
+        held = sum(int(g.get("used_bytes") or 0) for g in held_rows)
+        engines = sorted({str(attrs(r).get("engine")) for r in orphans if attrs(r).get("engine")})
+        out.append(make_finding(
+            "SGL-GPU-008",
+            summary=(f"{len(orphans)} {'/'.join(engines) or 'engine'} worker process(es) "
+                     f"({', '.join(sorted({str(r.get('comm')) for r in orphans})[:4])}) lost their launcher and were "
+                     "reparented to PID 1" + (f"; they still hold {fmt_gib(held)} of GPU memory" if held else "")
+                     + ". The next launch on these GPUs will fail until they are killed."),
+            evidence=[*orphans[:6], *held_rows[:4]],
+            confidence="high" if held else "medium",
+            confidence_reason=None if held else "no GPU process list in the same snapshot shows what they hold",
+            severity="high" if held or not gpu_rows else "medium",
+            gpus=[g["gpu"] for g in held_rows if g.get("gpu") is not None],
+            figures={"orphan_pids": sorted(pids), "held_bytes": held or None},
+            actions=[f"kill -9 {' '.join(map(str, sorted(pids)[:16]))}  (then check `nvidia-smi` shows the GPUs "
+                     "empty)",
+                     "Stop servers by process group or container, not by the launcher's pid, so workers cannot outlive "
+                     "it; SGLang's `kill_process_tree` and vLLM's shutdown do so on a clean exit only.",
+                     *ESCALATION[:2]],
+        ))
     return out
