@@ -1,0 +1,222 @@
+"""parsers/failures.py: failure text in any text, every release's wording, with or without a prefix.
+
+Our own lines, written to the templates of failure_messages.md; each case checks the kind, the class
+and the figures parsed, and a few lines that only look like failures check it stays quiet.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from parsers import failures
+from parsers.units import GIB, MIB
+
+PREFIXES = (
+    "",
+    "[2026-03-01 10:00:00 TP3] ",
+    "(EngineCore_0 pid=207) ERROR 03-01 10:00:00 [core.py:1132] ",
+    "[rank3]: ",
+    "(RayWorkerWrapper pid=4411, ip=10.1.2.3) ",
+    "sglang-1  | ",
+    "2026-03-01T10:00:00.123456789Z ",
+    "\x1b[1;31mERROR\x1b[0m ",
+)
+
+
+def one(text: str) -> dict:
+    ev = failures.parse(text).events
+    assert ev.height == 1, ev
+    row = ev.row(0, named=True)
+    row["a"] = json.loads(row["attrs"] or "{}")
+    return row
+
+
+OOM_V1 = ("RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 2; 39.39 GiB total capacity; 36.10 GiB "
+          "already allocated; 812.00 MiB free; 36.92 GiB reserved in total by PyTorch) If reserved memory is >> "
+          "allocated memory try setting max_split_size_mb to avoid fragmentation.")
+OOM_V21 = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of "
+           "23.65 GiB of which 3.06 MiB is free. Including non-PyTorch memory, this process has 23.64 GiB memory in use. "
+           "Of the allocated memory 22.91 GiB is allocated by PyTorch, and 310.12 MiB is reserved by PyTorch but "
+           "unallocated.")
+OOM_V24 = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 5 has a total capacity of "
+           "139.81 GiB of which 2.19 GiB is free. Process 4411 has 12.00 GiB memory in use. Including non-PyTorch "
+           "memory, this process has 125.60 GiB memory in use. Of the allocated memory 118.20 GiB is allocated by "
+           "PyTorch, with 6.10 GiB allocated in private pools (e.g., CUDA Graphs), and 1.30 GiB is reserved by PyTorch "
+           "but unallocated.")
+OOM_HIP = ("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of "
+           "191.98 GiB of which 1.02 GiB is free. Of the allocated memory 180.11 GiB is allocated by PyTorch, and "
+           "3.40 GiB is reserved by PyTorch but unallocated.")
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_the_allocator_oom_of_every_era_with_any_prefix(prefix: str) -> None:
+    r = one(prefix + OOM_V24)
+    assert (r["kind"], r["gpu"], r["bytes"], r["total_bytes"]) == ("cuda_oom", 5, 4 * GIB, round(139.81 * GIB))
+    assert r["used_bytes"] == round(125.60 * GIB)
+    assert r["a"]["processes"] == [{"pid": 4411, "used_bytes": 12 * GIB}]
+    assert r["a"]["private_pools_bytes"] == round(6.10 * GIB)
+
+
+def test_pytorch_1x_and_21_wordings() -> None:
+    old = one(OOM_V1)
+    assert (old["gpu"], old["total_bytes"], old["free_bytes"]) == (2, round(39.39 * GIB), 812 * MIB)
+    assert old["a"]["reserved_bytes"] == round(36.92 * GIB)
+    typo = one(OOM_V21)  # 2.1's "capacty"
+    assert (typo["gpu"], typo["bytes"], typo["free_bytes"]) == (0, 20 * MIB, round(3.06 * MIB))
+
+
+def test_hip_oom_has_no_process_clauses() -> None:
+    r = one(OOM_HIP)
+    assert r["kind"] == "cuda_oom" and r["a"]["device_api"] == "hip" and "processes" not in r["a"]
+
+
+def test_nvml_not_available_is_no_process() -> None:
+    r = one("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+            "8.00 GiB of which 0 bytes is free. Process 77 has 17179869184.00 GiB memory in use. Of the allocated "
+            "memory 7.20 GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but unallocated.")
+    assert "processes" not in r["a"] and r["free_bytes"] == 0
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: CUDA error: out of memory",
+    "torch.AcceleratorError: CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in https://docs",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "RuntimeError: HIP error: out of memory",
+    "HIP driver error 'hipErrorOutOfMemory' (2): out of memory",
+    "RuntimeError: Triton Error [CUDA]: out of memory",
+    "gpu-a:881:902 [3] NCCL WARN Cuda failure 'out of memory'",
+    "gpu-a:881:902 [3] include/alloc.h:125 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+])
+def test_runtime_and_library_allocation_failures(text: str) -> None:
+    r = failures.parse(text).events.row(0, named=True)
+    assert r["kind"] == "cuda_error_oom"
+
+
+def test_pinned_host_registration_with_its_size() -> None:
+    r = one("RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7f2a00000000 size=107374182400; "
+            "host buffer is not pinned and device transfers may silently return stale data.")
+    assert (r["kind"], r["bytes"]) == ("cuda_error_oom", 107374182400) and r["a"]["host_pinned"] and r["a"]["rc"] == 2
+    chunked = one("RuntimeError: cudaHostRegister failed (rc=2, out of memory) at offset=0 size=1073741824 "
+                  "(total=214748364800, chunk_limit=1073741824); host buffer is not pinned")
+    assert chunked["bytes"] == 214748364800  # the whole pool, not the chunk
+
+
+def test_rocm_out_of_resources_takes_its_free_figure_from_the_next_line() -> None:
+    r = one("HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources.\n"
+            "Available Free mem : 12 MB")
+    assert r["kind"] == "cuda_error_oom" and r["a"]["unreliable"] and r["free_bytes"] == 12 * 10**6
+    assert (r["line"], r["line_end"]) == (1, 2)
+
+
+@pytest.mark.parametrize(("text", "cls"), [
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", "illegal_memory_access"),
+    ("Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address 0x7f01. Reason: Page not present.",
+     "illegal_memory_access"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "ecc_error"),
+    ("RuntimeError: CUDA error: unspecified launch failure", "launch_failure"),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled cuda error (run with "
+     "NCCL_DEBUG=INFO for details), NCCL version 2.21.5", "nccl_error"),
+    ("ncclUnhandledCudaError: Call to CUDA function failed.", "nccl_error"),
+    ("torch.distributed.DistBackendError: NCCL error: unhandled system error", "nccl_error"),
+    ("gpu-a:881:902 [3] include/shm.h:28 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12 to 9637892 bytes",
+     "shm_exhausted"),
+    ("[rank1]:[E1130 03:00:01.000000000 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+     "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600100 "
+     "milliseconds before timing out.", "collective_timeout"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "store_timeout"),
+    ("Fatal Python error: Segmentation fault", "signal"),
+    ("terminate called after throwing an instance of 'c10::DistBackendError'", "signal"),
+    ("RuntimeError: Rank 2 scheduler died during initialization (exit code: -9)", "process_exit"),
+    ("Worker proc VllmWorker-1 died unexpectedly (exit code: 137), shutting down executor.", "process_exit"),
+    ("Memory cgroup out of memory: Killed process 9001 (python3) total-vm:1kB, anon-rss:1000kB, file-rss:0kB, "
+     "shmem-rss:2000kB", "oom_killed"),
+    ("    Reason:       OOMKilled", "oom_killed"),
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the node "
+     "(IP: 10.0.0.5, ID: ab12) where the task was running was 480.20GB / 503.00GB (0.954), which exceeds the memory "
+     "usage threshold of 0.95.", "ray_oom"),
+    ("OSError: [Errno 98] Address already in use", "port_in_use"),
+    ("Input length (140000 tokens) exceeds the maximum allowed length (131066 tokens). Use a shorter input or enable "
+     "--allow-auto-truncate.", "request_refused"),
+    ("RuntimeError: Failed to allocate memory for batch_prefill_tmp_v with size 536870912 and alignment 16 in "
+     "AlignedAllocator", "workspace"),
+    ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 232448, Hardware limit: 232448. "
+     "Reducing block sizes or `num_stages` may help.", "workspace"),
+    ("MemoryError: Unable to allocate 12.0 GiB for an array", "host_oom"),
+    ("Cannot map memory with base addr 0x7f0000000000 and size of 0x100000 pages", "kernel_map_failed"),
+    ("AssertionError: SWA Pool Mem Leak Detected! [swa] total=10, available=2", "kv_pool_leak"),
+    ("ValueError: Unsupported architecture 'FooForCausalLM'", "exception"),
+])
+def test_each_failure_class(text: str, cls: str) -> None:
+    r = one(text)
+    assert (r["kind"], r["a"].get("failure")) == ("failure", cls)
+
+
+def test_figures_of_the_classes() -> None:
+    assert one("Fatal Python error: Bus error")["code"] == -7
+    assert one("Worker proc VllmWorker-1 died unexpectedly (exit code: 137), shutting down executor.")["code"] == -9
+    wd = one("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, "
+             "Timeout(ms)=1800000) ran for 1800555 milliseconds before timing out.")
+    assert wd["seconds"] == 1800.555 and wd["a"]["timeout_s"] == 1800 and wd["a"]["op_type"] == "BROADCAST"
+    store = one("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.")
+    assert store["count"] == 1 and store["a"]["world_size"] == 2
+    refused = one("Input length (140000 tokens) exceeds the maximum allowed length (131066 tokens).")
+    assert refused["tokens"] == 140000 and refused["a"]["limit_tokens"] == 131066 and refused["a"]["reveals"] == "kv_pool"
+    ray = one("Task was killed due to the node running low on memory. Memory on the node (IP: 10.0.0.5, ID: ab) where "
+              "the task was running was 480.20GB / 503.00GB (0.954)")
+    assert ray["total_bytes"] == round(503 * GIB)
+    pages = one("Cannot map memory with base addr 0x7f0000000000 and size of 0x100000 pages")
+    assert pages["bytes"] == 0x100000 * 4096
+
+
+def test_a_traceback_is_one_row_with_its_stage() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/x/sglang/srt/model_executor/model_runner.py", line 300, in initialize\n'
+            "    self.init_memory_pool(total_gpu_memory)\n"
+            '  File "/x/sglang/srt/model_executor/model_runner.py", line 900, in init_memory_pool\n'
+            "    self.req_to_token_pool = ReqToTokenPool(\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 21.36 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 9.00 GiB is free.\n"
+            "next line is not part of it\n")
+    r = one(text)
+    assert (r["kind"], r["line"], r["line_end"]) == ("cuda_oom", 1, 6)
+    assert r["a"]["during"] == "memory_pool" and r["a"]["innermost_frame"] == "model_runner.py:init_memory_pool"
+
+
+def test_a_cut_traceback_still_says_where() -> None:
+    r = one("Traceback (most recent call last):\n"
+            '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 40, in capture\n'
+            "[... trimmed ...]\n")
+    assert r["a"]["failure"] == "traceback_cut" and r["a"]["during"] == "graph_capture"
+
+
+def test_frames_without_their_header_still_name_the_stage() -> None:
+    r = one('  File "/x/sglang/srt/model_loader/loader.py", line 411, in load_model\n'
+            "    model.load_weights(weights)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 1 has a total capacity of "
+            "79.19 GiB of which 1.00 GiB is free.")
+    assert r["kind"] == "cuda_oom" and r["a"]["during"] == "weight_load"
+
+
+def test_the_prefix_gives_time_and_rank() -> None:
+    r = one("[2026-03-01 10:00:07 TP5] RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert r["tp_rank"] == 5 and r["rank"] == "TP5" and str(r["ts_local"]) == "2026-03-01 10:00:07"
+
+
+@pytest.mark.parametrize("text", [
+    "INFO 03-01 10:00:00 [gpu_worker.py:227] Available KV cache memory: 21.34 GiB",
+    "[2026-03-01 10:00:00 TP0] Decode batch, #running-req: 3, #token: 1000, token usage: 0.01, cuda graph: True",
+    "We discussed the error handling in the meeting.",
+    "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    "ExitStack is a context manager",
+    "process exited normally with exit code 0",
+])
+def test_lines_that_only_look_like_failures_stay_quiet(text: str) -> None:
+    assert failures.parse(text).events.height == 0
+
+
+def test_coverage_counts_the_lines_it_read() -> None:
+    r = failures.parse("hello\nFatal Python error: Aborted\nbye\n")
+    assert (r.lines, r.recognized) == (3, 1)
