@@ -69,16 +69,17 @@ def detect(tl: Timeline) -> list[Finding]:
     joined = [r for r in store if r.get("count") is not None and attrs(r).get("world_size")]
     words = []
     if problems:
-        words.append("the nodes' launch commands disagree: " + "; ".join(problems))
+        words.append("The nodes' launch commands disagree: " + "; ".join(problems))
     if joined:
         r = joined[0]
-        words.append(f"only {r['count']} of {attrs(r)['world_size']} processes joined the rendezvous")
+        words.append(f"{'only' if problems else 'Only'} {r['count']} of {attrs(r)['world_size']} processes joined the "
+                     "rendezvous")
     elif store:
-        words.append("the rendezvous store timed out or could not be reached")
+        words.append(f"{'the' if problems else 'The'} rendezvous store timed out or could not be reached")
     return [make_finding(
         "SGL-NCCL-003",
-        summary=("The nodes of the server never met at start-up: " + "; and ".join(words) + ". The ranks wait at "
-                 "initialisation until a timeout, with no error of their own."),
+        summary=("; and ".join(words) + ". The ranks wait at initialisation until a timeout, with no error of their "
+                 "own."),
         evidence=[*launches[:4], *store[:3]],
         confidence="high" if problems else "medium",
         confidence_reason=None if problems else "the launch commands of the nodes are not in the input",
