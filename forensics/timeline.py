@@ -285,6 +285,22 @@ def _scan_failures(text: str, name: str) -> pl.DataFrame:
     return pl.concat(frames, how="vertical") if frames else failures.parse("", name).events
 
 
+def _embedded_launches(text: str, name: str, parts: list[pl.DataFrame]) -> pl.DataFrame | None:
+    """Launch commands inside a text its own parser read as something else (a ticket whose traceback made it
+    a log, a log that echoes its command): the configuration counts wherever it is written."""
+    from parsers import launch
+
+    if any(p.height and p.get_column("kind").is_in(["launch_command"]).any() for p in parts):
+        return None
+    if not launch._ANCHOR_RE.search(text):
+        return None
+    try:
+        found = launch.parse(text, name).events
+    except NotThisFormat:
+        return None
+    return found if found.height else None
+
+
 def _failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
     """Failure lines of ``text`` that its parsers did not already report, and the lines they newly read.
 
@@ -716,6 +732,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                                               "command": piece.command, "lines": res.lines})
                 fr = _shift(res.events, piece.start_line, piece.snapshot)
                 parts.append(_resolve_time(fr, facts, tz, capture))
+            cmds = _embedded_launches(text, f.name, parts)
+            if cmds is not None:
+                parts.append(_resolve_time(cmds, facts, tz, capture))
             extra, newly = _failure_rows(text, f.name, parts)
             if extra is not None:
                 parts.append(_resolve_time(extra, facts, tz, capture))

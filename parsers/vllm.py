@@ -36,6 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import oom_figures
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -165,6 +166,7 @@ _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
+_ALLOCATOR_OOM = re.compile(r"\b(?:CUDA|HIP) out of memory\b")
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SZ)
 _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SZ + r" of which " + _SZ + " is free")
 _OOM_THIS = re.compile(r"this process has " + _SZ + r" memory in use")
@@ -443,6 +445,13 @@ class _Parser:
                  "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
         base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
         self.emit("exception", base, attrs)
+        if _ALLOCATOR_OOM.search(text):
+            # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
+            cols, oom = oom_figures(text)
+            oom_row = self.emit("cuda_oom", {**base, "line": tb["last"], "line_end": tb["last"]},
+                                {"during": attrs["during"], "tried_bytes": cols.get("bytes"), **oom})
+            oom_row.update({k: v for k, v in cols.items() if k in ("bytes", "gpu", "total_bytes", "free_bytes",
+                                                                   "used_bytes")})
 
     # -- one line ----------------------------------------------------------------------------
 

@@ -68,6 +68,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-001",
     "SGL-HOST-002",
     "SGL-HOST-007",
+    "SGL-HOST-009",
     "VLLM-HOST-001",
     "SGL-GPU-006",
     "SGL-GPU-007",
@@ -124,7 +125,7 @@ _link(("SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-GPU-004", "SGL-XID-001")
 _link(("SGL-GPU-005",), ("SGL-HOST-003",),
       "the same stuck processes that hold the GPU contexts hold their host memory (pinned pools)")
 _link(CAUSE_PRIORITY, ("SGL-XID-002",), "Xids from channels torn down when the processes were killed")
-_link(("SGL-HOST-007",), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-NCCL-002"),
+_link(("SGL-HOST-007", "SGL-HOST-009"), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-NCCL-002"),
       "the host pools that could not be pinned had exhausted host memory")
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")

@@ -299,7 +299,11 @@ def sglang_runs(tl: Timeline) -> dict[tuple[str | None, int], list[Row]]:
     runs = memo.get("sglang_runs")
     if runs is None:
         # "prose": a configuration and the figures a write-up states (parsers/launch_prose.py), as runs of their own file
-        runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in RUN_SOURCES])
+        from ._vllm import vllm_files
+
+        vfiles = vllm_files(tl)  # failure lines in a vLLM log are that engine's runs, not SGLang's
+        runs = run_groups([r for r in rows(tl, *SGLANG_KINDS) if r.get("source") in RUN_SOURCES
+                           and not (r.get("source") == "failures" and r.get("file") in vfiles)])
         memo["sglang_runs"] = runs
     return {k: list(v) for k, v in runs.items()}  # callers may reorder or extend their lists
 

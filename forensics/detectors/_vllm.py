@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
 from forensics import engines
 from forensics.model import Timeline
 
@@ -76,6 +78,14 @@ class VllmSettings:
         return (float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None), False
 
 
+def vllm_files(tl: Timeline) -> set[str]:
+    """Files that hold vLLM's own records."""
+    ev = tl.events
+    if ev.is_empty() or "source" not in ev.columns:
+        return set()
+    return set(ev.filter(pl.col("source") == "vllm").get_column("file").unique().to_list())
+
+
 def vllm_runs(tl: Timeline) -> list[list[Row]]:
     """vLLM rows grouped by server run, each group in file then line order.
 
@@ -83,7 +93,10 @@ def vllm_runs(tl: Timeline) -> list[list[Row]]:
     without one (per-rank worker logs, excerpts) are pooled by run index, as ranks of one launch, so
     the same failure on eight ranks is one finding.
     """
-    vrows = [r for r in rows(tl, *VLLM_KINDS) if r.get("source") == "vllm"]
+    files = vllm_files(tl)
+    # failure lines the failure scan read in a vLLM log belong to its runs (parsers/failures.py)
+    vrows = [r for r in rows(tl, *VLLM_KINDS, "failure") if r.get("source") == "vllm"
+             or (r.get("source") == "failures" and r.get("file") in files)]
     launch_files = {r.get("file") for r in vrows if r.get("kind") in ("engine_config", "server_args")}
     groups: dict[tuple[str, int], list[Row]] = {}
     for r in vrows:

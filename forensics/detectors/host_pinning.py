@@ -31,6 +31,10 @@ def _pin_failures(tl: Timeline) -> list[Row]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return _pin_failed(tl) + detect_killed_with_pool(tl)
+
+
+def _pin_failed(tl: Timeline) -> list[Finding]:
     fails = _pin_failures(tl)
     if not fails:
         return []
@@ -78,4 +82,68 @@ def detect(tl: Timeline) -> list[Finding]:
                  "Size the pool per rank: ranks on the host × per-rank pool must stay below available memory.",
                  "Upgrade SGLang: from 0.5.15 a failed cudaHostRegister is reported at once instead of as a later "
                  "error."],
+    )]
+
+
+# ---------------------------------------------------------------------------------------------
+# SGL-HOST-009: a rank killed for host memory while holding its pinned pool
+
+#: shared/pinned memory this large a share of the victim's resident memory is a pinned pool, not a heap
+PINNED_SHARE = 0.5
+
+
+def _victims_with_pools(tl: Timeline) -> list[Row]:
+    out = []
+    for r in rows(tl, "oom_kill", "failure"):
+        if r.get("kind") == "failure" and failure_class(r) != "oom_killed":
+            continue
+        a = attrs(r)
+        shmem = a.get("shmem_rss_bytes") or 0
+        total = r.get("used_bytes") or 0
+        comm = str(r.get("comm") or "")
+        if shmem and total and shmem >= PINNED_SHARE * total and (comm.startswith(("sglang", "VLLM", "python", "ray::"))):
+            out.append(r)
+    return out
+
+
+def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
+    """The kernel killed an engine rank whose resident memory was mostly a pinned/shared pool, on a server that
+    gives every rank a host pool (HiCache): ranks × per-rank pool is what exhausted the host."""
+    victims = _victims_with_pools(tl)
+    if not victims:
+        return []
+    cfg = server_config(tl)
+    hicache = cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
+        or cfg.get("hicache_ratio") is not None
+    if not hicache:
+        return []
+    ranks, ranks_how = ranks_per_host(cfg)
+    if ranks < 2:
+        return []
+    pool = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
+    # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM)
+    per_rank_gb = math.floor(pool * (1 - RESERVE_SHARE) / ranks / 1e9)
+    flags: list[FlagChange] = []
+    why = (f"one rank's pinned pool was {fmt_gib(pool)} when the host ran out; the host held at least that, so "
+           f"{ranks} ranks ({ranks_how}) × {per_rank_gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
+           "`free -g` gives the real budget")
+    if per_rank_gb >= 1:
+        flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size")
+                                if cfg.get("hicache_size") not in (None, 0, "0") else None, str(per_rank_gb), why))
+    return [make_finding(
+        "SGL-HOST-009",
+        summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pool)} of its memory was a "
+                 f"pinned host pool: every one of the {ranks} ranks pins its own HiCache pool, and together they "
+                 f"exhausted host memory." + (f" Set --hicache-size {per_rank_gb} (per rank)." if flags else "")),
+        evidence=victims[:3] + cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
+                                                 "tp_size"),
+        confidence="medium",
+        confidence_reason="host RAM is not known: the corrected size is bounded by the pool the killed rank held",
+        severity="critical",
+        ranks=[],
+        figures={"victim_pinned_bytes": pool, "ranks_per_host": ranks},
+        flags=flags,
+        actions=["`free -g` for the host's real budget: ranks × per-rank pool must stay below available memory "
+                 "less a reserve.",
+                 "HiCache sizes are per rank (`--hicache-size` GB, or `--hicache-ratio` × the device KV pool)."],
     )]

@@ -46,6 +46,13 @@ def _during(run: list, row: dict) -> str | None:
     for r in of_kind(run, "exception"):
         if r.get("pid") == row.get("pid") and 0 <= (r.get("line") or 0) - line <= 3:
             return attrs(r).get("during")
+    # no frames (a failure line read by the failure scan): the last lifecycle record before it says
+    before = [r for r in run if r.get("file") == row.get("file") and (r.get("line") or 0) < line
+              and r.get("kind") in ("cuda_graph_begin", "cuda_graph_end", "capture_progress", "engine_metrics",
+                                    "server_ready")]
+    if before:
+        last = max(before, key=lambda r: r.get("line") or 0)
+        return "graph_capture" if last["kind"] in ("cuda_graph_begin", "capture_progress") else "forward"
     return None
 
 
