@@ -65,6 +65,10 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
         hits = of_kind(run, "not_enough_memory", "weights_no_kv_room")
+        # "max_total_tokens=N is larger than the profiled value -M": the KV budget after the weights is negative,
+        # and a forced --max-total-tokens then allocates a pool the GPU does not have
+        hits += [r for r in of_kind(run, "kv_sizing") if attrs(r).get("warning") == "max_total_tokens_above_profiled"
+                 and r.get("tokens") is not None and r["tokens"] <= 0]
         load_oom = [r for r in of_kind(run, "cuda_oom") if attrs(r).get("during") in ("weight_load", "load")]
         if not load_oom and not has_kind(run, "weight_load_end", "cuda_graph_end"):
             # a CUDA OOM before the weights finished loading: the model does not fit these GPUs
@@ -83,6 +87,10 @@ def detect(tl: Timeline) -> list[Finding]:
             flags.append(FlagChange("--mem-fraction-static", f"{f:g}" if f is not None else None, f"{new:.2f}",
                                     f"minimum viable {minimum:.4f} ({how}) + {RAISE_MARGIN} margin, rounded up → {new:.2f}"))
         actions = []
+        if any(attrs(r).get("warning") == "max_total_tokens_above_profiled" for r in hits):
+            actions.append("Do not force --max-total-tokens above what SGLang profiled: a pool larger than the memory "
+                           "left after the weights is allocated anyway and fails later (an illegal memory access, an "
+                           "OOM).")
         if load_oom or (minimum is not None and new is None):
             actions.append("The weights alone nearly fill the GPUs: use more GPUs (--tp-size), a quantised checkpoint "
                            "or --quantization fp8, or a smaller model.")
@@ -102,7 +110,8 @@ def detect(tl: Timeline) -> list[Finding]:
             "SGL-GPU-004",
             summary=("The weights leave no GPU memory for the KV cache"
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
-                     + (f"; raise it to {new:.2f}" if flags
+                     + ((f"; raise it to {new:.2f}" if f is not None else f"; raise --mem-fraction-static to {new:.2f}")
+                        if flags
                         else "; raise it (the log lacks the weight-load memory lines that say how far)"
                         if minimum is None and hits
                         else "; more GPUs, quantisation or a smaller model are needed")
