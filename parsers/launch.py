@@ -645,10 +645,12 @@ def _compose_commands(lines: list[str], used: set[int]) -> list[LaunchCommand]:
 def _compose_service(lines: list[str], start: int, end: int, ind: int) -> LaunchCommand | None:
     parts: dict[str, tuple[list[str], int, int]] = {}
     env: dict[str, str | None] = {}
-    memory = shm = gpus = None
+    memory = shm = gpus = image = None
     gpu_n: int | None = None
     for idx, path, value in _yaml_paths(lines, start, end):
         top = path[0]
+        if path == ("image",):
+            image = _unquote_yaml(value)
         if len(path) == 1 and top in ("command", "entrypoint", "args") and _indent(lines[idx]) == ind:
             argv, last = _yaml_value(lines, idx, ind, value)
             parts[top] = (argv, idx, last)
@@ -670,6 +672,10 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
             env[k] = v if has_v else None
     # compose: entrypoint + command; a Kubernetes container: command + args
     argv = [tok for key in ("entrypoint", "command", "args") for tok in parts.get(key, ([], 0, 0))[0]]
+    if image and "vllm/vllm-openai" in image and "entrypoint" not in parts and argv[:1] != ["vllm"] \
+            and _anchor_index(argv) is None:
+        # the vllm/vllm-openai image's entrypoint is the API server: `command:` holds only its arguments
+        argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", *argv]
     hit = _anchor_index(argv)
     if hit is None:
         nested = next((t for k, t in enumerate(argv) if k > 0 and argv[k - 1] == "-c" and _ANCHOR_RE.search(t)),

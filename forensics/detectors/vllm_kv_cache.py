@@ -186,6 +186,13 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
                                     why + f" would need {new_util:.2f}: take {MAX_SENSIBLE_UTILIZATION} and shrink "
                                     "the activation peak too"))
             new_util = None
+    if new_util is None and not flags and util is not None and util_seen and total is None and util < 0.9:
+        # a budget set well below vLLM's default: raising it is the first step even without the GPU's size
+        new_util = min(max(0.9, round(util + 0.1, 2)), MAX_SENSIBLE_UTILIZATION)
+        flags.append(FlagChange(_util_flag(), f"{util:g}", f"{new_util:.2f}",
+                                f"only {util:g} of the GPU was the budget for weights, activations and the KV cache; "
+                                f"{new_util:.2f} (the GPU's size is not in the input: `nvidia-smi --query-gpu="
+                                "memory.total --format=csv` gives the exact step)"))
     if new_util is None and cfg.engine_generation != "V0":
         # V1's profile run processes max_num_batched_tokens at once: its activation peak scales with it
         bt_flag = engines.flag_for("vllm", "max_batched_tokens") or "--max-num-batched-tokens"
