@@ -15,6 +15,8 @@ and the failing one as "this process has"), a port already taken, a harness that
 
 from __future__ import annotations
 
+import polars as pl
+
 from forensics.model import Finding, Timeline
 
 from ._common import GIB, Row, attrs, fmt_gib, iter_runs, make_finding, of_kind, rank_of, tag_run
@@ -41,7 +43,7 @@ def foreign_processes(row: Row) -> list[dict]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _collisions(tl) + detect_orphans(tl)
+    return _collisions(tl) + detect_orphans(tl) + detect_unexplained_full_gpu(tl)
 
 
 def _collisions(tl: Timeline) -> list[Finding]:
@@ -143,3 +145,45 @@ def detect_orphans(tl: Timeline) -> list[Finding]:
                      *ESCALATION[:2]],
         ))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# SGL-GPU-009: a GPU full with nothing in the input running on it
+
+#: a GPU "full" from this share of its memory
+FULL_SHARE = 0.5
+
+
+def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
+    """An nvidia-smi snapshot alone (no engine log, no process table naming a server) with GPUs holding most of
+    their memory: asked about after a shutdown, that is memory a survivor holds."""
+    from ._common import rows, sglang_runs
+
+    if sglang_runs(tl) or rows(tl, "process", "launch_command") or not tl.events.height:
+        return []
+    if tl.events.filter(pl.col("source") == "vllm").height:
+        return []
+    full = [r for r in rows(tl, "gpu_memory") if r.get("used_bytes") and r.get("total_bytes")
+            and r["used_bytes"] >= FULL_SHARE * r["total_bytes"]]
+    if not full:
+        return []
+    gpus = sorted({int(r["gpu"]) for r in full if r.get("gpu") is not None})
+    owners = [p for p in rows(tl, "gpu_process") if p.get("used_bytes") and p["used_bytes"] >= GIB]
+    busy = [r for r in full if (r.get("ratio") or 0) >= 0.5]
+    return [make_finding(
+        "SGL-GPU-009",
+        summary=(f"GPU {', '.join(map(str, gpus)) or '?'} hold{'s' if len(gpus) == 1 else ''} "
+                 + ", ".join(fmt_gib(r["used_bytes"]) + " of " + fmt_gib(r["total_bytes"]) for r in full[:4])
+                 + (" at high utilisation" if busy else "")
+                 + ", and nothing in the input says what runs there. If no server should be running, a process of an "
+                 "earlier one survived and holds the memory (a stranded context)."),
+        evidence=full[:6] + owners[:4],
+        confidence="low",
+        confidence_reason="only a GPU snapshot: no log, launch or process table says whether a server was meant to run",
+        severity="medium",
+        gpus=gpus,
+        figures={"held_bytes": int(sum(r["used_bytes"] for r in full)), "owner_pids": [p.get("pid") for p in owners]},
+        actions=["`nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` and "
+                 "`ps -o pid,ppid,stat,etime,cmd -p <pid>`: who holds it, and whether its launcher is gone (PPID 1).",
+                 *ESCALATION[:2]],
+    )]
