@@ -42,7 +42,7 @@ REAL_EXPECTED = {
     "15_": (HAS, "kv_cache_capacity"),  # one retraction ('Decode out of memory happened'): pressure, not a crash
     "16_": (HEALTHY, None),  # reference decode lines
     "17_": (ROOT, "other"),  # SIGQUIT + scheduler exception during init, cause not in the excerpt
-    "18_": (ROOT, "other"),  # ranks that did not finish loading: the cause is on another node
+    "18_": (ROOT, "nccl_timeout"),  # ranks that did not finish loading: the cause is on another node
     "19_": (ROOT, "kernel_oom_killer"),  # rank 0 SIGKILLed (exit -9), no kernel log: suspected OOM killer
     "20_": (ROOT, "stranded_context"),  # a CI harness found the GPU still held by a dead run's pid
     "21_": (HEALTHY, None),  # weight loading only; the NCCL timeout of the thread is not in the excerpt
@@ -142,7 +142,7 @@ def test_real_failures_name_what_they_can() -> None:
     (dead,) = findings_of("19_")
     assert dead.rule_id == "SGL-HOST-005" and dead.figures["exit_code"] == -9 and dead.confidence == "low"
     (loading,) = findings_of("18_")
-    assert loading.figures["first_failure_kind"] == "ranks_not_loaded" and loading.ranks == [1]
+    assert loading.rule_id == "SGL-NCCL-005" and loading.ranks == [1]
     assert all(not e.text.startswith("#") for e in loading.evidence)  # header notes are no evidence
     (graph,) = findings_of("02_")
     assert graph.rule_id == "SGL-RUN-001" and "flashinfer" in graph.summary

@@ -86,6 +86,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
+    "SGL-NCCL-005",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-008",
@@ -129,6 +130,9 @@ _link(("SGL-HOST-007", "SGL-HOST-009"), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NC
       "the host pools that could not be pinned had exhausted host memory")
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-005",),
+      "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")

@@ -56,6 +56,10 @@ def _mismatches(launches: list[Row]) -> tuple[list[str], str | None]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return _never_met(tl) + detect_unbalanced_loading(tl)
+
+
+def _never_met(tl: Timeline) -> list[Finding]:
     launches = _node_launches(tl)
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
@@ -90,3 +94,39 @@ def detect(tl: Timeline) -> list[Finding]:
                  "From every node: `nc -zv <addr> <port>` to the rendezvous, and the same interface for NCCL and Gloo "
                  "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) on a routable subnet."],
     )]
+
+
+# ---------------------------------------------------------------------------------------------
+# SGL-NCCL-005: ranks that loaded their weights waited for others that did not
+
+
+def detect_unbalanced_loading(tl: Timeline) -> list[Finding]:
+    """``TP rank N could finish the model loading, but there are other ranks that didn't finish loading``: the
+    ranks that finished waited at SGLang's post-load barrier, whose timeout is a constant of its own (300 s,
+    later 480 s, ``SGLANG_UNBALANCED_MODEL_LOADING_TIMEOUT_S`` where it exists), not ``--dist-timeout``."""
+    from ._common import iter_runs, of_kind, rank_of, tag_run
+
+    out = []
+    for ref, run in iter_runs(tl):
+        waits = [r for r in of_kind(run, "ranks_not_loaded") if not (r.get("text") or "").lstrip().startswith("#")]
+        if not waits:
+            continue
+        ranks = sorted({x for x in (attrs(r).get("named_tp_rank") for r in waits) if x is not None}
+                       | {x for x in (rank_of(r) for r in waits) if x is not None})
+        out.append(tag_run(make_finding(
+            "SGL-NCCL-005",
+            summary=(f"Rank(s) {', '.join(map(str, ranks)) or '?'} finished loading the weights and gave up waiting "
+                     "for ranks that had not: a rank that crashed or ran out of memory while loading, or a node "
+                     "loading from slower storage, held the others at SGLang's post-load barrier until its timeout."),
+            evidence=waits[:6],
+            confidence="medium",
+            confidence_reason="the ranks that did not finish are not in the input: their log says which of the two",
+            ranks=ranks,
+            figures={"waiting_ranks": ranks},
+            actions=["Read the log of the ranks (and nodes) not named here: an OOM or a traceback while loading is the "
+                     "cause; if they were only slow (`Loading safetensors checkpoint shards` at seconds per shard), "
+                     "put the weights on local disk or page cache before the launch.",
+                     "On versions that have it, raise SGLANG_UNBALANCED_MODEL_LOADING_TIMEOUT_S; --dist-timeout does "
+                     "not govern this barrier."],
+        ), ref))
+    return out
