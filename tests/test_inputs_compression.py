@@ -10,6 +10,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import re
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -34,9 +35,15 @@ ROW = ["kind", "run", "rank", "tp_rank", "dp_rank", "ts", "bytes", "avail_bytes"
 def _analyse(paths: list[Path]) -> tuple[pl.DataFrame, list[tuple], object]:
     tl = build_timeline(paths)
     findings, root = run_all(tl)
-    sig = sorted((f.rule_id, f.category, f.severity, str(sorted(f.figures.items())), tuple(f.ranks), tuple(f.gpus))
-                 for f in findings)
+    # figures that cite file:line name the file as given (server.log.gz, a rotation member): compare the lines
+    sig = sorted((f.rule_id, f.category, f.severity, _unnamed(str(sorted(f.figures.items())), tl),
+                  tuple(f.ranks), tuple(f.gpus)) for f in findings)
     return tl.events.filter(pl.col("source") == "sglang"), sig, root
+
+
+def _unnamed(text: str, tl) -> str:
+    """file:line citations in figures name the file (and, for a rotation member, its own line) as given"""
+    return re.sub(r"'[^'\s]+:\d+'", "'LOC'", text)
 
 
 def _rows(ev: pl.DataFrame) -> Counter:
