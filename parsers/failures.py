@@ -31,6 +31,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+import polars as pl
+
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -235,6 +237,16 @@ def line_context(line: str) -> dict[str, Any]:
     elif (g := _GLOBAL_RANK.match(line)) is not None:
         out["rank"] = f"rank{g.group(1)}"
     return out
+
+
+#: every failure text above holds one of these words: a line without any is skipped before the prefix is even
+#: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
+_TRIGGER = re.compile(
+    r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
+    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|"
+    r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
+    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
+)
 
 
 def _int(s: str | None) -> int | None:
@@ -471,7 +483,14 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     n = len(lines)
     recognized = 0
     loose_frames: list[tuple[str, str]] = []
+    # which lines can hold a failure at all: one vectorised pass (polars' regex engine) for a long text
+    maybe = pl.Series(lines, dtype=pl.Utf8).str.contains(_TRIGGER.pattern).to_list() if n > 2000 else None
     while i < n:
+        if not (maybe[i] if maybe is not None else _TRIGGER.search(lines[i])):
+            if not (loose_frames and lines[i][:1].isspace()):
+                loose_frames = []
+            i += 1
+            continue
         msg = strip_prefix(lines[i])
         if _TRACEBACK.search(msg):
             loose_frames = []

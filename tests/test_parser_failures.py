@@ -220,3 +220,19 @@ def test_lines_that_only_look_like_failures_stay_quiet(text: str) -> None:
 def test_coverage_counts_the_lines_it_read() -> None:
     r = failures.parse("hello\nFatal Python error: Aborted\nbye\n")
     assert (r.lines, r.recognized) == (3, 1)
+
+
+def test_a_long_log_reads_the_same_failures_as_a_short_one() -> None:
+    """Past 2000 lines the candidate lines are picked in one vectorised pass: the rows must not change."""
+    batch = "[2026-03-01 10:00:00 TP0] Decode batch, #running-req: 2, #token: 900, token usage: 0.01, cuda graph: True\n"
+    failing = ("Traceback (most recent call last):\n"
+               '  File "/x/sglang/srt/managers/scheduler.py", line 10, in event_loop\n'
+               "    self.run_batch(batch)\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+               "79.19 GiB of which 0 bytes is free.\n"
+               "Fatal Python error: Aborted\n")
+    short = failures.parse(batch * 10 + failing).events
+    long = failures.parse(batch * 3000 + failing).events
+    assert long.height == short.height == 2
+    assert (long.get_column("line") - 2990).to_list() == short.get_column("line").to_list()
+    assert long.get_column("kind").to_list() == short.get_column("kind").to_list() == ["cuda_oom", "failure"]
