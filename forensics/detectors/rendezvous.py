@@ -12,10 +12,15 @@ silence until a timeout; the store's own messages say the same from the other si
 
 from __future__ import annotations
 
+import re
+
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import Row, attrs, launch_rows, make_finding, rows
 from .fatal_other import failure_class
+
+_STORE_SETUP = re.compile(r"init_torch_distributed|init_process_group|_store_based_barrier|TCPStore|"
+                          r"waitForInput: socket .* timed out|in rendezvous\b")
 
 
 def _flag(row: Row, key: str) -> str | None:
@@ -62,6 +67,9 @@ def detect(tl: Timeline) -> list[Finding]:
 def _never_met(tl: Timeline) -> list[Finding]:
     launches = _node_launches(tl)
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
+    # a rank that failed inside the process-group set-up, or c10d's store socket timing out, is the same wait
+    store += [r for r in rows(tl, "scheduler_exception", "failure", "nccl_watchdog", "exception")
+              if r not in store and _STORE_SETUP.search(r.get("text") or "")]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []
