@@ -430,9 +430,11 @@ def _worker_init(threads: int) -> None:
     os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
 
 
-#: a worker process is replaced after this many incidents, so whatever one input leaves behind in
-#: the allocators is returned to the system: memory per worker stays flat over a long run
-TASKS_PER_WORKER = 25
+#: the pool is replaced after this many incidents per worker, so whatever one input left behind in the
+#: allocators goes back to the system and memory per worker stays flat over a long run. (A fresh pool
+#: per batch rather than ``max_tasks_per_child``: with that, CPython before 3.13 can hang for good when
+#: a worker retires while tasks are queued — it did here, at the 51st of 200 incidents.)
+TASKS_PER_WORKER = 100
 
 
 def _pool(workers: int):
@@ -441,32 +443,47 @@ def _pool(workers: int):
 
     threads = max(1, default_workers() // workers)
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_worker_init, initargs=(threads,), max_tasks_per_child=TASKS_PER_WORKER)
+                               initializer=_worker_init, initargs=(threads,))
 
 
 def identify_all(paths: list[Path], workers: int) -> list[dict[str, Any]]:
+    """Every input's sha256 and tag. Threads, not processes: hashing and decompression release the GIL,
+    and a thread starts in microseconds where a spawned process takes a second."""
+    from concurrent.futures import ThreadPoolExecutor
+
     if workers <= 1 or len(paths) <= 1:
         return [identify(str(p)) for p in paths]
-    with _pool(workers) as ex:
-        return list(ex.map(identify, [str(p) for p in paths], chunksize=8))
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        return list(ex.map(identify, [str(p) for p in paths]))
 
 
 def run_pool(specs: list[dict[str, Any]], out_dir: str, tz: str | None, formats: tuple[str, ...], workers: int,
              on_done: Callable[[dict[str, Any]], None]) -> None:
+    """The incidents in a process pool, ``TASKS_PER_WORKER`` per worker per pool. An incident whose
+    worker died (killed for memory, a crash in native code) is tried once more in a fresh pool, then
+    recorded as failed."""
     from concurrent.futures import as_completed
 
     if workers <= 1:
         for s in specs:
             on_done(analyse_incident(s, out_dir, tz, formats))
         return
-    with _pool(workers) as ex:
-        futures = {ex.submit(analyse_incident, s, out_dir, tz, formats): s for s in specs}
-        for fut in as_completed(futures):
-            try:
-                on_done(fut.result())
-            except Exception as e:  # noqa: BLE001 - the worker died (killed for memory, a crash in C)
-                on_done(analyse_incident({**futures[fut], "error": f"worker failed: {_one_line(e)}"},
-                                         out_dir, tz, formats))
+    queue, retried = list(specs), set()
+    while queue:
+        batch, queue = queue[: workers * TASKS_PER_WORKER], queue[workers * TASKS_PER_WORKER:]
+        with _pool(workers) as ex:
+            futures = {ex.submit(analyse_incident, s, out_dir, tz, formats): s for s in batch}
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                try:
+                    on_done(fut.result())
+                except Exception as e:  # noqa: BLE001 - the worker died; the pool is broken for this batch
+                    if spec["incident_id"] in retried:
+                        on_done(analyse_incident({**spec, "error": f"worker failed: {_one_line(e)}"},
+                                                 out_dir, tz, formats))
+                    else:
+                        retried.add(spec["incident_id"])
+                        queue.append(spec)
 
 
 def run_ray(specs: list[dict[str, Any]], out_dir: str, tz: str | None, formats: tuple[str, ...], address: str,
