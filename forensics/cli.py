@@ -394,9 +394,10 @@ def fleet(
     incident, failed inputs included with their error; DIR/index.html shows what recurs. Rerunning over
     the same inputs adds nothing (keyed by sha256); new inputs append. Schema: docs/fleet.md.
 
-    Exit codes: 0 every incident was analysed; 2 usage error (an INPUT that names nothing, a bad
-    option); 3 at least one input could not be analysed (unsafe, corrupt, unreadable): it is recorded
-    with its error in incidents.parquet and the others were analysed.
+    Exit codes: 0 every incident of this run was analysed; 2 usage error (an INPUT that names
+    nothing, a bad option, DIR in use by another fleet run); 3 at least one input of this run could
+    not be analysed (unsafe, corrupt, unreadable): it is recorded with its error in incidents.parquet
+    and the others were analysed.
     """
     from datetime import date
 

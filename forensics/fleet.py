@@ -540,8 +540,6 @@ def run_fleet(args: list[str], out_dir: Path, workers: int | None = None, ray: s
               since: date | None = None, tz: str | None = None, formats: tuple[str, ...] = DEFAULT_FORMATS,
               say: Callable[[str], None] | None = None, index: bool = True) -> FleetResult:
     """Expand, identify, skip what the dataset holds, analyse the rest, append, render the index."""
-    from .fleet_dataset import read_incidents, write_incidents
-
     t0 = time.monotonic()
     say = say or (lambda _m: None)
     out_dir = Path(out_dir).absolute()
@@ -554,9 +552,40 @@ def run_fleet(args: list[str], out_dir: Path, workers: int | None = None, ray: s
             say(f"--since {since}: {len(paths) - len(kept)} input(s) last modified before it left out")
         paths = kept
     out_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out_dir)
+    try:
+        return _run_locked(paths, out_dir, workers, ray, tz, formats, say, index, t0)
+    finally:
+        lock.close()
+
+
+def _lock(out_dir: Path):
+    """One run per DIR at a time: two would each rewrite incidents.parquet without the other's rows."""
+    import fcntl
+
+    fh = open(out_dir / ".fleet.lock", "a")  # noqa: SIM115 - held for the whole run, closed by the caller
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise FleetUsageError(f"{out_dir}: another `forensics fleet` run is writing it") from None
+    return fh
+
+
+def _run_locked(paths: list[Path], out_dir: Path, workers: int, ray: str | None, tz: str | None,
+                formats: tuple[str, ...], say: Callable[[str], None], index: bool, t0: float) -> FleetResult:
+    from .fleet_dataset import read_incidents, write_incidents
+
     old_rows = read_incidents(out_dir)
     have = known_keys(old_rows)
-    incidents = group_incidents(identify_all(paths, workers))
+    identities, seen = [], set()
+    for ident in identify_all(paths, workers):
+        if ident["sha256"] and ident["sha256"] in seen:  # the same bytes under two names: one incident
+            say(f"{ident['path']}: same content as an input before it, left out")
+            continue
+        seen.add(ident["sha256"])
+        identities.append(ident)
+    incidents = group_incidents(identities)
     todo = [i for i in incidents if not _keys_of(i) <= have]
     result = FleetResult(skipped=len(incidents) - len(todo))
     say(f"{len(incidents)} incident(s) from {len(paths)} input(s); {result.skipped} already in {out_dir}, "

@@ -201,9 +201,11 @@ def _headline(view: FleetView, ok: list[dict[str, Any]]) -> list[str]:
                      "not configuration to tune. The worst is " f"{repeat[0].gpu} ({len(repeat[0].incidents)} incidents).")
     if view.flags:
         f = view.flags[0]
-        o, n, _k = f.changes[0]
-        lines.append(f"The flag corrected most often is {f.flag} ({f.incidents} incident(s)), most often {o} → {n}: "
-                     "a default in the deployment template is the likelier fix than one host at a time.")
+        changes = ", ".join(f"{o} → {n}" for o, n, _k in f.changes[:3])
+        line = f"The flag corrected most often is {f.flag}: in {f.incidents} incident(s) ({changes})."
+        if f.incidents > 1 and f.changes[0][2] * 2 >= sum(k for _o, _n, k in f.changes):
+            line += " One correction dominates: fix the default in the deployment template, not one host at a time."
+        lines.append(line)
     return lines
 
 

@@ -294,6 +294,21 @@ def test_cli_usage_errors(tmp_path) -> None:
     assert proc.returncode == 2 and "--since" in proc.stderr
 
 
+def test_same_bytes_twice_is_one_incident_and_a_busy_dir_is_refused(tmp_path) -> None:
+    from forensics import fleet
+
+    made = make_bundles(tmp_path / "b", 1, seed=3)
+    shutil.copy(made[0].path, tmp_path / "b" / "copy-of-it.tar.gz")
+    res = run_fleet([str(tmp_path / "b")], tmp_path / "out", workers=1, index=False)
+    assert len(res.analysed) == 1
+    held = fleet._lock(tmp_path / "out")
+    try:
+        with pytest.raises(FleetUsageError, match="another"):
+            run_fleet([str(tmp_path / "b")], tmp_path / "out", workers=1, index=False)
+    finally:
+        held.close()
+
+
 def test_since_leaves_out_older_inputs(tmp_path) -> None:
     made = make_bundles(tmp_path / "b", 2, seed=2)
     old = made[0].path
@@ -316,6 +331,24 @@ def test_pool_is_renewed_in_batches_and_gives_the_same_rows(tmp_path, monkeypatc
     two = run_fleet([str(tmp_path / "b")], tmp_path / "two", workers=2, index=False)
     assert len(pools) == 3 and len(two.analysed) == len(made)
     assert _incidents(tmp_path / "two").equals(_incidents(tmp_path / "one")) and not one.failed
+
+
+REAL_CORPUS = ROOT.parent / "shared" / "incidents"
+
+
+@pytest.mark.skipif(not REAL_CORPUS.is_dir(), reason="../shared/incidents is not here")
+def test_real_incident_corpus(tmp_path) -> None:
+    """Every real case folder (a glob of evidence folders) is one incident, analysed as `report` would."""
+    cases = sorted(p for p in REAL_CORPUS.iterdir() if p.is_dir() and not p.name.startswith("."))
+    res = run_fleet([str(REAL_CORPUS / "*") + "/"], tmp_path / "out", workers=1)
+    assert not res.failed, [r["error"] for r in res.failed]
+    inc = _incidents(tmp_path / "out")
+    assert inc.height == len(cases)
+    for case in cases[:: max(1, len(cases) // 8)]:
+        _tl, direct = _analyse([case], None, quiet=True)
+        assert _row_of(inc, case)["root_cause_rule"] == direct["root_cause"], case.name
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert html.count('href="incidents/') == len(cases)
 
 
 # ---------------------------------------------------------------------------------------------
