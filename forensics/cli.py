@@ -369,6 +369,61 @@ def demo(
     typer.echo(f"Open {out / 'report.html'} in a browser.")
 
 
+@app.command()
+def fleet(
+    inputs: list[str] = typer.Argument(..., metavar="INPUT",
+                                       help="Bundles, folders of bundles, evidence folders or globs (quote them)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="DIR",
+                                help="Fleet folder: incidents/<id>/, findings/ (Parquet), incidents.parquet, index.html."),
+    workers: int = typer.Option(None, "--workers", min=1, metavar="N", help="Processes (default: the cores)."),
+    ray: str = typer.Option(None, "--ray", metavar="ADDRESS",
+                            help="Run the incidents as Ray tasks: 'auto', 'local' (start Ray here) or the cluster "
+                                 "address; inputs and DIR must be paths every node sees."),
+    since: str = typer.Option(None, "--since", metavar="DATE",
+                              help="Only inputs modified on or after this day (YYYY-MM-DD, UTC)."),
+    formats: str = typer.Option(",".join(ALL_FORMATS), "--format", metavar="LIST",
+                                help="What each incident's report folder holds, as for `report`."),
+    tz: str = typer.Option(None, "--tz", metavar="ZONE", help="IANA zone of naive host-local stamps."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+) -> None:
+    """Analyse many incidents at once into a dataset and an overview page.
+
+    Each incident (one input, or the bundles whose manifest shares a `tag`) goes through exactly
+    the analysis `report` runs and gets its report in DIR/incidents/<id>/. DIR/findings/ (Parquet,
+    hive-partitioned by date=YYYY-MM-DD) holds one row per finding, DIR/incidents.parquet one row per
+    incident, failed inputs included with their error; DIR/index.html shows what recurs. Rerunning over
+    the same inputs adds nothing (keyed by sha256); new inputs append. Schema: docs/fleet.md.
+
+    Exit codes: 0 every incident of this run was analysed; 2 usage error (an INPUT that names
+    nothing, a bad option, DIR in use by another fleet run); 3 at least one input of this run could
+    not be analysed (unsafe, corrupt, unreadable): it is recorded with its error in incidents.parquet
+    and the others were analysed.
+    """
+    from datetime import date
+
+    from .fleet import FleetUsageError, run_fleet
+
+    fmts = _parse_formats(formats)
+    day = None
+    if since:
+        try:
+            day = date.fromisoformat(since)
+        except ValueError:
+            raise Fail(f"--since {since!r}: not a day (YYYY-MM-DD)", EXIT_USAGE) from None
+    if output.exists() and not output.is_dir():
+        raise Fail(f"-o {output}: exists and is not a directory", EXIT_USAGE)
+    try:
+        result = run_fleet(inputs, output, workers=workers, ray=ray, since=day, tz=tz,
+                           formats=tuple(f for f in ALL_FORMATS if f in fmts), say=None if quiet else _say)
+    except FleetUsageError as e:
+        raise Fail(str(e), EXIT_USAGE) from None
+    if not quiet:
+        _say(f"{len(result.analysed)} incident(s) analysed in {result.seconds:.1f} s, {len(result.failed)} failed, "
+             f"{result.skipped} already in the dataset; {result.total} in {output / 'incidents.parquet'}")
+        _say(f"wrote {output / 'index.html'}")
+    raise typer.Exit(EXIT_INPUT if result.failed else EXIT_OK)
+
+
 class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that every ``finally`` (spool and spill folders) runs."""
 
