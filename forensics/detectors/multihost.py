@@ -1,0 +1,129 @@
+"""One server over several nodes: every rule per host, then causes linked across hosts.
+
+Each host's evidence is judged against that host's facts (its RAM, its GPUs, its ranks: the detectors
+see one host's view, :func:`forensics.hosts.host_view`), so HiCache × the ranks of the small-RAM node is
+weighed against that node's RAM, and GPU 0 of one node is never GPU 0 of another. Then the hosts'
+findings are linked as one incident: the rank that died on one node explains the other nodes' collective
+timeouts. A flag corrected on several hosts takes the value that fits the tightest one. The topology
+(nnodes, node rank, ranks per node) places ranks on hosts and names the nodes whose evidence is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from forensics.model import Finding, Timeline
+
+from ._common import rank_of, ranks_per_host, rows, server_config, to_number
+
+#: Row kinds whose rank labels say which ranks ran on a host.
+_RANK_KINDS = ("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "hicache_alloc",
+               "cuda_graph_begin", "cuda_graph_end", "dist_init_begin", "dist_init_end", "server_ready",
+               "ranks_not_loaded", "nccl_watchdog", "scheduler_exception", "cuda_oom", "hicache_insufficient")
+
+
+def topology(tl: Timeline) -> dict[str, Any]:
+    """nnodes, this host's node rank, the parallel sizes, ranks per node, and the ranks seen here.
+
+    The node rank is the server's ``node_rank`` when stated, else the node the ranks seen here fall on.
+    """
+    cfg = server_config(tl)
+    seen = sorted({r for r in (rank_of(row) for row in rows(tl, *_RANK_KINDS)) if r is not None})
+    per_node, how = ranks_per_host(cfg, 0)
+    nnodes = int(to_number(cfg.get("nnodes")) or 1)
+    node_rank = to_number(cfg.get("node_rank"))
+    if node_rank is None and seen and nnodes > 1 and per_node > 1:
+        node_rank = seen[0] // per_node
+    sizes = {k: int(v) for k in ("tp_size", "pp_size", "dp_size", "ep_size")
+             if (v := to_number(cfg.get(k))) is not None}
+    return {"nnodes": nnodes, "node_rank": int(node_rank) if node_rank is not None else None,
+            "ranks_per_node": per_node, "ranks_per_node_from": how, "ranks_seen": seen, **sizes}
+
+
+def _span(a: int, b: int) -> str:
+    return f"rank {a}" if a == b else f"ranks {a}–{b}"
+
+
+def note_missing_nodes(tl: Timeline, views: dict[str, Timeline]) -> list[str]:
+    """Name the nodes of the server whose evidence is not in the input (a gap in the facts), e.g.
+    "ranks 8–15 (node 1 of 2) have no log here; collect on node 1"."""
+    topo = {h: topology(v) for h, v in views.items()}
+    for h, t in topo.items():
+        if h in tl.facts.hosts:
+            tl.facts.hosts[h].topology = t
+    nnodes = max((t["nnodes"] for t in topo.values()), default=1)
+    if nnodes <= 1:
+        return []
+    per_node = max(t["ranks_per_node"] for t in topo.values())
+    covered = {t["node_rank"] for t in topo.values() if t["node_rank"] is not None}
+    unplaced = [h for h, t in topo.items() if t["node_rank"] is None]
+    missing = [n for n in range(nnodes) if n not in covered]
+    if len(unplaced) >= len(missing):
+        return []  # every node may be here: we just cannot tell which is which
+    gaps = []
+    for n in missing[len(unplaced):] if unplaced else missing:
+        ranks = _span(n * per_node, (n + 1) * per_node - 1) if per_node > 1 else f"node {n}'s ranks"
+        gaps.append(f"{ranks} (node {n} of {nnodes}) have no log here; collect on node {n} "
+                    f"(`forensics collect --tag <incident>` there, then report all bundles together)")
+    for g in gaps:
+        if g not in tl.facts.gaps:
+            tl.facts.gaps.append(g)
+    return gaps
+
+
+def _numeric(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def tightest_corrections(findings: list[Finding]) -> None:
+    """A flag corrected on several hosts (one server, one command line) takes the value that fits the
+    tightest host: the smallest proposed size, said in the why."""
+    by_flag: dict[tuple[str, str], list[tuple[Finding, Any]]] = {}
+    for f in findings:
+        for c in f.remediation.flags:
+            if _numeric(c.new) is not None:
+                by_flag.setdefault((f.rule_id, c.flag), []).append((f, c))
+    for (_rule, _flag), changes in by_flag.items():
+        hosts = {f.hosts[0] if f.hosts else None for f, _c in changes}
+        if len(hosts) < 2:
+            continue
+        tight_f, tight = min(changes, key=lambda fc: _numeric(fc[1].new))  # type: ignore[arg-type,return-value]
+        where = tight_f.hosts[0] if tight_f.hosts else "?"
+        for f, c in changes:
+            f.figures["tightest_host"] = where
+            if c.new != tight.new:
+                c.why = f"{c.why}; {tight.new} fits the tightest host ({where}), so every node gets it"
+                c.new = tight.new
+
+
+def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
+    """Every rule over each host's view, linked across hosts; the root cause and its host."""
+    from forensics.hosts import host_view
+
+    from . import _sort_key, incident_run, link_consequences, missing_facts, root_finding
+
+    views = {h: host_view(tl, h) for h in tl.facts.hosts}
+    findings: list[Finding] = []
+    incidents: dict[str, str | None] = {}
+    for host, view in views.items():
+        mine = detect(view)
+        for f in mine:
+            f.hosts = [host]
+        incidents[host] = incident_run(mine, view)
+        findings.extend(mine)
+    tightest_corrections(findings)
+    findings.sort(key=lambda f: (*_sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
+    link_consequences(findings, incidents)
+    for host, view in views.items():
+        missing_facts.annotate(view, [f for f in findings if f.hosts == [host]])
+    note_missing_nodes(tl, views)
+    root = root_finding(findings, incidents)
+    if root is not None:
+        tl.facts.host = root.hosts[0] if root.hosts else None
+        # the root cause's finding first among its rule's, so the rule id names it
+        findings.sort(key=lambda f: (*_sort_key(f, incidents), f is not root, f.hosts[0] if f.hosts else ""))
+    return findings, root.rule_id if root else None
