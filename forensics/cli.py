@@ -269,6 +269,8 @@ def collect(
     safe_mode: bool = typer.Option(False, "--safe-mode", help="Touch nothing that talks to the GPU driver (no nvidia-smi, no fuser on /dev/nvidia*)."),
     obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace host names and IPs consistently; the mapping is written next to the bundle, not in it."),
     max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
+    tag: str = typer.Option(None, "--tag", metavar="TAG",
+                            help="Incident tag shared by every node's bundle (in the bundle's name and manifest)."),
 ) -> None:
     """Gather the evidence on this host into one bundle.
 
@@ -276,14 +278,20 @@ def collect(
     Every command is bounded by --timeout and the run by --budget; what could not be read is
     recorded in the manifest. Read-only: it never kills or changes anything.
     """
-    from .collect import CollectOptions
+    from .collect import CollectOptions, check_tag
     from .collect import collect as run_collect
+
+    if tag is not None:
+        try:
+            check_tag(tag)
+        except ValueError as e:
+            raise Fail(str(e), EXIT_USAGE) from None
 
     opts = CollectOptions(
         output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
         logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
         budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
-        max_log_bytes=max_log_bytes, progress=_say,
+        max_log_bytes=max_log_bytes, progress=_say, tag=tag,
     )
     path = run_collect(opts)
     if str(path) != "-":

@@ -23,6 +23,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -310,26 +311,41 @@ def host_view(tl: Timeline, host: str) -> Timeline:
 SAME_MOMENT_S = 900.0
 
 
-def _shared_moments(events: pl.DataFrame) -> dict[str, dict[tuple, Any]]:
+def _glog_stamp(stamp: Any, year: int | None, offset_s: int | None) -> datetime | None:
+    """c10d's ``MMDD HH:MM:SS.ffffff`` (host-local, no year) on the host's clock in UTC, or None."""
+    if not isinstance(stamp, str) or year is None:
+        return None
+    try:
+        local = datetime.strptime(f"{year}{stamp}", "%Y%m%d %H:%M:%S.%f")
+    except ValueError:
+        return None
+    return (local - timedelta(seconds=offset_s or 0)).replace(tzinfo=UTC)
+
+
+def _shared_moments(events: pl.DataFrame, facts: Facts) -> dict[str, dict[tuple, Any]]:
     """Per host, the first stamp of each moment every host sees at once: the same collective (process
     group, sequence number, op) timing out, and the end of a rendezvous (all ranks leave
     ``init_process_group`` together)."""
     out: dict[str, dict[tuple, Any]] = {}
-    ev = events.filter(pl.col("ts").is_not_null() & pl.col("host").is_not_null()
-                       & pl.col("kind").is_in(["nccl_watchdog", "dist_init_end"]))
+    ev = events.filter(pl.col("host").is_not_null() & pl.col("kind").is_in(["nccl_watchdog", "dist_init_end"]))
+    years = {h: (y[0] if (y := events.filter(pl.col("host") == h).get_column("ts").drop_nulls()
+                          .dt.year().to_list()) else None) for h in facts.hosts}
     rendezvous: dict[str, list[Any]] = {}
     for row in ev.iter_rows(named=True):
         host = row["host"]
         if row["kind"] == "dist_init_end":
-            rendezvous.setdefault(host, []).append(row["ts"])
+            if row["ts"] is not None:
+                rendezvous.setdefault(host, []).append(row["ts"])
             continue
         a = json.loads(row["attrs"]) if row.get("attrs") else {}
-        if a.get("seq_num") is None:
+        hf = facts.hosts.get(host)
+        ts = row["ts"] or _glog_stamp(a.get("stamp"), years.get(host), hf.utc_offset_s if hf else None)
+        if a.get("seq_num") is None or ts is None:
             continue
         key = ("collective", a.get("pg"), a.get("seq_num"), a.get("op_type"))
         cur = out.setdefault(host, {}).get(key)
-        if cur is None or row["ts"] < cur:
-            out[host][key] = row["ts"]
+        if cur is None or ts < cur:
+            out[host][key] = ts
     for host, stamps in rendezvous.items():
         for i, ts in enumerate(_starts(sorted(stamps))):
             out.setdefault(host, {})[("rendezvous", i)] = ts
@@ -348,7 +364,7 @@ def _starts(stamps: list[Any]) -> list[Any]:
 def estimate_skew(events: pl.DataFrame, facts: Facts) -> None:
     """Each host's clock offset from the first host's, from moments both saw (median of the differences);
     put into ``facts.hosts[*].clock_skew_s`` and said in the notes when it is a second or more."""
-    moments = _shared_moments(events)
+    moments = _shared_moments(events, facts)
     hosts = [h for h in facts.hosts if h in moments]
     if len(hosts) < 2:
         return
