@@ -622,7 +622,20 @@ def _build_one(paths: list[str | os.PathLike], tz: str | None, progress: Progres
         inp.close()
     if sink is not None:
         weakref.finalize(tl, shutil.rmtree, sink.dir, True)
+    if not tl.facts.host:
+        tl.facts.host = _prompted_host(tl.events)
     return tl
+
+
+def _prompted_host(events: pl.DataFrame) -> str | None:
+    """The host the typed commands' prompts (``root@gpu-b:~#``) and NCCL's ``host:pid:tid`` lines name."""
+    from parsers.hostname import stated_host
+
+    if events.is_empty():
+        return None
+    said = events.filter(((pl.col("source") == "transcript") & (pl.col("kind") == "command"))
+                         | (pl.col("kind") == "nccl_info")).head(2000).get_column("text").drop_nulls()
+    return stated_host("\n".join(said.to_list())) if said.len() else None
 
 
 def _redacting(inner: Callable[[pl.DataFrame], pl.DataFrame] | None,
