@@ -221,7 +221,6 @@ def merge(timelines: list[tuple[str, Timeline, list[HostInput]]], paths: list[st
     artifacts = []
     unrec: dict[str, list[tuple[int, str]]] = {}
     counts: Counter[str] = Counter()
-    parquet_parts: list[Any] = []
     streamed = any(tl.parquet_path for _h, tl, _m in timelines)
     host_dtype = pl.Utf8
 
@@ -245,9 +244,6 @@ def merge(timelines: list[tuple[str, Timeline, list[HostInput]]], paths: list[st
             unrec[_prefixed(host, name)] = ex
         facts.hosts[host] = _host_facts(host, tl.facts, mine, files)
         frames.append(retag(tl.events, host))
-        if streamed:
-            parquet_parts.append(retag(pl.scan_parquet(tl.parquet_path), host) if tl.parquet_path
-                                 else retag(tl.events, host).lazy())
         counts.update(tl.kind_counts or {})
     events = pl.concat(frames, how="vertical").sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)
     hf = list(facts.hosts.values())
@@ -273,18 +269,38 @@ def merge(timelines: list[tuple[str, Timeline, list[HostInput]]], paths: list[st
                       kind_counts=dict(sorted(counts.items())) if streamed else
                       (dict(events.group_by("kind").len().sort("kind").iter_rows()) if events.height else {}))
     if streamed:
-        from .timeline import PARQUET_OPTIONS, _parquet_meta
-
-        folder = tempfile.mkdtemp(prefix=".forensics-hosts-", dir=spill_dir)
-        out = os.path.join(folder, "timeline.parquet")
-        table = pl.concat(parquet_parts, how="vertical").collect().to_arrow()
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_parquet_meta(facts, coverage)})
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, out, **PARQUET_OPTIONS)
-        merged.parquet_path = out
-        weakref.finalize(merged, shutil.rmtree, folder, True)
+        merged.parquet_path = _merge_parquet(timelines, retag, facts, coverage, spill_dir)
+        weakref.finalize(merged, shutil.rmtree, os.path.dirname(merged.parquet_path), True)
     return merged
+
+
+def _merge_parquet(timelines: list[tuple[str, Timeline, list[HostInput]]], retag: Callable[[Any, str], Any],
+                   facts: Facts, coverage: list[dict[str, Any]], spill_dir: str | os.PathLike | None) -> str:
+    """Every host's complete rows (a streamed host's timeline.parquet read batch by batch, so memory stays
+    flat) into one timeline.parquet in a private folder under ``spill_dir``."""
+    import pyarrow.parquet as pq
+
+    from parsers.schema import empty_frame
+
+    from .timeline import PARQUET_OPTIONS, _parquet_meta
+
+    folder = tempfile.mkdtemp(prefix=".forensics-hosts-", dir=spill_dir)
+    out = os.path.join(folder, "timeline.parquet")
+    schema = empty_frame().to_arrow().schema
+    writer = pq.ParquetWriter(out, schema, store_schema=False, **PARQUET_OPTIONS)
+    try:
+        for host, tl, _mine in timelines:
+            if tl.parquet_path:
+                parts = (pl.from_arrow(b) for b in pq.ParquetFile(tl.parquet_path).iter_batches(batch_size=1 << 16))
+            else:
+                parts = iter([tl.events])
+            for fr in parts:
+                if fr.height:  # type: ignore[union-attr]
+                    writer.write_table(retag(fr, host).to_arrow().cast(schema))
+        writer.add_key_value_metadata(_parquet_meta(facts, coverage))
+    finally:
+        writer.close()
+    return out
 
 
 def host_view(tl: Timeline, host: str) -> Timeline:

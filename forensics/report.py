@@ -313,9 +313,10 @@ def catalog_rules(catalog: Any) -> list[RuleInfo]:
 _FINDING_DEFAULTS: dict[str, Any] = {
     "rule_id": "?", "category": "other", "severity": "info", "title": "", "summary": "", "confidence": "low",
     "confidence_reason": None, "consequence_of": None, "ranks": [], "gpus": [], "evidence": [], "figures": {},
+    "hosts": [],
 }
 _INPUT_DEFAULTS: dict[str, Any] = {"paths": [], "host": None, "collected_at": None, "sglang_version": None,
-                                   "gaps": []}
+                                   "gaps": [], "hosts": {}}
 
 
 def normalise_document(doc: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +330,7 @@ def normalise_document(doc: dict[str, Any]) -> dict[str, Any]:
     findings = []
     for f in doc.get("findings") or []:
         g = {**_FINDING_DEFAULTS, **{k: v for k, v in f.items() if v is not None or k in _FINDING_DEFAULTS}}
-        for k in ("ranks", "gpus", "evidence"):
+        for k in ("ranks", "gpus", "evidence", "hosts"):
             g[k] = list(g.get(k) or [])
         g["figures"] = dict(g.get("figures") or {})
         g["evidence"] = [{"file": "", "line": None, "ts": None, "text": "", **e} for e in g["evidence"]]

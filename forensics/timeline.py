@@ -875,5 +875,12 @@ def _facts_json(f: Facts) -> dict[str, Any]:
         "input_paths": f.input_paths, "host": f.host, "collected_at": iso(f.collected_at),
         "utc_offset_s": f.utc_offset_s, "tz_assumed": f.tz_assumed, "boot_time": iso(f.boot_time),
         "sglang_version": f.sglang_version, "versions": f.versions, "gaps": f.gaps, "notes": f.notes,
+        **({"hosts": _hosts_json(f)} if f.hosts else {}),
     }
+
+
+def _hosts_json(f: Facts) -> dict[str, Any]:
+    from .findings import _clean, host_dict
+
+    return {name: _clean(host_dict(h)) for name, h in sorted(f.hosts.items())}
 

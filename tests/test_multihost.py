@@ -262,3 +262,38 @@ def collect_run(opts):
     from forensics.collect import collect
 
     return collect(opts)
+
+
+def test_other_ranks_did_not_finish_loading_follows_from_the_other_node():
+    # node 1's ranks loaded and then waited for ranks that never did (alone: unexplained, SGL-RUN-001);
+    # with the node where a scheduler was OOM-killed beside it, the wait is that failure's consequence
+    other = SCENARIOS / "ranks_not_loaded_other_node" / "input"
+    alone = _analyse([other])[1]
+    assert [f.consequence_of for f in alone if f.rule_id == "SGL-RUN-001"] == [None]
+    tl, findings, root = _analyse([TWO / "node1", other])
+    waited = next(f for f in findings if f.rule_id == "SGL-RUN-001")
+    assert root == "SGL-HOST-001" and tl.facts.host == "gpu-b"
+    assert waited.hosts == ["sglang-1"] and waited.consequence_of == "SGL-HOST-001"
+    assert waited.figures["consequence_of_host"] == "gpu-b"
+
+
+def test_streamed_hosts_merge_into_one_parquet(tmp_path, monkeypatch):
+    # each host's log big enough to be streamed: the merged timeline.parquet holds every row of every host
+    import polars as pl
+
+    from forensics import inputs, timeline
+
+    whole_tl, whole, _root = _analyse([TWO / "node0", TWO / "node1"])
+    monkeypatch.setattr(inputs, "STREAM_BYTES", 1_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 999)
+    tl, streamed, _root = _analyse([TWO / "node0", TWO / "node1"], spill_dir=tmp_path)
+    assert tl.parquet_path and _digest(streamed) == _digest(whole)
+    out = tmp_path / "t.parquet"
+    timeline.write_parquet(tl, out)
+    rows = pl.read_parquet(out)
+    assert rows.height == whole_tl.events.height
+    assert sorted(rows.get_column("host").unique().to_list()) == ["gpu-a", "gpu-b"]
+    import pyarrow.parquet as pq
+
+    meta = json.loads(pq.read_schema(out).metadata[b"forensics.facts"])
+    assert set(meta["hosts"]) == {"gpu-a", "gpu-b"}

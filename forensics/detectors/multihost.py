@@ -100,6 +100,39 @@ def tightest_corrections(findings: list[Finding]) -> None:
                 c.new = tight.new
 
 
+#: What a rank prints when it waited on another that failed (SGL-RUN-001's first failure): on its own it
+#: is unexplained, but with another node's failure in the input it is that failure's consequence.
+WAITING_KINDS = frozenset({"ranks_not_loaded", "nccl_watchdog", "watchdog_timeout"})
+WAITING_CLASSES = frozenset({"collective_timeout", "store_timeout"})
+#: Rules whose findings only wait on others: never the failure another node waited on.
+WAITERS = frozenset({"SGL-NCCL-001", "SGL-NCCL-002", "SGL-RUN-001"})
+
+
+def _waited(f: Finding) -> bool:
+    return f.rule_id == "SGL-RUN-001" and (f.figures.get("first_failure_kind") in WAITING_KINDS
+                                           or f.figures.get("first_failure_class") in WAITING_CLASSES)
+
+
+def link_waiting(findings: list[Finding], incidents: dict[str, str | None]) -> None:
+    """A node whose ranks only waited (other ranks did not finish loading, a collective timed out) and that
+    no rule explained: its wait follows from the first failure on another node."""
+    from . import CAUSE_PRIORITY, _in_incident
+
+    order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
+    for f in findings:
+        if f.consequence_of or not _waited(f) or not _in_incident(f, incidents):
+            continue
+        causes = [c for c in findings if c.hosts != f.hosts and c.rule_id in order and c.rule_id not in WAITERS
+                  and c.consequence_of is None and _in_incident(c, incidents)]
+        if not causes:
+            continue
+        cause = min(causes, key=lambda c: (order[c.rule_id], min((e.ts for e in c.evidence if e.ts), default="~")))
+        f.consequence_of = cause.rule_id
+        f.figures["consequence_of_host"] = cause.hosts[0] if cause.hosts else None
+        f.summary = (f"{f.summary} Follows from {cause.rule_id} on {f.figures['consequence_of_host']}: this node's "
+                     "ranks were waiting on the node where a rank failed.")
+
+
 def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
     from forensics.hosts import host_view
@@ -118,6 +151,7 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
     tightest_corrections(findings)
     findings.sort(key=lambda f: (*_sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
     link_consequences(findings, incidents)
+    link_waiting(findings, incidents)
     for host, view in views.items():
         missing_facts.annotate(view, [f for f in findings if f.hosts == [host]])
     note_missing_nodes(tl, views)
