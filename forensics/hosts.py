@@ -327,7 +327,7 @@ def host_view(tl: Timeline, host: str) -> Timeline:
 SAME_MOMENT_S = 900.0
 
 
-def _glog_stamp(stamp: Any, year: int | None, offset_s: int | None) -> datetime | None:
+def glog_stamp(stamp: Any, year: int | None, offset_s: int | None) -> datetime | None:
     """c10d's ``MMDD HH:MM:SS.ffffff`` (host-local, no year) on the host's clock in UTC, or None."""
     if not isinstance(stamp, str) or year is None:
         return None
@@ -355,7 +355,7 @@ def _shared_moments(events: pl.DataFrame, facts: Facts) -> dict[str, dict[tuple,
             continue
         a = json.loads(row["attrs"]) if row.get("attrs") else {}
         hf = facts.hosts.get(host)
-        ts = row["ts"] or _glog_stamp(a.get("stamp"), years.get(host), hf.utc_offset_s if hf else None)
+        ts = row["ts"] or glog_stamp(a.get("stamp"), years.get(host), hf.utc_offset_s if hf else None)
         if a.get("seq_num") is None or ts is None:
             continue
         key = ("collective", a.get("pg"), a.get("seq_num"), a.get("op_type"))

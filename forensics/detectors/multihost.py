@@ -11,11 +11,14 @@ timeouts. A flag corrected on several hosts takes the value that fits the tighte
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
-from forensics.model import Finding, Timeline
+import polars as pl
 
-from ._common import rank_of, ranks_per_host, rows, server_config, to_number
+from forensics.model import SEVERITY_RANK, Finding, Timeline, iso_z
+
+from ._common import attrs, make_finding, rank_of, ranks_per_host, rows, server_config, to_number
 
 #: Row kinds whose rank labels say which ranks ran on a host.
 _RANK_KINDS = ("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "hicache_alloc",
@@ -133,6 +136,92 @@ def link_waiting(findings: list[Finding], incidents: dict[str, str | None]) -> N
                      "ranks were waiting on the node where a rank failed.")
 
 
+#: Engine-log sources: the rows that say a node's server was still running.
+_ENGINE_SOURCES = ("sglang", "vllm", "failures")
+#: A node's last engine line may come this long after the others entered the collective and still count as
+#: having gone silent before it (the collective that timed out began at about the same moment on every node).
+SILENCE_SLACK_S = 60.0
+
+
+def _collective_starts(view: Timeline) -> list[tuple[Any, dict, Any]]:
+    """(moment the collective began, its row, the timeout stamp) for each collective timeout of a host."""
+    from forensics.hosts import glog_stamp
+
+    out = []
+    years = view.events.get_column("ts").drop_nulls().dt.year()
+    year = int(years[0]) if years.len() else None
+    for row in rows(view, "nccl_watchdog"):
+        a = attrs(row)
+        if a.get("event") != "collective_timeout":
+            continue
+        at = row.get("ts") or glog_stamp(a.get("stamp"), year, view.facts.utc_offset_s)
+        timeout = to_number(a.get("timeout_s"))
+        if at is None or timeout is None:
+            continue
+        out.append((at - timedelta(seconds=timeout), row, at))
+    return out
+
+
+def _duration(seconds: float) -> str:
+    """A gap in words.
+
+    >>> _duration(3.2), _duration(600)
+    ('3 s', '10.0 min')
+    """
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Finding]) -> list[Finding]:
+    """SGL-NCCL-005 for a node whose engine log stopped, without a failure of its own, before the
+    collective the other nodes then timed out in began."""
+    waiting = {h: starts for h, v in views.items() if (starts := _collective_starts(v))}
+    if not waiting:
+        return []
+    failed = {f.hosts[0] for f in findings if f.hosts and SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"]}
+    out = []
+    for host, view in views.items():
+        if host in waiting or host in failed:
+            continue
+        hf = tl.facts.hosts[host]
+        engine = view.events.filter(pl.col("source").is_in(_ENGINE_SOURCES) & pl.col("ts").is_not_null()
+                                    & pl.col("ts_basis").is_in(["source-utc", "local+offset", "local+tz",
+                                                                "local-assumed"]))
+        if engine.is_empty():
+            continue
+        last = engine.sort("ts").row(-1, named=True)
+        skew = timedelta(seconds=hf.clock_skew_s or 0.0)
+        last_ts = last["ts"] - skew  # on the reference host's clock
+        begun = min((s[0] - timedelta(seconds=tl.facts.hosts[h].clock_skew_s or 0.0), h, s[1])
+                    for h, starts in waiting.items() for s in starts)
+        start, other, other_row = begun
+        if last_ts > start + timedelta(seconds=SILENCE_SLACK_S):
+            continue
+        if hf.collected_at is not None and hf.collected_at <= start:
+            continue  # its evidence was taken before the incident: its end is the collection's, not the node's
+        if engine.get_column("ts").min() > start:
+            continue
+        quiet_s = (start - last_ts).total_seconds()
+        ranks = topology(view)["ranks_seen"]
+        out.append(make_finding(
+            "SGL-NCCL-005",
+            summary=(f"{host}'s engine log stops at {iso_z(last['ts'])} with no error; "
+                     f"{_duration(quiet_s)} later (by its timeout) the collective began that {other}'s ranks then "
+                     f"timed out in: the node or its network most likely died without a trace in the log."),
+            evidence=[last, other_row],
+            confidence="medium",
+            confidence_reason=("nothing in the input says why the node went silent: its kernel log, BMC log or "
+                               "link state of those minutes would"),
+            ranks=ranks,
+            figures={"last_line_at": iso_z(last["ts"]), "collective_began_at": iso_z(start), "silent_before_s":
+                     round(quiet_s, 1), "waiting_host": other, "clock_skew_s": hf.clock_skew_s},
+            actions=[f"Read {host}'s kernel log of those minutes (`journalctl -k -b -1` if it rebooted) and its BMC "
+                     "event log (`ipmitool sel list`); check its links (`ibstat`, `ip -s link`).",
+                     f"Collect {host} with `forensics collect --tag <incident>` and report it with the others."],
+        ))
+        out[-1].hosts = [host]
+    return out
+
+
 def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
     from forensics.hosts import host_view
@@ -148,6 +237,7 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
             f.hosts = [host]
         incidents[host] = incident_run(mine, view)
         findings.extend(mine)
+    findings.extend(silent_nodes(tl, views, findings))
     tightest_corrections(findings)
     findings.sort(key=lambda f: (*_sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
     link_consequences(findings, incidents)
