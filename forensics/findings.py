@@ -77,7 +77,9 @@ def host_dict(h: HostFacts) -> dict[str, Any]:
     return {"how": h.how, "paths": list(h.input_paths), "collected_at": iso_z(h.collected_at),
             "utc_offset_s": h.utc_offset_s, "boot_time": iso_z(h.boot_time), "sglang_version": h.sglang_version,
             "versions": dict(sorted(h.versions.items())), "gaps": list(h.gaps), "tag": h.tag,
-            "clock_skew_s": h.clock_skew_s, "clock_skew_from": h.clock_skew_from, "topology": dict(h.topology)}
+            "clock_skew_s": h.clock_skew_s, "clock_skew_from": h.clock_skew_from, "topology": dict(h.topology),
+            "ram_bytes": h.ram_bytes, "gpus": list(h.gpus), "gpu_memory_bytes": h.gpu_memory_bytes,
+            "container_limit_bytes": h.container_limit_bytes}
 
 
 def dumps_document(doc: dict[str, Any]) -> str:

@@ -208,6 +208,21 @@ def _host_facts(host: str, facts: Facts, mine: list[HostInput], files: list[str]
         files=files)
 
 
+def host_resources(hf: HostFacts, events: pl.DataFrame) -> None:
+    """The host's RAM, GPUs and container limit as its evidence shows them (observed, never assumed)."""
+    mem = events.filter(pl.col("kind") == "host_memory").get_column("total_bytes").drop_nulls()
+    hf.ram_bytes = int(mem.max()) if mem.len() else None  # type: ignore[arg-type]
+    gpu = events.filter(pl.col("kind") == "gpu_memory")
+    hf.gpus = sorted({int(g) for g in gpu.get_column("gpu").drop_nulls().to_list()})
+    total = gpu.get_column("total_bytes").drop_nulls()
+    hf.gpu_memory_bytes = int(total.max()) if total.len() else None  # type: ignore[arg-type]
+    for raw in events.filter(pl.col("kind") == "launch_command").get_column("attrs").drop_nulls().to_list():
+        a = json.loads(raw)
+        limit = a.get("docker_memory_bytes") or a.get("container_memory_bytes")
+        if isinstance(limit, int | float) and limit > 0:
+            hf.container_limit_bytes = int(limit)
+
+
 def _prefixed(host: str, name: str) -> str:
     return f"{host}/{name}"
 
@@ -243,6 +258,7 @@ def merge(timelines: list[tuple[str, Timeline, list[HostInput]]], paths: list[st
         for name, ex in tl.unrecognized_examples.items():
             unrec[_prefixed(host, name)] = ex
         facts.hosts[host] = _host_facts(host, tl.facts, mine, files)
+        host_resources(facts.hosts[host], tl.events)
         frames.append(retag(tl.events, host))
         counts.update(tl.kind_counts or {})
     events = pl.concat(frames, how="vertical").sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)

@@ -53,6 +53,10 @@ class HostFacts:
     files: list[str] = field(default_factory=list)  # the timeline's file names that are this host's
     #: nnodes, node rank, parallel sizes, ranks per node and ranks seen (forensics.detectors.multihost)
     topology: dict[str, Any] = field(default_factory=dict)
+    ram_bytes: int | None = None  # the largest total a free/meminfo snapshot showed
+    gpus: list[int] = field(default_factory=list)  # GPU indexes nvidia-smi listed
+    gpu_memory_bytes: int | None = None  # one GPU's memory
+    container_limit_bytes: int | None = None  # a docker/k8s/Slurm memory limit of the launch
 
 
 @dataclass

@@ -787,14 +787,6 @@ def host_sections(doc: dict[str, Any], tl: Timeline | None) -> list[dict[str, An
     for name, hf in sorted(tl.facts.hosts.items()):
         view = host_view(tl, name)
         ev = view.events
-        mem = ev.filter(ev["kind"] == "host_memory").get_column("total_bytes").drop_nulls()
-        gpu = ev.filter(ev["kind"] == "gpu_memory")
-        gpu_ids = sorted({int(g) for g in gpu.get_column("gpu").drop_nulls().to_list()})
-        gpu_total = gpu.get_column("total_bytes").drop_nulls()
-        limit = None
-        for a in ev.filter(ev["kind"] == "launch_command").get_column("attrs").drop_nulls().to_list():
-            d = json.loads(a)
-            limit = d.get("docker_memory_bytes") or d.get("container_memory_bytes") or limit
         snaps = ev.get_column("snapshot").drop_nulls().n_unique()
         plots = timeline_plots(view)
         for p in plots.figures:
@@ -802,9 +794,8 @@ def host_sections(doc: dict[str, Any], tl: Timeline | None) -> list[dict[str, An
         topo = hf.topology or {}
         out.append({
             "name": name, "how": hf.how, "paths": hf.input_paths, "tag": hf.tag,
-            "ram": int(mem.max()) if mem.len() else None,  # type: ignore[arg-type]
-            "gpus": gpu_ids, "gpu_total": int(gpu_total.max()) if gpu_total.len() else None,  # type: ignore[arg-type]
-            "limit": limit, "sglang_version": hf.sglang_version, "utc_offset_s": hf.utc_offset_s,
+            "ram": hf.ram_bytes, "gpus": hf.gpus, "gpu_total": hf.gpu_memory_bytes, "limit": hf.container_limit_bytes,
+            "sglang_version": hf.sglang_version, "utc_offset_s": hf.utc_offset_s,
             "tz_assumed": hf.tz_assumed, "boot_time": hf.boot_time, "collected_at": hf.collected_at,
             "skew": hf.clock_skew_s, "skew_from": hf.clock_skew_from, "topology": topo,
             "snapshots": snaps, "files": len(hf.files), "rows": ev.height, "gaps": hf.gaps,

@@ -297,3 +297,14 @@ def test_streamed_hosts_merge_into_one_parquet(tmp_path, monkeypatch):
 
     meta = json.loads(pq.read_schema(out).metadata[b"forensics.facts"])
     assert set(meta["hosts"]) == {"gpu-a", "gpu-b"}
+
+
+def test_each_hosts_resources_are_its_own():
+    tl, findings, root = _analyse([TWO / "node0", TWO / "node1"])
+    doc = to_document(findings, root, tl)
+    hosts = doc["input"]["hosts"]
+    # free -g on gpu-a (GiB, truncated), meminfo on gpu-b (KiB)
+    assert hosts["gpu-a"]["ram_bytes"] == 2015 * 2**30
+    assert hosts["gpu-b"]["ram_bytes"] == 791_702_000 * 1024
+    assert hosts["gpu-b"]["topology"]["ranks_seen"] == list(range(8, 16))
+    assert hosts["gpu-b"]["clock_skew_s"] == pytest.approx(3.0)
