@@ -33,6 +33,8 @@ _NCCL = re.compile(r"(?:^|\] )(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:
 _HOSTNAME = re.compile(r"^(?:.*[$#%] |\$ )?hostname(?: -[sf])?\s*\n(?P<host>[A-Za-z][\w.-]*)\s*$", re.M)
 #: ``kubectl describe pod``'s ``Node: gpu-b/10.0.0.2``; a pod spec's ``nodeName: gpu-b``
 _NODE = re.compile(r"^\s*(?:Node|nodeName|NODE_NAME|node_name)\s*[:=]\s*\"?(?P<host>[A-Za-z][\w.-]*)", re.M)
+#: journald's own field: ``"_HOSTNAME":"gpu-b"`` (``-o json``), ``_HOSTNAME=gpu-b`` (``-o export``/``verbose``)
+_JOURNAL = re.compile(r'(?:"_HOSTNAME"\s*:\s*"|^\s*_HOSTNAME=)(?P<host>[A-Za-z][\w.-]*)', re.M)
 #: names that are not a machine (localhost, a prompt's placeholder)
 _NOT_HOSTS = frozenset({"localhost", "host", "hostname", "kernel", "h", "example", "server", "machine"})
 
@@ -44,7 +46,7 @@ def stated_hosts(text: str) -> Counter[str]:
     Counter({'gpu-a': 2})
     """
     found: Counter[str] = Counter()
-    for pattern, weight in ((_HOSTNAME, 50), (_NODE, 20), (_PROMPT, 3), (_SYSLOG, 1), (_NCCL, 1)):
+    for pattern, weight in ((_HOSTNAME, 50), (_NODE, 20), (_PROMPT, 3), (_SYSLOG, 1), (_JOURNAL, 1), (_NCCL, 1)):
         for m in pattern.finditer(text):
             host = m.group("host").rstrip(".")
             if host.lower() in _NOT_HOSTS or re.fullmatch(r"[\d.]+", host):

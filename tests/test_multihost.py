@@ -308,3 +308,33 @@ def test_each_hosts_resources_are_its_own():
     assert hosts["gpu-b"]["ram_bytes"] == 791_702_000 * 1024
     assert hosts["gpu-b"]["topology"]["ranks_seen"] == list(range(8, 16))
     assert hosts["gpu-b"]["clock_skew_s"] == pytest.approx(3.0)
+
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.mark.parametrize("sample, host", [
+    ("research_samples/kernel_log/10_journalctl_k_json_and_verbose.txt", "vm"),  # journald json/verbose
+    ("research_samples/kernel_log/09_journalctl_k_short_iso_precise_live_oom.txt", "vm"),
+    ("research_samples/kernel_log/12_kern_log_rsyslog_traditional_rfc3164_oom.txt", "vm"),
+    ("sglang_real_logs/18_other-ranks-did-not-finish-loading_v0.4.4.log", "sglang-0"),  # NCCL's host prefix
+    ("sglang_real_logs/21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log", None),  # names none
+])
+def test_real_texts_name_their_host(sample, host):
+    path = SHARED / sample
+    if not path.is_file():
+        pytest.skip(f"{sample} not present")
+    assert stated_host(path.read_text(errors="replace")) == host
+
+
+def test_real_node_logs_as_two_hosts():
+    # two real logs of multi-node servers, each given as a host: every finding names its host, the
+    # ranks of the TP24-31 node stay that node's
+    logs = [SHARED / "sglang_real_logs" / n for n in ("18_other-ranks-did-not-finish-loading_v0.4.4.log",
+                                                      "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")]
+    if not all(p.is_file() for p in logs):
+        pytest.skip("real logs not present")
+    tl, findings, _root = _analyse(logs, hosts={str(logs[0]): "node0", str(logs[1]): "node3"})
+    assert set(tl.facts.hosts) == {"node0", "node3"}
+    assert findings and all(len(f.hosts) == 1 for f in findings)
+    assert tl.facts.hosts["node3"].topology["ranks_seen"] == list(range(24, 32))
