@@ -118,8 +118,11 @@ def identify(path: str | os.PathLike, override: str | None = None) -> HostInput:
         if not (manifest and manifest.get("host")) and not override:
             heads = _folder_heads(p)
     elif p.is_file():
-        with open(p, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
+        try:
+            with open(p, "rb") as fh:
+                head = fh.read(HEAD_BYTES)
+        except OSError:  # reading it for real says why, in one line
+            return HostInput(str(path), override, "--host" if override else "none")
         if looks_binary(head[:8192]):  # an archive or a compressed file: its manifest or its members
             inp = read_inputs([p])
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -338,3 +339,36 @@ def test_real_node_logs_as_two_hosts():
     assert set(tl.facts.hosts) == {"node0", "node3"}
     assert findings and all(len(f.hosts) == 1 for f in findings)
     assert tl.facts.hosts["node3"].topology["ranks_seen"] == list(range(24, 32))
+
+
+def test_bad_inputs_among_hosts_are_one_line_errors(tmp_path):
+    from forensics.inputs import InputError
+
+    with pytest.raises(InputError, match="no such file"):
+        build_timeline([TWO / "node0", tmp_path / "missing"])
+    unreadable = tmp_path / "locked.log"
+    unreadable.write_text("x\n")
+    unreadable.chmod(0)
+    try:
+        if os.access(unreadable, os.R_OK):
+            pytest.skip("running as root: the file is readable anyway")
+        with pytest.raises(InputError):
+            build_timeline([TWO / "node0", unreadable], hosts={str(unreadable): "gpu-z"})
+    finally:
+        unreadable.chmod(0o644)
+
+
+def test_startup_table_compares_ranks_across_hosts(tmp_path):
+    # TP11 on gpu-b never finished loading: against every rank of both nodes, its row stalls there
+    from forensics.report import startup_table
+
+    shutil.copytree(TWO, tmp_path / "s")
+    log = tmp_path / "s" / "node1" / "sglang.log"
+    log.write_text("".join(ln + "\n" for ln in log.read_text().splitlines()
+                           if not ("TP11]" in ln and ("Load weight end" in ln or "Allocating" in ln))))
+    tl = build_timeline([tmp_path / "s" / "node0", tmp_path / "s" / "node1"])
+    table = startup_table(tl)
+    assert {r.group for r in table} == {"all hosts"}
+    assert len(table) == 16
+    stalled = {r.rank: r.stalled_at for r in table if r.stalled_at}
+    assert list(stalled) == ["gpu-b TP11"]
