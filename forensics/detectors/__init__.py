@@ -82,7 +82,7 @@ CAUSE_PRIORITY = (
     "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
-    "SGL-NCCL-005",
+    "SGL-NCCL-006",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
@@ -128,7 +128,7 @@ _link(("SGL-HOST-007",), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NCCL-001", "SGL-N
       "the host pools that could not be pinned had exhausted host memory")
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-NCCL-005",), ("SGL-NCCL-001", "SGL-NCCL-002"),
+_link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")

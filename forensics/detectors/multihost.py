@@ -107,8 +107,9 @@ def tightest_corrections(findings: list[Finding]) -> None:
 #: is unexplained, but with another node's failure in the input it is that failure's consequence.
 WAITING_KINDS = frozenset({"ranks_not_loaded", "nccl_watchdog", "watchdog_timeout"})
 WAITING_CLASSES = frozenset({"collective_timeout", "store_timeout"})
-#: Rules whose findings only wait on others: never the failure another node waited on.
-WAITERS = frozenset({"SGL-NCCL-001", "SGL-NCCL-002", "SGL-RUN-001"})
+#: Rules whose findings only wait on others: never the failure another node waited on (SGL-NCCL-005,
+#: "ranks that loaded waited for ranks that had not", is main's rule for the same wait).
+WAITERS = frozenset({"SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005", "SGL-RUN-001"})
 
 
 def _waited(f: Finding) -> bool:
@@ -172,7 +173,7 @@ def _duration(seconds: float) -> str:
 
 
 def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Finding]) -> list[Finding]:
-    """SGL-NCCL-005 for a node whose engine log stopped, without a failure of its own, before the
+    """SGL-NCCL-006 for a node whose engine log stopped, without a failure of its own, before the
     collective the other nodes then timed out in began."""
     waiting = {h: starts for h, v in views.items() if (starts := _collective_starts(v))}
     if not waiting:
@@ -203,7 +204,7 @@ def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Findin
         quiet_s = (start - last_ts).total_seconds()
         ranks = topology(view)["ranks_seen"]
         out.append(make_finding(
-            "SGL-NCCL-005",
+            "SGL-NCCL-006",
             summary=(f"{host}'s engine log stops at {iso_z(last['ts'])} with no error; "
                      f"{_duration(quiet_s)} later (by its timeout) the collective began that {other}'s ranks then "
                      f"timed out in: the node or its network most likely died without a trace in the log."),
