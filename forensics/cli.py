@@ -109,7 +109,20 @@ def _release_free_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
-def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Path | None = None):
+def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], dict[str, str]]:
+    """``--host NAME=PATH`` values as {path: name}; a PATH not among the INPUTs is read too."""
+    from .hosts import parse_host_specs
+
+    try:
+        hosts = parse_host_specs(specs)
+    except ValueError as e:
+        raise Fail(str(e), EXIT_USAGE) from None
+    given = {str(p).rstrip("/") for p in inputs}
+    return [*inputs, *(Path(p) for p in hosts if p not in given)], hosts
+
+
+def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Path | None = None,
+             hosts: dict[str, str] | None = None):
     from .detectors import run_all
     from .detectors._common import release
     from .findings import to_document
@@ -118,7 +131,7 @@ def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Pat
 
     progress = for_stderr(quiet)  # a bar per big file on a terminal, plain lines otherwise
     try:
-        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
+        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill, hosts=hosts)
     finally:
         if progress is not None:
             progress.close()
@@ -179,6 +192,8 @@ def report(
     tz: str = typer.Option(None, "--tz", metavar="ZONE",
                            help="IANA zone of the host's log stamps when the input does not record it (e.g. Asia/Shanghai)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+    host: list[str] = typer.Option([], "--host", metavar="NAME=PATH",
+                                   help="The host an input is (repeatable); one input per host of a multi-node incident."),
 ) -> None:
     """Analyse a bundle offline and write the postmortem.
 
@@ -190,7 +205,8 @@ def report(
     if output == "-" and len(fmts) != 1:
         raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
     # a big input's timeline.parquet is streamed into a temporary folder next to the output
-    tl, doc = _analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent)
+    inputs, hosts = _host_overrides(host, inputs)
+    tl, doc = _analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent, hosts)
     written = _write_report(tl, doc, output, fmts)
     if not quiet:
         _say(_headline(doc))
@@ -205,6 +221,7 @@ def timeline(
     output: str = typer.Option(..., "-o", "--output", metavar="FILE.parquet", help="Parquet file to write ('-' for stdout)."),
     tz: str = typer.Option(None, "--tz", metavar="ZONE", help="IANA zone of naive host-local stamps."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+    host: list[str] = typer.Option([], "--host", metavar="NAME=PATH", help="The host an input is (repeatable)."),
 ) -> None:
     """Write only the timeline (zstd Parquet).
 
@@ -216,8 +233,9 @@ def timeline(
     from .progress import for_stderr
 
     progress = for_stderr(quiet)
+    inputs, hosts = _host_overrides(host, inputs)
     try:
-        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill)
+        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill, hosts=hosts)
     finally:
         if progress is not None:
             progress.close()
@@ -251,6 +269,8 @@ def collect(
     safe_mode: bool = typer.Option(False, "--safe-mode", help="Touch nothing that talks to the GPU driver (no nvidia-smi, no fuser on /dev/nvidia*)."),
     obfuscate: bool = typer.Option(False, "--obfuscate", help="Replace host names and IPs consistently; the mapping is written next to the bundle, not in it."),
     max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
+    tag: str = typer.Option(None, "--tag", metavar="TAG",
+                            help="Incident tag shared by every node's bundle (in the bundle's name and manifest)."),
 ) -> None:
     """Gather the evidence on this host into one bundle.
 
@@ -258,14 +278,20 @@ def collect(
     Every command is bounded by --timeout and the run by --budget; what could not be read is
     recorded in the manifest. Read-only: it never kills or changes anything.
     """
-    from .collect import CollectOptions
+    from .collect import CollectOptions, check_tag
     from .collect import collect as run_collect
+
+    if tag is not None:
+        try:
+            check_tag(tag)
+        except ValueError as e:
+            raise Fail(str(e), EXIT_USAGE) from None
 
     opts = CollectOptions(
         output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
         logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
         budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
-        max_log_bytes=max_log_bytes, progress=_say,
+        max_log_bytes=max_log_bytes, progress=_say, tag=tag,
     )
     path = run_collect(opts)
     if str(path) != "-":

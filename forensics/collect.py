@@ -87,6 +87,26 @@ class CollectOptions:
     proc_root: Path = Path("/proc")  # tests point this at a fake /proc tree
     progress: Callable[[str], None] | None = None  # human progress lines → stderr
     cgroup_root: Path = Path("/sys/fs/cgroup")  # tests point this at a fake cgroup tree
+    #: an incident tag shared by every node's bundle (``--tag INCIDENT-123``): in the name and the manifest
+    tag: str | None = None
+
+
+#: What a tag may be: it goes into a file name on every node.
+TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_tag(tag: str) -> str:
+    """The tag, or ValueError saying what a tag may be.
+
+    >>> check_tag("INCIDENT-123")
+    'INCIDENT-123'
+    >>> check_tag("../x")
+    Traceback (most recent call last):
+    ValueError: --tag '../x': use 1-64 letters, digits, '.', '_' or '-' (it becomes part of the bundle's name)
+    """
+    if not TAG_PATTERN.fullmatch(tag):
+        raise ValueError(f"--tag {tag!r}: use 1-64 letters, digits, '.', '_' or '-' (it becomes part of the bundle's name)")
+    return tag
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1216,6 +1236,8 @@ def collect(opts: CollectOptions) -> Path:
     ob = Obfuscator(known_hostnames(host)) if opts.obfuscate else None
     to_stdout = str(opts.output) == "-"
     host_label = ob.apply(host) if ob else host
+    if opts.tag:  # every node's bundle of one incident sorts together: forensics-INCIDENT-123-gpu-b-…
+        host_label = f"{check_tag(opts.tag)}-{host_label}"
     if to_stdout:
         out = Path("-")
         work_dir = Path.cwd() if os.access(Path.cwd(), os.W_OK) else Path(tempfile.gettempdir())
@@ -1266,6 +1288,7 @@ def build_manifest(opts: CollectOptions, run: _Run, started_at: str, host: str) 
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "forensics", "version": forensics.__version__},
         "host": host,
+        **({"tag": opts.tag} if opts.tag else {}),
         "started_at": started_at,
         "ended_at": utc_stamp(),
         "utc_offset_s": time.localtime().tm_gmtoff,

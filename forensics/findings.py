@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from forensics import __version__
-from forensics.model import Finding, Timeline, iso_z
+from forensics.model import Finding, HostFacts, Timeline, iso_z
 
 SCHEMA_VERSION = 1
 
@@ -53,20 +53,33 @@ def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -
         (_clean(dict(c)) for c in tl.coverage),
         key=lambda c: (str(c.get("file")), str(c.get("format"))),
     )
+    inp: dict[str, Any] = {
+        "paths": list(facts.input_paths),
+        "host": facts.host,
+        "collected_at": iso_z(facts.collected_at),
+        "sglang_version": facts.sglang_version,
+        "gaps": list(facts.gaps),
+    }
+    if facts.hosts:  # several hosts: ``host`` is the root cause's; each host's own facts beside it
+        inp["hosts"] = {name: _clean(host_dict(h)) for name, h in sorted(facts.hosts.items())}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "forensics", "version": __version__},
-        "input": {
-            "paths": list(facts.input_paths),
-            "host": facts.host,
-            "collected_at": iso_z(facts.collected_at),
-            "sglang_version": facts.sglang_version,
-            "gaps": list(facts.gaps),
-        },
+        "input": inp,
         "root_cause": root_cause,
         "findings": [finding_dict(f) for f in findings],
         "coverage": coverage,
     }
+
+
+def host_dict(h: HostFacts) -> dict[str, Any]:
+    """One host's facts for findings.json ``input.hosts`` (no manifest, no file list: those are elsewhere)."""
+    return {"how": h.how, "paths": list(h.input_paths), "collected_at": iso_z(h.collected_at),
+            "utc_offset_s": h.utc_offset_s, "boot_time": iso_z(h.boot_time), "sglang_version": h.sglang_version,
+            "versions": dict(sorted(h.versions.items())), "gaps": list(h.gaps), "tag": h.tag,
+            "clock_skew_s": h.clock_skew_s, "clock_skew_from": h.clock_skew_from, "topology": dict(h.topology),
+            "ram_bytes": h.ram_bytes, "gpus": list(h.gpus), "gpu_memory_bytes": h.gpu_memory_bytes,
+            "container_limit_bytes": h.container_limit_bytes}
 
 
 def dumps_document(doc: dict[str, Any]) -> str:

@@ -31,6 +31,35 @@ CONFIDENCES = ("high", "medium", "low")
 
 
 @dataclass
+class HostFacts:
+    """What one host's evidence says about that host (several hosts: one per node of the incident)."""
+
+    name: str
+    how: str = "content"  # how the host was named: --host | manifest | content | folder
+    input_paths: list[str] = field(default_factory=list)
+    collected_at: datetime | None = None  # UTC
+    utc_offset_s: int | None = None
+    tz_assumed: str | None = None
+    boot_time: datetime | None = None  # UTC
+    sglang_version: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    tag: str | None = None  # the incident tag of its bundle (``forensics collect --tag``)
+    #: estimated offset of this host's clock from the reference host's, from events both saw (None: not known)
+    clock_skew_s: float | None = None
+    clock_skew_from: str | None = None
+    files: list[str] = field(default_factory=list)  # the timeline's file names that are this host's
+    #: nnodes, node rank, parallel sizes, ranks per node and ranks seen (forensics.detectors.multihost)
+    topology: dict[str, Any] = field(default_factory=dict)
+    ram_bytes: int | None = None  # the largest total a free/meminfo snapshot showed
+    gpus: list[int] = field(default_factory=list)  # GPU indexes nvidia-smi listed
+    gpu_memory_bytes: int | None = None  # one GPU's memory
+    container_limit_bytes: int | None = None  # a docker/k8s/Slurm memory limit of the launch
+
+
+@dataclass
 class Facts:
     """What we know about the input as a whole, beyond its events."""
 
@@ -45,6 +74,8 @@ class Facts:
     gaps: list[str] = field(default_factory=list)  # missing / timed-out / truncated artifacts, in words
     notes: list[str] = field(default_factory=list)  # clock assumptions and similar caveats
     manifest: dict[str, Any] | None = None
+    #: one entry per host when the input is several hosts' evidence (empty for one host: the fields above)
+    hosts: dict[str, HostFacts] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +171,7 @@ class Finding:
     remediation: Remediation = field(default_factory=Remediation)
     confidence_reason: str | None = None  # what is missing, what would raise the confidence
     consequence_of: str | None = None  # rule_id of the finding this one follows from
+    hosts: list[str] = field(default_factory=list)  # the hosts it is about (several hosts' evidence)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

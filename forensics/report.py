@@ -313,9 +313,10 @@ def catalog_rules(catalog: Any) -> list[RuleInfo]:
 _FINDING_DEFAULTS: dict[str, Any] = {
     "rule_id": "?", "category": "other", "severity": "info", "title": "", "summary": "", "confidence": "low",
     "confidence_reason": None, "consequence_of": None, "ranks": [], "gpus": [], "evidence": [], "figures": {},
+    "hosts": [],
 }
 _INPUT_DEFAULTS: dict[str, Any] = {"paths": [], "host": None, "collected_at": None, "sglang_version": None,
-                                   "gaps": []}
+                                   "gaps": [], "hosts": {}}
 
 
 def normalise_document(doc: dict[str, Any]) -> dict[str, Any]:
@@ -329,7 +330,7 @@ def normalise_document(doc: dict[str, Any]) -> dict[str, Any]:
     findings = []
     for f in doc.get("findings") or []:
         g = {**_FINDING_DEFAULTS, **{k: v for k, v in f.items() if v is not None or k in _FINDING_DEFAULTS}}
-        for k in ("ranks", "gpus", "evidence"):
+        for k in ("ranks", "gpus", "evidence", "hosts"):
             g[k] = list(g.get(k) or [])
         g["figures"] = dict(g.get("figures") or {})
         g["evidence"] = [{"file": "", "line": None, "ts": None, "text": "", **e} for e in g["evidence"]]
@@ -603,9 +604,13 @@ def _rank_of(r: dict[str, Any]) -> str:
     return f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else "no rank prefix"
 
 
-def _startup_groups(rows: list[dict[str, Any]]) -> dict[tuple[str, Any], str]:
+def _startup_groups(rows: list[dict[str, Any]], hosts: int = 1) -> dict[tuple[str, Any], str]:
     """(file, run) → group name. Ranks are compared only with ranks of the same server run: one log
-    and run, except per-rank log files (one rank label each) of a host, which form one group."""
+    and run, except per-rank log files (one rank label each) of a host, which form one group. With
+    several hosts (one server over several nodes) every host's ranks form one group, so a rank of one
+    node that never reached a stage the other nodes' ranks reached stands out."""
+    if hosts > 1:
+        return {(r.get("file") or "", r.get("run")): "all hosts" for r in rows}
     labels: dict[tuple[str, Any], set[str]] = {}
     for r in rows:
         if r["kind"] != "server_ready":
@@ -632,7 +637,11 @@ def startup_table(tl: Timeline | None) -> list[StartupRow]:
     rows = _events(tl, *kinds)
     if not rows:
         return []
-    group_of = _startup_groups(rows)
+    n_hosts = len(tl.facts.hosts) if tl is not None else 0
+    group_of = _startup_groups(rows, n_hosts)
+    if n_hosts > 1:  # ranks are the server's (TP8 lives on node 1): the host goes with the label
+        rows = [{**r, "rank": f"{r.get('host')} {_rank_of(r)}"} if r["kind"] != "server_ready" or r.get("rank")
+                or r.get("tp_rank") is not None else r for r in rows]
     stage_of = {k: i for i, (_, ks) in enumerate(STARTUP_STAGES) for k in ks}
     reached: dict[tuple[str, Any, str], dict[int, dict[str, Any]]] = {}
     ready_of: dict[str, dict[str, Any]] = {}
@@ -754,10 +763,46 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
     findings = ordered_findings(doc)
     root = root_finding(doc)
     lead = root or (findings[0] if findings else None)
+    hosts = sorted((doc.get("input") or {}).get("hosts") or {})
+    if len(hosts) > 1 and lead is not None:
+        # GPU 3 of one node is not GPU 3 of another: the headline names the lead's host's ranks and GPUs
+        on_lead = [f for f in findings if (f.get("hosts") or [None])[0] == (lead.get("hosts") or [None])[0]]
+    else:
+        on_lead = findings
     ranks = sorted({r for f in findings for r in f.get("ranks") or [] if isinstance(r, int)})
-    gpus = sorted({g for f in findings for g in f.get("gpus") or [] if isinstance(g, int)})
-    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus,
+    gpus = sorted({g for f in on_lead for g in f.get("gpus") or [] if isinstance(g, int)})
+    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus, "hosts": hosts,
+            "lead_host": ((lead or {}).get("hosts") or [None])[0] if len(hosts) > 1 else None,
             "worst": min((SEVERITY_RANK.get(f.get("severity"), 9) for f in findings), default=None)}
+
+
+def host_sections(doc: dict[str, Any], tl: Timeline | None) -> list[dict[str, Any]]:
+    """One section per host when the input is several hosts' evidence: its facts (RAM, GPUs, container
+    limit, engine version, clocks, topology), its snapshots, its findings and its plots; [] for one host."""
+    if tl is None or len(tl.facts.hosts) <= 1:
+        return []
+    from forensics.hosts import host_view
+
+    out = []
+    for name, hf in sorted(tl.facts.hosts.items()):
+        view = host_view(tl, name)
+        ev = view.events
+        snaps = ev.get_column("snapshot").drop_nulls().n_unique()
+        plots = timeline_plots(view)
+        for p in plots.figures:
+            p.key = f"{slug(name)}-{p.key}"
+        topo = hf.topology or {}
+        out.append({
+            "name": name, "how": hf.how, "paths": hf.input_paths, "tag": hf.tag,
+            "ram": hf.ram_bytes, "gpus": hf.gpus, "gpu_total": hf.gpu_memory_bytes, "limit": hf.container_limit_bytes,
+            "sglang_version": hf.sglang_version, "utc_offset_s": hf.utc_offset_s,
+            "tz_assumed": hf.tz_assumed, "boot_time": hf.boot_time, "collected_at": hf.collected_at,
+            "skew": hf.clock_skew_s, "skew_from": hf.clock_skew_from, "topology": topo,
+            "snapshots": snaps, "files": len(hf.files), "rows": ev.height, "gaps": hf.gaps,
+            "findings": [f for f in ordered_findings(doc) if (f.get("hosts") or [None])[0] == name],
+            "plots": plots,
+        })
+    return out
 
 
 def _findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
@@ -797,6 +842,7 @@ def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
         startup=startup_table(tl),
         stages=[name for name, _ in STARTUP_STAGES],
         inv=inventory(doc, tl),
+        hosts=host_sections(doc, tl),
         plotlyjs=Markup(plotlyjs),
     )
 

@@ -130,6 +130,8 @@ def _result(f: dict[str, Any], rule_index: int, root: str | None) -> dict[str, A
         "remediation": {"flags": rem.get("flags") or [], "actions": rem.get("actions") or []},
         "rootCause": f.get("rule_id") == root,
     }
+    if f.get("hosts"):
+        props["hosts"] = list(f["hosts"])
     if f.get("consequence_of"):
         props["consequenceOf"] = f["consequence_of"]
     if f.get("confidence_reason"):

@@ -587,8 +587,12 @@ PROGRESS_FILE_BYTES = 1 << 20
 def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
                    progress: Progress | None = None, spill_dir: str | os.PathLike | None = None,
                    transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
-                   redact: bool = True) -> Timeline:
+                   redact: bool = True, hosts: dict[str, str] | None = None) -> Timeline:
     """Read INPUT paths and return the assembled timeline. Raises InputError for bad input.
+
+    Several inputs that are different hosts' evidence (a bundle per node, a folder per node) are read
+    host by host and merged (forensics.hosts); ``hosts`` maps an INPUT path to the host it is
+    (``--host NAME=PATH``), overriding what the input says.
 
     ``redact`` (the default) masks credentials in every row's text and attrs and in the examples of
     unrecognised lines, so a raw log handed straight to ``report`` carries no secret into its outputs.
@@ -603,6 +607,20 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
             zoneinfo.ZoneInfo(tz)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
+    if len(paths) > 1 or hosts:
+        from .hosts import build_by_host
+
+        merged = build_by_host(paths, hosts or {}, lambda ps, host: _build_one(
+            ps, tz, progress, spill_dir, transform, redact, host), spill_dir)
+        if merged is not None:
+            return merged
+    return _build_one(paths, tz, progress, spill_dir, transform, redact)
+
+
+def _build_one(paths: list[str | os.PathLike], tz: str | None, progress: Progress | None,
+               spill_dir: str | os.PathLike | None, transform: Callable[[pl.DataFrame], pl.DataFrame] | None,
+               redact: bool, host: str | None = None) -> Timeline:
+    """One host's inputs read into one timeline (``host``: its name, when the caller knows it)."""
     # big archive members are spooled next to the output, and removed once the rows are read
     inp = read_inputs([str(p) for p in paths], spool_dir=spill_dir, progress=progress)
     sink = _Sink(spill_dir) if any(f.streamed for f in inp.files) else None
@@ -611,7 +629,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         transform = _redacting(transform, redactions)
     finish = (lambda facts, unrec: _redact_examples(facts, unrec, redactions)) if redact else None
     try:
-        tl = _assemble(inp, paths, tz, progress, sink, transform, finish)
+        tl = _assemble(inp, paths, tz, progress, sink, transform, finish, host)
     except BaseException:
         if sink is not None:
             sink.abort()
@@ -620,7 +638,20 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         inp.close()
     if sink is not None:
         weakref.finalize(tl, shutil.rmtree, sink.dir, True)
+    if not tl.facts.host:
+        tl.facts.host = _prompted_host(tl.events)
     return tl
+
+
+def _prompted_host(events: pl.DataFrame) -> str | None:
+    """The host the typed commands' prompts (``root@gpu-b:~#``) and NCCL's ``host:pid:tid`` lines name."""
+    from parsers.hostname import stated_host
+
+    if events.is_empty():
+        return None
+    said = events.filter(((pl.col("source") == "transcript") & (pl.col("kind") == "command"))
+                         | (pl.col("kind") == "nccl_info")).head(2000).get_column("text").drop_nulls()
+    return stated_host("\n".join(said.to_list())) if said.len() else None
 
 
 def _redacting(inner: Callable[[pl.DataFrame], pl.DataFrame] | None,
@@ -650,8 +681,11 @@ def _redact_examples(facts: Facts, unrec: dict[str, list[tuple[int, str]]], coun
 
 def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress: Progress | None,
               sink: _Sink | None, transform: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
-              finish: Callable[[Facts, dict[str, list[tuple[int, str]]]], None] | None = None) -> Timeline:
+              finish: Callable[[Facts, dict[str, list[tuple[int, str]]]], None] | None = None,
+              host: str | None = None) -> Timeline:
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
+    if host:
+        facts.host = host
     facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
     frames: list[pl.DataFrame] = []
@@ -860,5 +894,12 @@ def _facts_json(f: Facts) -> dict[str, Any]:
         "input_paths": f.input_paths, "host": f.host, "collected_at": iso(f.collected_at),
         "utc_offset_s": f.utc_offset_s, "tz_assumed": f.tz_assumed, "boot_time": iso(f.boot_time),
         "sglang_version": f.sglang_version, "versions": f.versions, "gaps": f.gaps, "notes": f.notes,
+        **({"hosts": _hosts_json(f)} if f.hosts else {}),
     }
+
+
+def _hosts_json(f: Facts) -> dict[str, Any]:
+    from .findings import _clean, host_dict
+
+    return {name: _clean(host_dict(h)) for name, h in sorted(f.hosts.items())}
 

@@ -13,6 +13,9 @@ and ``expected.json``:
 * ``confidence`` — ``{"rule": ["medium", "low"]}``, the confidences allowed;
 * ``runs`` — ``{"rule": 1}``: the server run (of a log holding several) the rule's finding is about;
   a flag range may name the ``old`` value, which must come from that run's args.
+* ``hosts`` — ``{"rule": ["host"]}``: the hosts the rule's (first) finding is about; ``root_host`` — the
+  host ``input.host`` names (several hosts' evidence: the root cause's);
+* ``gaps_contain`` — words the facts' gaps must hold (a node whose evidence is missing).
 """
 
 from __future__ import annotations
@@ -93,6 +96,12 @@ def test_scenario(folder: Path) -> None:
         assert first and all(r["run"] == run for r in first), (started, first)
     for symptom, cause in exp.get("consequences", {}).items():
         assert by_rule[symptom].consequence_of == cause
+    for rule, hosts in exp.get("hosts", {}).items():
+        assert by_rule[rule].hosts == hosts, (rule, by_rule[rule].hosts)
+    if "root_host" in exp:
+        assert to_document(findings, root, tl)["input"]["host"] == exp["root_host"], tl.facts.host
+    for words in exp.get("gaps_contain", []):
+        assert any(words in g for g in tl.facts.gaps), (words, tl.facts.gaps)
     for rule, allowed in exp.get("confidence", {}).items():
         assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
 

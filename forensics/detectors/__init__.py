@@ -83,6 +83,7 @@ CAUSE_PRIORITY = (
     "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
+    "SGL-NCCL-006",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
@@ -133,6 +134,8 @@ _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-0
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
        "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-005",),
       "the rank that failed while loading is the one the others waited for")
+_link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
+      "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
@@ -167,42 +170,79 @@ def incident_run(findings: list[Finding], tl: Timeline | None = None) -> str | N
     return max(failing, key=lambda r: order.get(r, (float("-inf"), index.get(r, 0), r, 0)))
 
 
-def _sort_key(f: Finding, incident: str | None = None) -> tuple[int, str, int]:
+#: The run that failed last: one for one host's evidence, or per host (host name → run) for several.
+Incident = str | None | dict[str, str | None]
+
+
+def _host_of(f: Finding) -> str | None:
+    return f.hosts[0] if f.hosts else None
+
+
+def _incident_of(f: Finding, incident: Incident) -> str | None:
+    return incident.get(_host_of(f) or "") if isinstance(incident, dict) else incident
+
+
+def _in_incident(f: Finding, incident: Incident) -> bool:
+    return _run_of(f) in (None, _incident_of(f, incident))
+
+
+def _sort_key(f: Finding, incident: Incident = None) -> tuple[int, str, int]:
     # same rule in several runs: the incident's finding first, so it is the one ``root_cause`` names
-    return SEVERITY_RANK[f.severity], f.rule_id, 0 if _run_of(f) in (None, incident) else 1
+    return SEVERITY_RANK[f.severity], f.rule_id, 0 if _in_incident(f, incident) else 1
 
 
-def _same_run(a: Finding, b: Finding) -> bool:
+def _same_run(a: Finding, b: Finding, incident: Incident = None) -> bool:
+    if _host_of(a) != _host_of(b):
+        # one server over several nodes: each node's part of the incident is its own run that failed
+        return _in_incident(a, incident) and _in_incident(b, incident)
     return _run_of(a) is None or _run_of(b) is None or _run_of(a) == _run_of(b)
 
 
-def link_consequences(findings: list[Finding], incident: str | None = None) -> None:
+def link_consequences(findings: list[Finding], incident: Incident = None) -> None:
     """Set ``consequence_of`` on symptoms whose cause fired too, and say how they follow.
 
     A cause and its symptom belong to the same run (or one of them is host-level). A host-level symptom
     (a stranded GPU, an OOM kill) links to a cause of the incident run first, then of earlier runs.
+    With several hosts, a symptom links to a cause on its own host first, then to the failure on another
+    host (the node whose rank died explains the other nodes' collective timeouts).
     """
     order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
     for f in findings:
         causes = [c for c in findings if c is not f and c.rule_id in order and c.rule_id != f.rule_id
-                  and (c.rule_id, f.rule_id) in FOLLOWS and _same_run(c, f)]
+                  and (c.rule_id, f.rule_id) in FOLLOWS and _same_run(c, f, incident)]
         if not causes:
             continue
-        cause = min(causes, key=lambda c: (_run_of(c) not in (None, incident), order[c.rule_id]))
+        cause = min(causes, key=lambda c: (not _in_incident(c, incident), _host_of(c) != _host_of(f),
+                                           order[c.rule_id]))
         f.consequence_of = cause.rule_id
-        f.summary = f"{f.summary} Follows from {cause.rule_id}: {FOLLOWS[(cause.rule_id, f.rule_id)]}."
+        where = f" on {_host_of(cause)}" if _host_of(cause) != _host_of(f) and _host_of(cause) else ""
+        if where:
+            f.figures["consequence_of_host"] = _host_of(cause)
+        f.summary = f"{f.summary} Follows from {cause.rule_id}{where}: {FOLLOWS[(cause.rule_id, f.rule_id)]}."
 
 
-def pick_root_cause(findings: list[Finding], incident: str | None = None) -> str | None:
-    """The most fundamental critical/high finding that is nobody's consequence, from the run that failed last."""
+def root_finding(findings: list[Finding], incident: Incident = None) -> Finding | None:
+    """The most fundamental critical/high finding that is nobody's consequence, from the run that failed
+    last (with several hosts: the earliest such failure among equals, wherever it is)."""
     candidates = [f for f in findings if f.consequence_of is None and SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"]]
-    in_incident = [f for f in candidates if _run_of(f) in (None, incident)]
+    in_incident = [f for f in candidates if _in_incident(f, incident)]
     candidates = in_incident or candidates
     if not candidates:
         return None
     order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
-    best = min(candidates, key=lambda f: (order.get(f.rule_id, len(order)), SEVERITY_RANK[f.severity], f.rule_id))
-    return best.rule_id
+    return min(candidates, key=lambda f: (order.get(f.rule_id, len(order)), SEVERITY_RANK[f.severity], f.rule_id,
+                                          _first_seen(f)))
+
+
+def _first_seen(f: Finding) -> str:
+    stamps = [e.ts for e in f.evidence if e.ts]
+    return min(stamps) if stamps else "~"
+
+
+def pick_root_cause(findings: list[Finding], incident: Incident = None) -> str | None:
+    """The rule id of :func:`root_finding`."""
+    best = root_finding(findings, incident)
+    return best.rule_id if best else None
 
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
@@ -211,13 +251,29 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     Runs of one log stay apart: findings name their run, the root cause comes from the run that failed
     last, and earlier runs' findings stay as context.
     """
+    if len(tl.facts.hosts) > 1:
+        from . import multihost
+
+        return multihost.run_hosts(tl, _detect)
+    findings = _detect(tl)
+    incident = incident_run(findings, tl)
+    findings.sort(key=lambda f: _sort_key(f, incident))
+    link_consequences(findings, incident)
+    missing_facts.annotate(tl, findings)
+    from . import multihost
+
+    multihost.note_missing_nodes(tl, {tl.facts.host or "": tl})
+    return findings, pick_root_cause(findings, incident)
+
+
+def _detect(tl: Timeline) -> list[Finding]:
+    """Every rule's findings over one host's timeline (not yet linked)."""
     findings: list[Finding] = []
     for det in DETECTORS:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
-    incident = incident_run(findings, tl)
-    findings.sort(key=lambda f: _sort_key(f, incident))
-    link_consequences(findings, incident)
-    missing_facts.annotate(tl, findings)
-    return findings, pick_root_cause(findings, incident)
+    if tl.facts.host:
+        for f in findings:
+            f.hosts = f.hosts or [tl.facts.host]
+    return findings
