@@ -60,6 +60,8 @@ def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -
         "sglang_version": facts.sglang_version,
         "gaps": list(facts.gaps),
     }
+    if facts.versions:  # every component version the input states (vllm, torch, driver, …), added to schema 1
+        inp["versions"] = {str(k): str(v) for k, v in sorted(facts.versions.items())}
     if facts.hosts:  # several hosts: ``host`` is the root cause's; each host's own facts beside it
         inp["hosts"] = {name: _clean(host_dict(h)) for name, h in sorted(facts.hosts.items())}
     return {

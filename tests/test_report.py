@@ -317,3 +317,16 @@ def test_real_logs_render(tmp_path):
     assert (tmp_path / "report.html").stat().st_size < 5_000_000
     assert len(written) == 2
     assert Path(written[0]).name == "report.html"
+
+
+def test_findings_json_names_every_component_version(tmp_path) -> None:
+    """vLLM's version (and any other component's) reaches findings.json, not only SGLang's."""
+    import json
+
+    from forensics.cli import _analyse
+
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 11-30 09:00:01 [api_server.py:1024] vLLM API server version 0.9.1\n"
+                   "INFO 11-30 09:00:02 [api_server.py:1025] args: Namespace(model='acme/m')\n")
+    _tl, doc = _analyse([log], None, quiet=True)
+    assert json.loads(json.dumps(doc))["input"]["versions"].get("vllm") == "0.9.1"
