@@ -769,6 +769,11 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             cmds = _embedded_launches(text, f.name, parts)
             if cmds is not None:
                 parts.append(_resolve_time(cmds, facts, tz, capture))
+            from parsers import gpu_models
+
+            models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
+            if models.height:
+                parts.append(_resolve_time(models, facts, tz, capture))
             extra, newly = _failure_rows(text, f.name, parts)
             if extra is not None:
                 parts.append(_resolve_time(extra, facts, tz, capture))

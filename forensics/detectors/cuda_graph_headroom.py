@@ -80,6 +80,10 @@ def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | 
     smi = [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
     if smi:
         return float(min(smi)), "nvidia-smi total memory"
+    named = [r for r in rows(tl, "gpu_model") if r.get("total_bytes")]
+    if named:
+        r = min(named, key=lambda x: x["total_bytes"])
+        return float(r["total_bytes"]), f"the known memory of the {attrs(r).get('model')} the input names"
     return None, "unknown"
 
 

@@ -94,6 +94,9 @@ def _gpu_bytes(tl: Timeline, run: list[Row]) -> tuple[float | None, str]:
     begin = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
     if begin:
         return float(max(begin)), "free memory before the weights were loaded"
+    named = [r for r in rows(tl, "gpu_model") if r.get("total_bytes")]
+    if named:
+        return float(min(r["total_bytes"] for r in named)), "the known memory of the GPU model the input names"
     return None, "unknown"
 
 
