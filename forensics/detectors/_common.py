@@ -357,6 +357,22 @@ def stated_row(row: Row, key: str) -> Row:
     return {**row, "line": mention["line"], "line_end": mention["line"], "text": str(mention.get("text") or "")}
 
 
+def gpu_capacity(tl: Timeline, run: list[Row], ooms: list[Row] | None = None) -> tuple[float | None, str]:
+    """A GPU's total memory and where it came from: a CUDA OOM message, nvidia-smi, else the known memory of a
+    GPU model the input names (parsers/gpu_models.py); the smallest when they differ."""
+    totals = [r["total_bytes"] for r in (ooms if ooms is not None else of_kind(run, "cuda_oom")) if r.get("total_bytes")]
+    if totals:
+        return float(min(totals)), "the GPU's total capacity in the CUDA OOM message"
+    smi = [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
+    if smi:
+        return float(min(smi)), "nvidia-smi total memory"
+    named = [r for r in rows(tl, "gpu_model") if r.get("total_bytes")]
+    if named:
+        r = min(named, key=lambda x: x["total_bytes"])
+        return float(r["total_bytes"]), f"the known memory of the {attrs(r).get('model')} the input names"
+    return None, "unknown"
+
+
 def launch_rows(tl: Timeline) -> list[Row]:
     return rows(tl, "launch_command")
 

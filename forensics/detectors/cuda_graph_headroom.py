@@ -23,12 +23,12 @@ from ._common import (
     attrs,
     before,
     fmt_gib,
+    gpu_capacity,
     has_kind,
     iter_runs,
     make_finding,
     of_kind,
     rank_of,
-    rows,
     server_config,
     tag_run,
 )
@@ -74,17 +74,7 @@ def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | 
     pre = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
     if pre:
         return float(min(pre)), "free memory before the weights were loaded (what the fraction multiplies)"
-    totals = [r["total_bytes"] for r in ooms if r.get("total_bytes")]
-    if totals:
-        return float(min(totals)), "the GPU's total capacity in the CUDA OOM message"
-    smi = [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
-    if smi:
-        return float(min(smi)), "nvidia-smi total memory"
-    named = [r for r in rows(tl, "gpu_model") if r.get("total_bytes")]
-    if named:
-        r = min(named, key=lambda x: x["total_bytes"])
-        return float(r["total_bytes"]), f"the known memory of the {attrs(r).get('model')} the input names"
-    return None, "unknown"
+    return gpu_capacity(tl, run, ooms)
 
 
 def _headroom(run: list[Row]) -> tuple[float | None, Row | None]:

@@ -27,10 +27,10 @@ from ._common import (
     Row,
     fmt_gb,
     fmt_gib,
+    gpu_capacity,
     iter_runs,
     make_finding,
     of_kind,
-    rows,
     server_config,
     tag_run,
 )
@@ -85,18 +85,12 @@ def tp_that_fits(weights: float, gpu_bytes: float) -> int:
 
 
 def _gpu_bytes(tl: Timeline, run: list[Row]) -> tuple[float | None, str]:
-    totals = [r["total_bytes"] for r in of_kind(run, "cuda_oom") if r.get("total_bytes")]
-    if totals:
-        return float(min(totals)), "the GPU's total capacity in the CUDA OOM message"
-    smi = [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
-    if smi:
-        return float(min(smi)), "nvidia-smi total memory"
+    found = gpu_capacity(tl, run)
+    if found[0] is not None:
+        return found
     begin = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
     if begin:
         return float(max(begin)), "free memory before the weights were loaded"
-    named = [r for r in rows(tl, "gpu_model") if r.get("total_bytes")]
-    if named:
-        return float(min(r["total_bytes"] for r in named)), "the known memory of the GPU model the input names"
     return None, "unknown"
 
 
