@@ -320,7 +320,12 @@ def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: v for k, v in cols.items() if v is not None}, attrs
 
 
+_FAILED_PROCS = re.compile(r"Failed core proc\(s\): \{'[^']+': (-?\d+)")
+
+
 def _exit_code(msg: str) -> int | None:
+    if (m := _FAILED_PROCS.search(msg)) is not None:  # vLLM: {'EngineCore_0': -9}, raw exit codes
+        return _int(m.group(1))
     if (m := _EXIT_SIGNAL.search(msg)) is not None:
         name = next(g for g in m.groups() if g and not g.isdigit())
         return _SIGNUM.get(name)
@@ -452,7 +457,7 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if exc is not None:
         etype, emsg = exc.group(1), (exc.group(2) or "").strip()
         fail = "startup_failed" if _STARTUP.search(emsg) else "exception"
-        return "failure", {}, {"failure": fail, "exception_type": etype, "exception_message": emsg[:2000],
+        return "failure", {"code": _exit_code(emsg)} if _FAILED_PROCS.search(emsg) else {}, {"failure": fail, "exception_type": etype, "exception_message": emsg[:2000],
                                "message": msg[:2000]}
     if died and _STARTUP.search(head):
         return "failure", {}, {"failure": "startup_failed", "message": msg[:500]}

@@ -30,6 +30,8 @@ from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_
 FATAL_KINDS = (
     "ranks_not_loaded", "watchdog_timeout", "rank_dead", "init_failed", "scheduler_exception", "cuda_graph_failed",
     "cuda_oom", "cuda_error_oom", "failure", "subprocess_crashed", "health_check_failed", "nccl_watchdog", "sigquit",
+    # vLLM's (parsers/vllm.py)
+    "exception", "engine_dead", "cuda_error",
 )
 #: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
 FATAL_CLASSES = frozenset({
@@ -110,9 +112,26 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
         if not fatal or _explained(ref, findings):
             continue
         out.append(tag_run(_finding(fatal, run), ref))
+    out += _vllm_deaths(tl, [*findings, *out])
     leftover = _unexplained_lines(tl, [*findings, *out])
     if leftover:
         out.append(leftover)
+    return out
+
+
+def _vllm_deaths(tl: Timeline, findings: list[Finding]) -> list[Finding]:
+    """SGL-RUN-001 for a vLLM server that died of something no rule explains (its runs are vLLM's own)."""
+    from ._vllm import vllm_runs
+
+    if any(SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"] and f.rule_id not in ("SGL-RUN-001", "SGL-RUN-002")
+           for f in findings):
+        return []
+    out = []
+    for run in vllm_runs(tl):
+        fatal = [r for r in run if _is_fatal(r)]
+        if fatal:
+            out.append(_finding(fatal, run))
+            break  # one server's death; its other runs' lines are listed by SGL-RUN-002
     return out
 
 
@@ -223,6 +242,14 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                                                                    else ""), True, generic)
     if kind == "health_check_failed":
         return "the health check failed: the server stopped answering", False, generic
+    if kind == "exception":  # vLLM's traceback row
+        etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+        return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
+                + (f" (during {a['during']})" if a.get("during") else ""), bool(emsg), generic)
+    if kind == "engine_dead":
+        return f"the vLLM engine core died ({a.get('reason') or 'no reason given'})", False, generic
+    if kind == "cuda_error":
+        return f"CUDA error: {str(a.get('message') or a.get('error') or '')[:200]}", True, generic
     if kind in ("cuda_oom", "cuda_error_oom"):
         msg = (str(a.get("message") or row.get("text") or "").strip().splitlines() or ["(no text)"])[0][:200]
         return (f"a GPU allocation failed and no rule could place it (start-up, capture or serving): {msg}", True,

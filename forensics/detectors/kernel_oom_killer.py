@@ -105,7 +105,8 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
     kills = kill_commands(tl)
     out = []
     for ref, run in iter_runs(tl):
-        dead = [r for r in of_kind(run, "rank_dead", "subprocess_crashed") if r.get("code") in SIGKILL_CODES
+        dead = [r for r in of_kind(run, "rank_dead", "subprocess_crashed", "failure") if r.get("code") in SIGKILL_CODES
+                and (r.get("kind") != "failure" or attrs(r).get("failure") in ("process_exit", "startup_failed"))
                 and not (r.get("text") or "").lstrip().startswith("#")]
         dead = [r for r in dead if not any(before(k.as_row(), r) for k in kills)]
         if not dead:
@@ -114,7 +115,8 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
         ranks = [x for x in (rank_of(r) for r in dead) if x is not None]
         out.append(tag_run(make_finding(
             "SGL-HOST-005",
-            summary=(f"A scheduler{f' (rank {ranks[0]})' if ranks else ''} was killed by SIGKILL (exit code "
+            summary=(f"A {'scheduler' if first.get('kind') != 'failure' else 'server process'}"
+                     f"{f' (rank {ranks[0]})' if ranks else ''} was killed by SIGKILL (exit code "
                      f"{first['code']}) without a Python traceback: most often the kernel OOM killer (host RAM or a "
                      "container memory limit ran out). The input has no kernel log to confirm it."),
             evidence=dead[:4],
