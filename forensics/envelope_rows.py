@@ -117,6 +117,22 @@ def read_enveloped(f: InputFile, text: str, art: dict | None, facts: Facts,
 _YEAR_IN_TEXT = re.compile(r"(?m)^\S{0,40}?\[?((?:19|20)\d\d)-[01]\d-[0-3]\d[ T]\d\d:")
 
 
+#: lines sampled at each end of a streamed chunk to tell a bare chunk without reading all of it
+_SAMPLE_LINES = 64
+
+
+def _looks_bare(chunk: Any) -> bool:
+    """No envelope on the lines sampled at both ends of a chunk, no ANSI codes, no CRLF, and it ends at a line
+    end: the whole chunk is taken as bare. An envelope wraps every line it wraps, so a chunk it starts or ends
+    in shows it at one of the ends; one that wraps only a stretch in the middle is the price of speed."""
+    data = bytes(chunk)
+    if not data.endswith(b"\n") or b"\x1b" in data or b"\r\n" in data or data.lstrip()[:1] == b"{":
+        return False
+    head = data[:16384].decode("utf-8", errors="replace").split("\n")[:_SAMPLE_LINES]
+    tail = data[-16384:].decode("utf-8", errors="replace").split("\n")[-_SAMPLE_LINES:]
+    return not any(envelopes._ANY.match(ln) for ln in (*head, *tail) if ln)
+
+
 class EnvelopeChunks:
     """A streamed file's chunks with their envelopes peeled, each chunk on its own (so a file may switch
     envelope mid-way, or start bare); the rows' lines are mapped back to the file's and get the
@@ -137,6 +153,11 @@ class EnvelopeChunks:
         carry = ""
         for chunk in raw:
             had = bool(carry)
+            if not had and _looks_bare(chunk):
+                # a bare log's chunk: no decode, no line-by-line pass (most big logs are bare)
+                self._bare(bytes(chunk).count(b"\n"))
+                yield chunk
+                continue
             text = bytes(chunk).decode("utf-8", errors="replace")
             text, carry = envelopes.carry_split(carry + text if had else text)
             out = self._peel(text)
@@ -148,16 +169,20 @@ class EnvelopeChunks:
             out = self._peel(carry)
             yield out if out is not None else carry.encode("utf-8", errors="surrogatepass")
 
+    def _bare(self, n_orig: int) -> None:
+        """Account for ``n_orig`` lines that go on as they are."""
+        if self.map_delta[-1] != self.orig - self.inner:
+            self.map_inner.append(self.inner + 1)
+            self.map_delta.append(self.orig - self.inner)
+        self.inner += n_orig
+        self.orig += n_orig
+
     def _peel(self, text: str) -> bytes | None:
         """The inner text of one chunk; None when the chunk is bare (its lines go on as they are)."""
         n_orig = _count_lines(text)
         peeled = envelopes.peel(text)
         if peeled is None:
-            if self.map_delta[-1] != self.orig - self.inner:
-                self.map_inner.append(self.inner + 1)
-                self.map_delta.append(self.orig - self.inner)
-            self.inner += n_orig
-            self.orig += n_orig
+            self._bare(n_orig)
             return None
         streams = peeled.streams
         st = next((s for s in streams if not s.raw), envelopes.Stream("", [], []))
