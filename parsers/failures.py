@@ -89,6 +89,8 @@ _EXC_LINE = re.compile(
 )
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
+                         r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\s*$')
 
 # --- the allocator OOM (§1) ---
@@ -488,17 +490,36 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     n = len(lines)
     recognized = 0
     loose_frames: list[tuple[str, str]] = []
+    loose = [-1, -1]  # first and last line of the frames pasted without their header
+
+    def flush_loose() -> None:
+        """Frames whose header and message were both cut: a traceback all the same, when there are several."""
+        nonlocal recognized
+        if len(loose_frames) >= 2:
+            first, last = loose
+            attrs: dict[str, Any] = {"failure": "traceback_cut", "headless": True,
+                                     "innermost_frame": f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}",
+                                     "during": _during(loose_frames)}
+            if _ALLOCATION.search("\n".join(lines[max(first, last - 3):last + 1])):
+                attrs["stops_at_allocation"] = True
+            rows.append({"line": first + 1, "line_end": last + 1, "kind": "failure", **line_context(lines[first]),
+                         "text": "\n".join(lines[first:last + 1])[:20000],
+                         "attrs": {k: v for k, v in attrs.items() if v is not None}})
+            recognized += last - first + 1
+        loose_frames.clear()
     # which lines can hold a failure at all: one vectorised pass (polars' regex engine) for a long text
     maybe = pl.Series(lines, dtype=pl.Utf8).str.contains(_TRIGGER.pattern).to_list() if n > 2000 else None
     while i < n:
         if not (maybe[i] if maybe is not None else _TRIGGER.search(lines[i])):
-            if not (loose_frames and lines[i][:1].isspace()):
-                loose_frames = []
+            if loose_frames and lines[i][:1].isspace():
+                loose[1] = i  # the source line shown under a frame
+            else:
+                flush_loose()
             i += 1
             continue
         msg = strip_prefix(lines[i])
         if _TRACEBACK.search(msg):
-            loose_frames = []
+            flush_loose()
             j, frames = i + 1, []
             while j < n:
                 inner = strip_prefix(lines[j])
@@ -517,6 +538,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             if frames:
                 attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
                 attrs["during"] = attrs.get("during") or _during(frames)
+                if not found and _ALLOCATION.search("\n".join(lines[max(i, end - 3):end + 1])):
+                    attrs["stops_at_allocation"] = True  # cut right where a tensor was being allocated
             rows.append({"line": i + 1, "line_end": end + 1, "kind": kind, **cols, **line_context(lines[i]),
                          "text": "\n".join(lines[i:end + 1])[:20000], "attrs": attrs})
             recognized += end - i + 1
@@ -524,19 +547,23 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             continue
         fm = _FRAME.match(msg)
         if fm:  # frames of a traceback whose header was cut: they still say where it failed
+            if not loose_frames:
+                loose[0] = i
             loose_frames.append((fm.group(1), fm.group(2)))
+            loose[1] = i
             i += 1
             continue
         found = classify(msg)
         if found is None and loose_frames and lines[i][:1].isspace():
-            i += 1  # the source line shown under a frame
+            loose[1] = i  # the source line shown under a frame
+            i += 1
             continue
         if found:
             kind, cols, attrs = found
             if loose_frames and "during" not in attrs:
                 attrs["innermost_frame"] = f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}"
                 attrs["during"] = _during(loose_frames)
-            loose_frames = []
+            loose_frames.clear()
             end = i
             # a figure the runtime prints on the next line (ROCm: "Available Free mem : 30 MB")
             if i + 1 < n and (af := _AVAIL_FREE.search(lines[i + 1])) is not None:
@@ -554,8 +581,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             recognized += end - i + 1
             i = end + 1
             continue
-        loose_frames = []
+        flush_loose()
         i += 1
+    flush_loose()
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 

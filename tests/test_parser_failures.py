@@ -236,3 +236,17 @@ def test_a_long_log_reads_the_same_failures_as_a_short_one() -> None:
     assert long.height == short.height == 2
     assert (long.get_column("line") - 2990).to_list() == short.get_column("line").to_list()
     assert long.get_column("kind").to_list() == short.get_column("kind").to_list() == ["cuda_oom", "failure"]
+
+
+def test_frames_without_header_or_message_are_a_cut_traceback() -> None:
+    """A paste that kept only the middle of a traceback: the frames still say where, and that it allocated."""
+    r = one("[... trimmed ...]\n"
+            '  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 143, in __init__\n'
+            "    self.model_runner.attn_backend.init_cuda_graph_state(self.max_num_token)\n"
+            '  File "/x/sglang/srt/layers/attention/triton_backend.py", line 72, in init_cuda_graph_state\n'
+            "    self.cuda_graph_attn_logits = torch.empty(\n"
+            "[... trimmed ...]\n")
+    assert (r["line"], r["line_end"]) == (2, 5)
+    assert r["a"]["failure"] == "traceback_cut" and r["a"]["during"] == "graph_capture"
+    assert r["a"]["stops_at_allocation"] is True
+    assert failures.parse('  File "/x/a.py", line 1, in f\n    g()\n').events.height == 0  # one frame is no traceback

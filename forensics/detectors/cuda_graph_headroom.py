@@ -135,9 +135,10 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     if has_kind(run, *WEIGHT_KINDS):
         return None  # weights_do_not_fit: the opposite direction
     # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
-    ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception")
+    ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception", "failure")
             if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
-            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))]
+            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
+            or _cut_at_capture_allocation(r)]
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
@@ -161,6 +162,14 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
         # a fragment: the OOM without the start-up around it. Serving OOMs are by far the common case; say so.
         return _serving_oom(tl, cfg, run, ooms, phase_known=False)
     return None
+
+
+def _cut_at_capture_allocation(row: Row) -> bool:
+    """A traceback cut before its message, whose last frame allocates a tensor while CUDA graphs are captured:
+    the allocation that failed (the message, an OOM, is what the paste lost)."""
+    a = attrs(row)
+    return row.get("kind") == "failure" and a.get("failure") == "traceback_cut" and bool(a.get("stops_at_allocation")) \
+        and a.get("during") == "graph_capture"
 
 
 def _sized_by_config(row: Row) -> bool:
