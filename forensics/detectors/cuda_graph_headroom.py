@@ -300,6 +300,13 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
         new, freed = corrected_fraction(f, shortfall=shortfall, gpu_bytes=gpu)
         flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(shortfall)} the capture lacked + {fmt_gib(margin_bytes(gpu))} "
                                 f"margin) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+    elif f is None:
+        # neither the fraction nor the server's start-up lines: SGLang's automatic value, lowered one step
+        assumed, how = assumed_mem_fraction(cfg)
+        new = math.floor(round((assumed - BLIND_STEP) * 100, 6)) / 100
+        flags = [FlagChange("--mem-fraction-static", None, f"{new:.2f}",
+                            f"{assumed:g} (SGLang's automatic value for {how}, assumed) − {BLIND_STEP} → {new:.2f}: "
+                            "the capture needs that share of the GPU outside the static pool")]
     graph_bs = cfg.num("cuda_graph_max_bs")
     actions = [
         "Or capture fewer graphs: --cuda-graph-max-bs" + (f" {int(graph_bs) // 2} (now {int(graph_bs)})" if graph_bs else " smaller")
