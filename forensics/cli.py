@@ -31,7 +31,10 @@ app = typer.Typer(
         "Post-incident forensics for LLM inference hosts (SGLang, vLLM).\n\n"
         "Run `forensics collect` on the host right after the incident (every command it runs is "
         "bounded by a timeout), then `forensics report BUNDLE` anywhere, offline, to get the root "
-        "cause, the evidence as file:line and corrected launch flags with the arithmetic shown."
+        "cause, the evidence as file:line and corrected launch flags with the arithmetic shown. A log, a "
+        "fragment or a ticket's paste is enough to start with; the report says what it could not see.\n\n"
+        "Before a launch, `forensics check launch.sh` runs the same arithmetic; `forensics fleet DIR` "
+        "analyses many incidents into one dataset."
     ),
     add_completion=False,
     rich_markup_mode=None,
