@@ -458,7 +458,8 @@ def sglang_version(tl: Timeline) -> tuple[tuple[int, int, int] | None, str | Non
             if v:
                 return v, f"{row.get('file')}:{row.get('line')}"
     for row in launch_rows(tl):
-        m = _IMAGE_TAG_RE.search(row.get("text") or "") or _IMAGE_TAG_RE.search(" ".join(attrs(row).get("argv") or []))
+        m = _IMAGE_TAG_RE.search(row.get("text") or "") or _IMAGE_TAG_RE.search(" ".join(attrs(row).get("argv") or [])) \
+            or _IMAGE_TAG_RE.search(str(attrs(row).get("image") or ""))  # a manifest's container image
         if m:
             return parse_version(m.group(1)), "docker image tag"
     return None, None
