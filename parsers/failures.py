@@ -156,6 +156,8 @@ _SHM = re.compile(
     r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
     r"insufficient shared memory|out of shared memory|Unexpected bus error encountered in worker"
 )
+#: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
+_DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
                            r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
 _SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
@@ -397,6 +399,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
     if _SHM.search(head):
         return "failure", {}, {"failure": "shm_exhausted", "message": msg[:2000]}
+    if (df := _DF_SHM_FULL.match(head)) is not None:
+        return "failure", {"ratio": int(df.group(1)) / 100}, {"failure": "shm_exhausted", "df_use_pct": int(df.group(1)),
+                                                             "message": msg[:500]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
     if _STORE.search(head):

@@ -49,10 +49,18 @@ def detect(tl: Timeline) -> list[Finding]:
                                         + (f"is {fmt_gib(shm)}" if shm else "is Docker's 64 MiB default")
                                         + "; NCCL and the server's IPC segments need gigabytes on a multi-GPU host"))
             break
+    df = [r for r in direct if attrs(r).get("df_use_pct") is not None]
+    died = [r for r in hits if r not in direct]
+    what = []
+    if died:
+        what.append("a process died of SIGBUS")
+    if any(r not in df for r in direct):
+        what.append("/dev/shm could not back a segment")
+    if df:
+        what.append(f"/dev/shm is {max(attrs(r)['df_use_pct'] for r in df)} % used (df)")
     return [make_finding(
         "SGL-HOST-006",
-        summary=("A process died of SIGBUS"
-                 + (" and /dev/shm could not back a segment" if direct else "")
+        summary=(_first_upper(" and ".join(what))
                  + ": /dev/shm is full or too small (segments leaked by earlier killed runs, or a container's small "
                  "default), not host RAM and not GPU memory."),
         evidence=hits[:6] + [r for r in launch_rows(tl)[-1:] if flags],
@@ -71,3 +79,7 @@ def detect(tl: Timeline) -> list[Finding]:
             "between CI jobs.",
         ],
     )]
+
+
+def _first_upper(text: str) -> str:
+    return text[:1].upper() + text[1:]
