@@ -433,9 +433,17 @@ def build(opts: CheckOptions) -> CheckResult:
     # engine version
     version = opts.engine_version
     how = "given"
-    if version is None and limits.get("image_version"):
+    if launch.attrs.get("engine") == "vllm":  # vLLM's checks need no version (its per-GPU flags mean the same in all)
+        if version is not None:
+            facts.append(Fact("vLLM version", version, "given"))
+        version, is_vllm = None, True
+    else:
+        is_vllm = False
+    if version is None and limits.get("image_version") and not is_vllm:
         version, how = limits["image_version"], "file"
-    if version is None and not opts.offline and limits.get("container"):
+    if is_vllm:
+        pass
+    elif version is None and not opts.offline and limits.get("container"):
         facts.append(Fact("SGLang version", "inside the container image, not this host's (pass --engine-version)",
                           "missing"))
     elif version is None and not opts.offline:
@@ -453,7 +461,9 @@ def build(opts: CheckOptions) -> CheckResult:
                               + " (pass --engine-version)", "missing"))
     if version is not None and not parse_version(version):
         raise CheckError(f"--engine-version {version!r}: not a version (e.g. 0.5.6)", 2)
-    if version is not None:
+    if is_vllm:
+        pass
+    elif version is not None:
         facts.append(Fact("SGLang version", f"{version_text(parse_version(version))}"
                           + (", image tag" if how == "file" else ""), how))
     elif opts.offline:
