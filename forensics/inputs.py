@@ -187,6 +187,8 @@ def looks_binary(head: bytes) -> bool:
 
     >>> looks_binary(b"[2026-11-30 10:00:00] ok\\n" + b"\\0" * 100), looks_binary(bytes(range(256)) * 4)
     (False, True)
+    >>> looks_binary(b"\\xa5" * 4096)  # invalid to the end: not "a character cut by the end"
+    True
     """
     if not head:
         return False
@@ -194,8 +196,8 @@ def looks_binary(head: bytes) -> bool:
     if not rest:
         return True
     text = rest.decode("utf-8", errors="replace")
-    if len(rest) >= 4 and text.endswith("\ufffd"):  # a character cut by the end of the head
-        text = text.rstrip("\ufffd")
+    if len(rest) >= 4 and text.endswith("\ufffd"):  # a character cut by the end of the head (one, not a run)
+        text = text[:-1]
     bad = text.count("\ufffd") + sum(1 for c in text if c < " " and c not in "\t\n\r\f\v\x1b\x08")
     return bad > len(text) // 10
 
