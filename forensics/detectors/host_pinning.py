@@ -13,6 +13,7 @@ return code, so the failure surfaced later as a confusing error at the first cop
 from __future__ import annotations
 
 import math
+import re
 
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -24,9 +25,16 @@ BLIND_SHARE = 0.5
 RESERVE_SHARE = 0.1
 
 
+#: frames of SGLang's host pools: a failure raised inside them is the pool's allocation or pinning failing
+_HOST_POOL_FRAMES = re.compile(r"memory_pool_host\.py|pool_host/|in init_kv_buffer|in _cuda_host_register|"
+                               r"in alloc_with_host_register|cudaHostRegister")
+
+
 def _pin_failures(tl: Timeline) -> list[Row]:
     out = [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"]
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
+    out += [r for r in rows(tl, "failure", "scheduler_exception")
+            if r not in out and failure_class(r) != "kernel_map_failed" and _HOST_POOL_FRAMES.search(r.get("text") or "")]
     return out
 
 
