@@ -292,7 +292,7 @@ def _embedded_launches(text: str, name: str, parts: list[pl.DataFrame]) -> pl.Da
 
     if any(p.height and p.get_column("kind").is_in(["launch_command"]).any() for p in parts):
         return None
-    if not launch._ANCHOR_RE.search(text):
+    if not launch.mentions_launch(text):
         return None
     try:
         found = launch.parse(text, name).events

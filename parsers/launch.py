@@ -789,6 +789,15 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
     return found, lines, used, notes
 
 
+def mentions_launch(text: str) -> bool:
+    """Whether ``text`` holds an engine's launch command anywhere (cheap: one search).
+
+    >>> mentions_launch("see below\\n$ python3 -m sglang.launch_server --tp 8"), mentions_launch("free -g")
+    (True, False)
+    """
+    return _ANCHOR_RE.search(text) is not None
+
+
 def find_commands(text: str) -> list[LaunchCommand]:
     """Every SGLang launch command in a text, in order of their first line.
 

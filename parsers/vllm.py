@@ -168,10 +168,6 @@ _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
 _ALLOCATOR_OOM = re.compile(r"\b(?:CUDA|HIP) out of memory\b")
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SZ)
-_OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of " + _SZ + r" of which " + _SZ + " is free")
-_OOM_THIS = re.compile(r"this process has " + _SZ + r" memory in use")
-_OOM_OLD = re.compile(r"\(GPU (\d+); " + _SZ + r" total capacity; " + _SZ + r" already allocated; " + _SZ + " free;")
-_OOM_PRIVATE = re.compile(r"with " + _SZ + r" allocated in private pools")
 
 # foreign lines on the same streams
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
@@ -447,11 +443,13 @@ class _Parser:
         self.emit("exception", base, attrs)
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
-            cols, oom = oom_figures(text)
-            oom_row = self.emit("cuda_oom", {**base, "line": tb["last"], "line_end": tb["last"]},
-                                {"during": attrs["during"], "tried_bytes": cols.get("bytes"), **oom})
-            oom_row.update({k: v for k, v in cols.items() if k in ("bytes", "gpu", "total_bytes", "free_bytes",
-                                                                   "used_bytes")})
+            self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
+
+    def emit_oom(self, base: dict[str, Any], text: str, during: str | None) -> None:
+        """A ``cuda_oom`` row with the allocator message's figures (one reader of them: parsers.failures)."""
+        cols, oom = oom_figures(text)
+        self.emit("cuda_oom", base, {"during": during, "tried_bytes": cols.get("bytes"), "total_bytes": cols.get("total_bytes"),
+                                     "free_bytes": cols.get("free_bytes"), **oom}, **cols)
 
     # -- one line ----------------------------------------------------------------------------
 
@@ -811,20 +809,8 @@ class _Parser:
             emit("cuda_oom", base, {"during": f"{m.group(1)}_warmup", "dummy_requests": int(m.group(2))},
                  count=int(m.group(2)))
             return True
-        m = _OOM.search(s)
-        if m:
-            g = _OOM_GPU.search(s)
-            old = _OOM_OLD.search(s)
-            this = _OOM_THIS.search(s)
-            priv = _OOM_PRIVATE.search(s)
-            gpu = int(g.group(1)) if g else (int(old.group(1)) if old else None)
-            total = _size(g.group(2)) if g else (_size(old.group(2)) if old else None)
-            free = _size(g.group(3)) if g else (_size(old.group(4)) if old else None)
-            emit("cuda_oom", base, {"during": _phase_of_text(s) or self.phase.get(stream),
-                                    "tried_bytes": _size(m.group(1)), "total_bytes": total, "free_bytes": free,
-                                    "private_pools_bytes": _size(priv.group(1)) if priv else None},
-                 bytes=_size(m.group(1)), gpu=gpu, total_bytes=total, free_bytes=free,
-                 used_bytes=_size(this.group(1)) if this else None)
+        if _OOM.search(s):
+            self.emit_oom(base, s, _phase_of_text(s) or self.phase.get(stream))
             return True
         if _ECC.search(s):
             emit("cuda_error", base, {"error": "uncorrectable_ecc", "message": s[:500]})

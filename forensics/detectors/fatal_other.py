@@ -182,9 +182,12 @@ def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
 
 
 def _first_line(row: Row) -> str:
-    text = (row.get("text") or "").strip()
-    return text.splitlines()[-1 if row.get("kind") == "failure" and failure_class(row) != "traceback_cut" and
-                            text.startswith("Traceback") else 0] if text else row.get("kind", "")
+    """The line that says what failed: a whole traceback's exception line, else the record's first line."""
+    lines = (row.get("text") or "").strip().splitlines()
+    if not lines:
+        return row.get("kind", "")
+    whole_traceback = lines[0].startswith("Traceback") and failure_class(row) not in (None, "traceback_cut")
+    return lines[-1] if whole_traceback else lines[0]
 
 
 def _exception_words(row: Row) -> tuple[str | None, bool]:
