@@ -167,7 +167,7 @@ _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
 _ALLOCATOR_OOM = re.compile(r"\b(?:CUDA|HIP) out of memory\b")
-_OOM = re.compile(r"CUDA out of memory\. Tried to allocate " + _SZ)
+_OOM = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + _SZ)
 
 # foreign lines on the same streams
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")

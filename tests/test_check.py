@@ -231,6 +231,7 @@ def test_vllm_swap_space_per_gpu_over_the_host() -> None:
     proc = cli("--cmd", "vllm serve /models/x --tensor-parallel-size 8 --swap-space 64", "--host-memory", "256GiB")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--swap-space" in proc.stdout
+    assert "SGLang version" not in proc.stdout  # a vLLM launch is not asked for SGLang's
     new = int(proc.stdout.split("--swap-space 64 → ")[1].split()[0]) if "--swap-space 64 → " in proc.stdout else None
     proc_ok = cli("--cmd", "vllm serve /models/x --tensor-parallel-size 8 --swap-space 16", "--host-memory", "256GiB")
     assert proc_ok.returncode == 0, proc_ok.stdout
