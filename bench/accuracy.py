@@ -4,6 +4,12 @@
     python bench/accuracy.py                       # ../shared/incidents
     python bench/accuracy.py CORPUS... --json      # for machines
     python bench/accuracy.py --case 16             # cases whose folder name contains "16"
+    python bench/accuracy.py --split               # develop and validate scores side by side
+
+``--split`` assigns each case to *develop* or *validate* by a stable hash of its folder name (about one
+third validate). Rules are written from the develop cases and their documentation; a validate case is
+read only to confirm a mechanism already implemented. A gap of more than ten points between the two
+scores says the rules fit cases rather than mechanisms.
 
 A corpus is a folder of cases; a case is a folder of evidence files plus ``case.toml`` (the wanted
 ``category``, ``confidence``, ``project`` and ``[[expect_flag]]`` entries; see the corpus's README).
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -37,6 +44,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT_CORPUS = ROOT.parent / "shared" / "incidents"
 SCORED_CONFIDENCE = ("high", "medium")
+#: share of cases held out for validation (by hash of the folder name, so it never moves)
+VALIDATE_SHARE = 1 / 3
+
+
+def split_of(case_name: str) -> str:
+    """``develop`` or ``validate``: a stable hash of the case's folder name, about a third validate."""
+    h = int.from_bytes(hashlib.sha256(case_name.encode("utf-8")).digest()[:8], "big")
+    return "validate" if h / 2**64 < VALIDATE_SHARE else "develop"
 
 
 def read_engines() -> tuple[str, ...]:
@@ -116,6 +131,10 @@ class Result:
     flags_ok: bool | None = None  # None: the case gives no flags
     flag_notes: list[str] = field(default_factory=list)
     error: str | None = None
+
+    @property
+    def split(self) -> str:
+        return split_of(self.case)
 
 
 def load_cases(corpus: Path) -> list[Case]:
@@ -219,9 +238,10 @@ def run(corpora: list[Path], only: str | None = None) -> list[Result]:
 
 def totals(results: list[Result]) -> dict:
     """Scored totals by project and by wanted category, and the confusion counts."""
-    out: dict = {"by_project": {}, "by_category": {}, "confusion": {}}
+    out: dict = {"by_project": {}, "by_category": {}, "by_split": {}, "by_split_project": {}, "confusion": {}}
     scored = [r for r in results if r.scored]
-    for key, group in (("by_project", lambda r: r.project), ("by_category", lambda r: r.wanted)):
+    for key, group in (("by_project", lambda r: r.project), ("by_category", lambda r: r.wanted),
+                       ("by_split", lambda r: r.split), ("by_split_project", lambda r: f"{r.split}/{r.project}")):
         buckets = defaultdict(list)
         for r in scored:
             buckets[group(r)].append(r)
@@ -247,12 +267,32 @@ def _pct(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.0f} %)" if b else "–"
 
 
-def print_table(results: list[Result], tot: dict) -> None:
+def print_split(tot: dict) -> None:
+    """Develop and validate side by side: the gap is the measure of fitting."""
+    print("\nsplit (develop = rules may be written from them; validate = held out):")
+    print(f"  {'':<18} {'develop':<22} {'validate':<22}")
+    rows = [("all", "")] + [(p, p) for p in READ_ENGINES]
+    for label, project in rows:
+        cells = []
+        for split in ("develop", "validate"):
+            v = tot["by_split"].get(split) if not project else tot["by_split_project"].get(f"{split}/{project}")
+            cells.append(_pct(v["category_ok"], v["cases"]) if v else "–")
+        print(f"  {label + ' category':<18} {cells[0]:<22} {cells[1]:<22}")
+        cells = []
+        for split in ("develop", "validate"):
+            v = tot["by_split"].get(split) if not project else tot["by_split_project"].get(f"{split}/{project}")
+            cells.append(_pct(v["flags_ok"], v["flag_cases"]) if v else "–")
+        print(f"  {label + ' flags':<18} {cells[0]:<22} {cells[1]:<22}")
+
+
+def print_table(results: list[Result], tot: dict, split: bool = False) -> None:
     print(f"{'case':<62} {'conf':<6} {'wanted':<25} {'got':<25} cat  flags")
     for r in results:
         mark = "ok" if r.category_ok else "MISS"
         flags = "–" if r.flags_ok is None else ("ok" if r.flags_ok else "MISS")
         scored = "" if r.scored else " (not scored)"
+        if split:
+            scored += f" [{r.split}]"
         print(f"{r.case[:62]:<62} {r.confidence:<6} {r.wanted:<25} {r.got:<25} {mark:<4} {flags}{scored}")
         if r.error:
             print(f"    error: {r.error}")
@@ -271,6 +311,8 @@ def print_table(results: list[Result], tot: dict) -> None:
     print(f"\nscored: category {_pct(a['category_ok'], a['cases'])}; flags {_pct(a['flags_ok'], a['flag_cases'])}; "
           f"healthy controls quiet {a['healthy_quiet']}/{a['healthy_controls']}; "
           f"cases with no findings {a['no_findings']}; errors {a['errors']}")
+    if split:
+        print_split(tot)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("corpus", nargs="*", type=Path, help=f"case folders' parents (default {DEFAULT_CORPUS})")
     ap.add_argument("--json", action="store_true", help="print the results and totals as JSON")
     ap.add_argument("--case", help="only cases whose folder name contains this")
+    ap.add_argument("--split", action="store_true", help="mark each case develop/validate and score both")
+    ap.add_argument("--only", choices=("develop", "validate"), help="only the cases of one split")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
     missing = [c for c in corpora if not c.is_dir()]
@@ -286,11 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ.setdefault("FORENSICS_NATIVE", os.environ.get("FORENSICS_NATIVE", "1"))
     results = run(corpora, args.case)
+    if args.only:
+        results = [r for r in results if r.split == args.only]
     tot = totals(results)
     if args.json:
-        print(json.dumps({"results": [asdict(r) for r in results], "totals": tot}, indent=2))
+        print(json.dumps({"results": [asdict(r) | {"split": r.split} for r in results], "totals": tot}, indent=2))
     else:
-        print_table(results, tot)
+        print_table(results, tot, split=args.split or bool(args.only))
     return 0
 
 
