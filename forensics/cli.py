@@ -114,7 +114,7 @@ def _release_free_memory() -> None:
 
 def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], dict[str, str]]:
     """``--host NAME=PATH`` values as {path: name}; a PATH not among the INPUTs is read too."""
-    from .hosts import parse_host_specs
+    from forensics.timeline.hosts import parse_host_specs
 
     try:
         hosts = parse_host_specs(specs)
@@ -126,9 +126,10 @@ def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], d
 
 def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Path | None = None,
              hosts: dict[str, str] | None = None):
+    from forensics.report.findings import to_document
+
     from .detectors import run_all
     from .detectors._common import release
-    from .findings import to_document
     from .progress import for_stderr
     from .timeline import build_timeline
 
@@ -335,8 +336,9 @@ def check(
     SGLang) with bounded commands. Prints each problem with the corrected flag and its arithmetic,
     then the corrected command.
     """
+    from forensics.report.findings import dumps_document, to_document
+
     from .check import CheckError, CheckOptions, render_text, run_check
-    from .findings import dumps_document, to_document
 
     if fmt not in ("text", "json"):
         raise Fail(f"--format: {fmt!r}; choose text or json", EXIT_USAGE)

@@ -10,7 +10,7 @@ from test_detectors_common import GIB, fired, timeline
 
 from forensics.detectors import kv_cache_capacity, nccl_timeout, run_all
 from forensics.detectors._common import SGLANG_KINDS
-from forensics.findings import dumps_document, to_document
+from forensics.report.findings import dumps_document, to_document
 
 
 def _watchdog(rank: int, seq: int) -> dict:
@@ -106,7 +106,7 @@ def test_run_all_never_raises_on_odd_events(rows):
 
 
 def test_xid_detector_uses_the_catalog():
-    from forensics import xid
+    from forensics.facts import xid
 
     hard = {"kind": "xid", "source": "kernel", "code": 79, "attrs": {"pci_bus_id": "0000:9b:00"},
             "text": "NVRM: Xid (PCI:0000:9b:00): 79, GPU has fallen off the bus."}

@@ -151,8 +151,8 @@ def test_no_action_carries_its_own_number():
 
 def test_report_shows_the_run_and_marks_one_root():
     from forensics import rules
-    from forensics.findings import to_document
     from forensics.report import _findings_view, render_markdown
+    from forensics.report.findings import to_document
 
     tl = timeline(*_run(0, 1, 0.91, crash=True), *_run(1, 20, 0.95, crash=True))
     doc = to_document(*run_all(tl), tl)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from forensics import engines
 from forensics.detectors import run_all, vllm_headroom, vllm_kv_cache
+from forensics.facts import engines
 from forensics.model import Timeline
 from parsers import vllm
 from parsers.schema import empty_frame

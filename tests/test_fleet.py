@@ -26,8 +26,8 @@ import zstandard
 from forensics import rules
 from forensics.cli import _analyse
 from forensics.fleet import FleetUsageError, expand_inputs, identify, run_fleet
-from forensics.fleet_dataset import FINDINGS_SCHEMA, INCIDENTS_SCHEMA
-from forensics.fleet_index import build_view
+from forensics.fleet.dataset import FINDINGS_SCHEMA, INCIDENTS_SCHEMA
+from forensics.fleet.index import build_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet_bundles import BAD_HOST, make_bundles, scenario_inputs, write_bundle  # noqa: E402

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 
 from forensics.cli import EXIT_USAGE, Fail, app
 from forensics.detectors import run_all
-from forensics.findings import to_document
-from forensics.hosts import group_inputs, parse_host_specs
+from forensics.report.findings import to_document
 from forensics.timeline import build_timeline
+from forensics.timeline.hosts import group_inputs, parse_host_specs
 from parsers.hostname import stated_host
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"

@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics.timeline import build_timeline
-from parsers import launch, launch_config, launch_yaml
+from parsers import launch
+from parsers.launch import config as launch_config
+from parsers.launch import yaml_recipe as launch_yaml
 from parsers.schema import NotThisFormat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "launch"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import launch_prose
+from parsers.launch import prose as launch_prose
 from parsers.units import GIB, MIB
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from parsers import nvidia_smi_csv, nvidia_smi_q, nvidia_smi_table, nvidia_smi_xml
+from parsers.nvidia_smi import csv as nvidia_smi_csv
+from parsers.nvidia_smi import q as nvidia_smi_q
+from parsers.nvidia_smi import table as nvidia_smi_table
+from parsers.nvidia_smi import xml as nvidia_smi_xml
 from parsers.schema import NotThisFormat
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

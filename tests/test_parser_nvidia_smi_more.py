@@ -15,10 +15,14 @@ import polars as pl
 import pytest
 
 from forensics.detectors import xid as xid_detector
-from forensics.gpu_map import GpuMap, build, fill_gpus, gpu_map
+from forensics.facts.gpu_map import GpuMap, build, fill_gpus, gpu_map
 from forensics.model import Timeline
 from forensics.timeline import build_timeline
-from parsers import nvidia_smi_csv, nvidia_smi_misc, nvidia_smi_mon, nvidia_smi_table, registry
+from parsers import registry
+from parsers.nvidia_smi import csv as nvidia_smi_csv
+from parsers.nvidia_smi import misc as nvidia_smi_misc
+from parsers.nvidia_smi import mon as nvidia_smi_mon
+from parsers.nvidia_smi import table as nvidia_smi_table
 from parsers.schema import NotThisFormat, empty_frame
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "research_samples" / "nvidia_smi"

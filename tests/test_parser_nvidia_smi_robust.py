@@ -9,8 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parsers import nvidia_smi_csv, nvidia_smi_q, nvidia_smi_table, nvidia_smi_xml
-from parsers._nvsmi_common import split_lines
+from parsers.nvidia_smi import csv as nvidia_smi_csv
+from parsers.nvidia_smi import q as nvidia_smi_q
+from parsers.nvidia_smi import table as nvidia_smi_table
+from parsers.nvidia_smi import xml as nvidia_smi_xml
+from parsers.nvidia_smi.common import split_lines
 from parsers.schema import NotThisFormat
 
 MODULES = (nvidia_smi_table, nvidia_smi_csv, nvidia_smi_q, nvidia_smi_xml)

@@ -11,8 +11,10 @@ import json
 
 import pytest
 
-from parsers import fuser, nvidia_smi_csv, nvidia_smi_table, ps, registry
+from parsers import fuser, ps, registry
 from parsers._proc_titles import process_identity
+from parsers.nvidia_smi import csv as nvidia_smi_csv
+from parsers.nvidia_smi import table as nvidia_smi_table
 
 
 def rows(result) -> list[dict]:

@@ -13,8 +13,9 @@ import polars as pl
 import pytest
 import report_fixture as rf
 
-from forensics import plots, report
+from forensics import report
 from forensics.model import Timeline
+from forensics.report import plots
 from forensics.resources import templates_dir
 from parsers.schema import rows_to_frame
 

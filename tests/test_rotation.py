@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from forensics.inputs import read_inputs
-from forensics.rotation import rotation_key
+from forensics.inputs.rotation import rotation_key
 from forensics.timeline import build_timeline
 
 

@@ -7,7 +7,7 @@ import json
 import report_fixture as rf
 
 from forensics.report import catalog_rules
-from forensics.sarif import LEVELS, SARIF_VERSION, fingerprint, to_sarif
+from forensics.report.sarif import LEVELS, SARIF_VERSION, fingerprint, to_sarif
 
 
 def sarif():

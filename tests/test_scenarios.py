@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from forensics.detectors import run_all
-from forensics.findings import dumps_document, to_document
 from forensics.model import SEVERITY_RANK
+from forensics.report.findings import dumps_document, to_document
 from forensics.timeline import build_timeline
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"

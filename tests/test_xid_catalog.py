@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics import xid
+from forensics.facts import xid
 from forensics.model import SEVERITIES
 from parsers import kernel
 

@@ -6,7 +6,7 @@ confidence of each finding whose evidence includes such a row by one step and sa
 it read. A rule that already says so itself (its reason names "sentences") is left as it is.
 
 >>> from forensics.model import Evidence, Finding, Timeline
->>> from parsers.launch_prose import parse
+>>> from parsers.launch.prose import parse
 >>> tl = Timeline(events=parse("We launched with --tp-size 8.\\n", "ticket.md").events)
 >>> f = Finding(rule_id="X", category="other", severity="high", title="t", summary="s", confidence="high",
 ...             evidence=[Evidence("ticket.md", 1, "We launched with --tp-size 8.")])

@@ -1,6 +1,6 @@
 """What the vLLM detectors share: a log's runs and the settings that apply to each.
 
-Settings come from, in rising precedence: vLLM's defaults (``forensics.engines``, marked assumed),
+Settings come from, in rising precedence: vLLM's defaults (``forensics.facts.engines``, marked assumed),
 a ``vllm serve`` launch command, ``args: Namespace(...)`` / ``non-default args: {...}``, the engine's
 config line, and the memory-profiling lines (which print the utilization actually used).
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics import engines
+from forensics.facts import engines
 from forensics.model import Timeline
 
 from ._common import Row, attrs, flag_key, launch_rows, rows, to_number

@@ -1,7 +1,7 @@
 """One server over several nodes: every rule per host, then causes linked across hosts.
 
 Each host's evidence is judged against that host's facts (its RAM, its GPUs, its ranks: the detectors
-see one host's view, :func:`forensics.hosts.host_view`), so HiCache × the ranks of the small-RAM node is
+see one host's view, :func:`forensics.timeline.hosts.host_view`), so HiCache × the ranks of the small-RAM node is
 weighed against that node's RAM, and GPU 0 of one node is never GPU 0 of another. Then the hosts'
 findings are linked as one incident: the rank that died on one node explains the other nodes' collective
 timeouts. A flag corrected on several hosts takes the value that fits the tightest one. The topology
@@ -146,7 +146,7 @@ SILENCE_SLACK_S = 60.0
 
 def _collective_starts(view: Timeline) -> list[tuple[Any, dict, Any]]:
     """(moment the collective began, its row, the timeout stamp) for each collective timeout of a host."""
-    from forensics.hosts import glog_stamp
+    from forensics.timeline.hosts import glog_stamp
 
     out = []
     years = view.events.get_column("ts").drop_nulls().dt.year()
@@ -225,7 +225,7 @@ def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Findin
 
 def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
-    from forensics.hosts import host_view
+    from forensics.timeline.hosts import host_view
 
     from . import _sort_key, incident_run, link_consequences, missing_facts, root_finding
 

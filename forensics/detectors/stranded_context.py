@@ -17,7 +17,7 @@ GPUs 0 and 2 stay ~full with no live owner while the others are empty: stranded 
 
 from __future__ import annotations
 
-from forensics.gpu_map import fill_gpus, gpu_map
+from forensics.facts.gpu_map import fill_gpus, gpu_map
 from forensics.model import Finding, Timeline
 
 from ._common import (

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from forensics import engines
+from forensics.facts import engines
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import attrs, fmt_gib, make_finding, rank_of

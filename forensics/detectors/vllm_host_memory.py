@@ -15,7 +15,7 @@ True
 
 from __future__ import annotations
 
-from forensics import engines
+from forensics.facts import engines
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, Row, attrs, docker_memory_limit, fmt_gib, launch_rows, make_finding, rows

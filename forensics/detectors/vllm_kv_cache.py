@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from forensics import engines
+from forensics.facts import engines
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, Row, attrs, fmt_gib, make_finding, rank_of

@@ -1,4 +1,4 @@
-"""SGL-XID-001/002: NVIDIA Xid events, judged by the Xid catalog (:mod:`forensics.xid`).
+"""SGL-XID-001/002: NVIDIA Xid events, judged by the Xid catalog (:mod:`forensics.facts.xid`).
 
 Sample (R460+ driver)::
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forensics.gpu_map import fill_gpus, gpu_map
+from forensics.facts.gpu_map import fill_gpus, gpu_map
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
 
 from ._common import Row, attrs, before, end_events, make_finding, rows
@@ -90,7 +90,7 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
     if not hits:
         return []
     hits = fill_gpus(hits, gpu_map(tl))  # Xid lines name a PCI address; nvidia-smi says which index it is
-    from forensics import xid as xid_catalog  # the Xid catalog (forensics/xid.py)
+    from forensics.facts import xid as xid_catalog
 
     ends = end_events(tl)
     real: dict[int, list[Row]] = {}

@@ -1,6 +1,6 @@
 """Read every input the commands accept: bundles (tar, tar.gz/tgz, tar.zst, tar.xz, tar.bz2, zip), directories,
-loose files, each possibly compressed (gzip, bzip2, xz, zstd: see :mod:`forensics.unpack`, which also opens
-archives nested one level deep), and rotation sets read as one log (:mod:`forensics.rotation`).
+loose files, each possibly compressed (gzip, bzip2, xz, zstd: see :mod:`forensics.inputs.unpack`, which also opens
+archives nested one level deep), and rotation sets read as one log (:mod:`forensics.inputs.rotation`).
 
 Archives are streamed member by member; no member is ever written under its own name. Small
 members are read into memory. A member over the streaming threshold (see :func:`read_archive`) is
@@ -482,7 +482,7 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
                 continue
             if len(files) >= MAX_FILES:
                 raise InputError(f"{root}: more than {MAX_FILES} files")
-            # archives and compressed files are opened by the caller (forensics.unpack), by content
+            # archives and compressed files are opened by the caller (forensics.inputs.unpack), by content
             if st.st_size > stream_over and fn != "manifest.json":
                 files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
                                        size=st.st_size))
@@ -515,8 +515,8 @@ def read_inputs(paths: list[str | os.PathLike], spool_dir: str | os.PathLike | N
 
 
 def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> None:
-    from . import rotation, unpack
-    from .progress import byte_task
+    from forensics.inputs import rotation, unpack
+    from forensics.progress import byte_task
 
     big = _total_size(paths) > STREAM_BYTES
     stream_over = min(STREAM_BYTES, STREAM_BYTES_BIG_INPUT) if big else STREAM_BYTES

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from .fleet_dataset import read_findings, read_incidents
+from forensics.fleet.dataset import read_findings, read_incidents
 
 NO_ROOT = "no root cause"
 FAILED = "not analysed (input error)"
@@ -213,18 +213,18 @@ def render_index(out_dir: Path) -> str:
     import plotly.offline
     from markupsafe import Markup
 
-    from .report import _env
+    from forensics.report import _env
 
     out_dir = Path(out_dir)
     view = build_view(read_incidents(out_dir), read_findings(out_dir), out_dir)
     plotlyjs = re.sub(r"</(script)", r"<\\/\1", plotly.offline.get_plotlyjs(), flags=re.IGNORECASE)
-    from . import __version__
+    from forensics import __version__
 
     return _env(True).get_template("fleet.html.j2").render(v=view, plotlyjs=Markup(plotlyjs), version=__version__)
 
 
 def write_index(out_dir: Path) -> Path:
-    from .report import _write_atomic
+    from forensics.report import _write_atomic
 
     target = Path(out_dir) / "index.html"
     text = render_index(out_dir)

@@ -48,7 +48,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from typing import Any
 
-from parsers._nvsmi_common import (
+from parsers._proc_titles import process_identity, rank_columns
+from parsers.nvidia_smi.common import (
     failure_row,
     integer,
     match_failure,
@@ -62,7 +63,6 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_xml"

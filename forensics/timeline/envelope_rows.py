@@ -16,12 +16,11 @@ from typing import Any
 
 import polars as pl
 
+from forensics.inputs import InputFile
+from forensics.model import Facts
+from forensics.timeline import _count_lines, _parse_file, _Piece, _resolve_time
 from parsers import envelopes
 from parsers.schema import EVENT_SCHEMA, ParseResult, empty_frame
-
-from .inputs import InputFile
-from .model import Facts
-from .timeline import _count_lines, _parse_file, _Piece, _resolve_time
 
 #: Envelope columns of EVENT_SCHEMA that come straight from the envelope's metadata.
 _ENV_COLUMNS = ("envelope", "unit", "container", "pod", "stream", "task")

@@ -40,9 +40,9 @@ from typing import Any
 
 import regex as re
 
-from . import launch_vocab as vocab
-from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
-from .units import GIB, KIB, MIB, TIB, k8s_quantity
+from parsers.launch import vocab
+from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
+from parsers.units import GIB, KIB, MIB, TIB, k8s_quantity
 
 FORMAT = "launch"
 
@@ -453,7 +453,7 @@ def _apply_docker(cmd: LaunchCommand, docker: dict[str, Any] | None) -> None:
 
 def _container_limits(cmd: LaunchCommand, memory_from: str) -> None:
     """The docker/compose memory limit and GPU count as the generic container limits."""
-    from .launch_config import docker_gpu_count
+    from parsers.launch.config import docker_gpu_count
 
     if cmd.docker_memory_bytes:
         cmd.container_memory_bytes, cmd.container_memory_from = cmd.docker_memory_bytes, memory_from
@@ -727,7 +727,7 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
     used: set[int] = set()
     notes: list[str] = []
     found: list[LaunchCommand] = []
-    from . import launch_config
+    from parsers.launch import config as launch_config
 
     if launch_config.launch_yaml.is_k8s(text):
         for cmd in launch_config.k8s_commands(text):
@@ -840,7 +840,7 @@ _ENGINE_WORD_RE = re.compile(r"sglang(?:_router)?\.launch_server|\bsglang\W{1,6}
 def sniff(head: str) -> float:
     """High for a launch script, compose file, manifest, recipe, Dockerfile or Python launcher; moderate for
     text that merely holds a launch command."""
-    from . import launch_config
+    from parsers.launch import config as launch_config
 
     if (_is_compose(head) or launch_config.launch_yaml.is_k8s(head)) and _ENGINE_WORD_RE.search(head):
         return 0.9  # list forms split "-m" and the module over items
@@ -877,7 +877,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         found, lines, used, notes = _scan(text)
     except RecursionError as exc:  # pathological nesting of ``bash -c`` quotes
         raise NotThisFormat("launch text nested too deeply") from exc
-    from . import launch_config
+    from parsers.launch import config as launch_config
 
     script_like = (text.startswith("#!") or _is_compose(text) or "\0" in text or launch_config.launch_yaml.is_k8s(text)
                    or launch_config.is_dockerfile(text) or launch_config.is_python_api(text)

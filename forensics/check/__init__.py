@@ -41,7 +41,7 @@ from forensics.detectors._common import (
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
 from parsers import free as free_parser
 from parsers import launch as launch_parser
-from parsers import nvidia_smi_csv
+from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.schema import NotThisFormat, empty_frame, rows_to_frame
 from parsers.units import k8s_quantity, slurm_mem
 
@@ -447,7 +447,7 @@ def build(opts: CheckOptions) -> CheckResult:
         facts.append(Fact("SGLang version", "inside the container image, not this host's (pass --engine-version)",
                           "missing"))
     elif version is None and not opts.offline:
-        from forensics.collect_sources import VERSION_SCRIPT
+        from forensics.collect.sources import VERSION_SCRIPT
 
         python = launch.argv[0] if launch.argv and "python" in Path(launch.argv[0]).name else "python3"
         out, problem = _run([python, "-c", VERSION_SCRIPT, "sglang"], opts)

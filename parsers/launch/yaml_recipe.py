@@ -23,7 +23,7 @@ from typing import Any
 
 import regex as re
 
-from .units import GIB, KIB, MIB, TIB
+from parsers.units import GIB, KIB, MIB, TIB
 
 
 @dataclass

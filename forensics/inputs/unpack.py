@@ -30,8 +30,8 @@ from typing import BinaryIO
 
 import zstandard
 
-from . import inputs as _in
-from .inputs import InputError, InputFile, _Spool, _why
+from forensics import inputs as _in
+from forensics.inputs import InputError, InputFile, _Spool, _why
 
 #: Magic bytes of the single-file compressions (bzip2's is followed by a block size digit).
 MAGIC = {"gzip": b"\x1f\x8b", "bzip2": b"BZh", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}

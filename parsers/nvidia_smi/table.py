@@ -44,7 +44,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._nvsmi_common import (
+from parsers._proc_titles import process_identity, rank_columns
+from parsers.nvidia_smi.common import (
     BUS_ID_PATTERN,
     failure_row,
     integer,
@@ -59,7 +60,6 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_table"

@@ -7,7 +7,7 @@ transcript splitter decides which lines are prose) and returns:
 
 * ``launch_command`` (``launcher = "prose"``, ``attrs.confidence = "prose"``): one per configuration
   the text says *ran*. Mentions of engine flags (``--flag value``, ``--flag=value``, ``snake_key=value``;
-  only names in :mod:`parsers.launch_vocab`) gather into one configuration until a flag is stated again
+  only names in :mod:`parsers.launch.vocab`) gather into one configuration until a flag is stated again
   with another value: that starts the next one, which keeps the earlier flags ("tried again with
   --hicache-size 48" keeps ``--tp-size 8``; ``attrs.carried`` names them). ``attrs.mentions`` maps each
   flag to the line and sentence that stated it; ``attrs.implied`` names flags a stated one implies
@@ -46,9 +46,9 @@ from typing import Any
 
 import regex as re
 
-from . import launch_vocab as vocab
-from .schema import ParseResult
-from .units import GIB, KIB, MIB, TIB
+from parsers.launch import vocab
+from parsers.schema import ParseResult
+from parsers.units import GIB, KIB, MIB, TIB
 
 FORMAT = "prose"
 CONFIDENCE = "prose"

@@ -25,14 +25,13 @@ from typing import Any
 
 import polars as pl
 
+from forensics.inputs import InputError, InputFile, iter_text, looks_binary, read_inputs
+from forensics.inputs.rotation import member_examples
+from forensics.model import Artifact, Facts, Timeline
+from forensics.progress import byte_task
+from forensics.redact import redact_frame, redact_text
 from parsers import _bulkscan, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
-
-from .inputs import InputError, InputFile, iter_text, looks_binary, read_inputs
-from .model import Artifact, Facts, Timeline
-from .progress import byte_task
-from .redact import redact_frame, redact_text
-from .rotation import member_examples
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
@@ -75,7 +74,7 @@ def _is_binary(data: bytes) -> bool:
 
 
 def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
-    """Rows of a joined rotation set (forensics.rotation) named by their member file and its own line."""
+    """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
     if not frame.height:
         return frame
     starts = pl.Series([s for _n, s in parts], dtype=pl.Int64)
@@ -111,9 +110,8 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
     handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). Envelopes
     (docker JSON, kubectl, journald…) are peeled chunk by chunk; the head's inner text is sniffed."""
+    from forensics.timeline.envelope_rows import EnvelopeChunks
     from parsers import envelopes, sglang_fast
-
-    from .envelope_rows import EnvelopeChunks
 
     head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
     peeled = envelopes.peel(head[: head.rfind("\n") + 1] or head)
@@ -183,7 +181,8 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
     The prose parser sees only the prose lines (others blanked, so line numbers stay the file's); its
     lines are already counted as recognised by the transcript piece, so it reports none of its own.
     """
-    from parsers import launch, launch_prose
+    from parsers import launch
+    from parsers.launch import prose as launch_prose
 
     out: list[_Piece] = []
     lines = text.split("\n")
@@ -591,7 +590,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
     """Read INPUT paths and return the assembled timeline. Raises InputError for bad input.
 
     Several inputs that are different hosts' evidence (a bundle per node, a folder per node) are read
-    host by host and merged (forensics.hosts); ``hosts`` maps an INPUT path to the host it is
+    host by host and merged (forensics.timeline.hosts); ``hosts`` maps an INPUT path to the host it is
     (``--host NAME=PATH``), overriding what the input says.
 
     ``redact`` (the default) masks credentials in every row's text and attrs and in the examples of
@@ -608,7 +607,7 @@ def build_timeline(paths: list[str | os.PathLike], tz: str | None = None,
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             raise InputError(f"unknown time zone {tz!r} (use an IANA name such as Asia/Shanghai or UTC)") from None
     if len(paths) > 1 or hosts:
-        from .hosts import build_by_host
+        from forensics.timeline.hosts import build_by_host
 
         merged = build_by_host(paths, hosts or {}, lambda ps, host: _build_one(
             ps, tz, progress, spill_dir, transform, redact, host), spill_dir)
@@ -749,7 +748,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                 text = next(iter_text([f]))[1]
             n_lines = _count_lines(text)
             artifact.lines = n_lines
-            from .envelope_rows import read_enveloped
+            from forensics.timeline.envelope_rows import read_enveloped
 
             pieces, label = read_enveloped(f, text, art, facts, tz) or _parse_file(f, text, art)
             artifact.format = label
@@ -806,7 +805,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     frames.clear()
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)
     _derive_facts(events, facts, tz, sink.bases if sink is not None else None)
-    from .envelope_rows import note_skew
+    from forensics.timeline.envelope_rows import note_skew
 
     note_skew(events, facts)
     facts.notes.extend(dict.fromkeys(notes))
@@ -904,7 +903,7 @@ def _facts_json(f: Facts) -> dict[str, Any]:
 
 
 def _hosts_json(f: Facts) -> dict[str, Any]:
-    from .findings import _clean, host_dict
+    from forensics.report.findings import _clean, host_dict
 
     return {name: _clean(host_dict(h)) for name, h in sorted(f.hosts.items())}
 

@@ -32,7 +32,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from forensics.model import SEVERITY_RANK, Timeline
-from forensics.plots import Plots, timeline_plots
+from forensics.report.plots import Plots, timeline_plots
 from forensics.resources import templates_dir
 
 #: Output format → file name written into the output folder.
@@ -781,7 +781,7 @@ def host_sections(doc: dict[str, Any], tl: Timeline | None) -> list[dict[str, An
     limit, engine version, clocks, topology), its snapshots, its findings and its plots; [] for one host."""
     if tl is None or len(tl.facts.hosts) <= 1:
         return []
-    from forensics.hosts import host_view
+    from forensics.timeline.hosts import host_view
 
     out = []
     for name, hf in sorted(tl.facts.hosts.items()):
@@ -889,7 +889,7 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
 
 def _dumps_document(doc: dict[str, Any]) -> str:
     try:
-        from forensics.findings import dumps_document
+        from forensics.report.findings import dumps_document
     except ImportError:
         return json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, default=str) + "\n"
     return dumps_document(doc)
@@ -981,7 +981,7 @@ def _render_text(fmt: str, doc: dict[str, Any], tl: Timeline, catalog: Any) -> s
         return render_markdown(doc, catalog, tl)
     if fmt == "json":
         return _dumps_document(doc)
-    from forensics.sarif import to_sarif
+    from forensics.report.sarif import to_sarif
 
     return json.dumps(to_sarif(doc, catalog), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 

@@ -1,6 +1,6 @@
 """``forensics collect``: one bundle from a host that may be wedged, every step bounded.
 
-The engine walks the sources table (:mod:`forensics.collect_sources`) and enforces, in one place:
+The engine walks the sources table (:mod:`forensics.collect.sources`) and enforces, in one place:
 
 * **never hang** — each command runs in its own process group under a timeout; on expiry the group
   gets SIGTERM, then SIGKILL after a short grace; a child that cannot be reaped (D state) is
@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import forensics
-from forensics.collect_sources import SOURCES, Source
+from forensics.collect.sources import SOURCES, Source
 from forensics.redact import Obfuscator, redact_bytes, redact_text
 
 SCHEMA_VERSION = 1
@@ -1023,7 +1023,7 @@ class _Run:
 def snapshot_dest(src: Source, index: int) -> str:
     """Where a snapshot source goes when there are several snapshots.
 
-    >>> from forensics.collect_sources import by_id
+    >>> from forensics.collect.sources import by_id
     >>> snapshot_dest(by_id("free"), 1)
     'snapshots/001/free.txt'
     """

@@ -30,10 +30,9 @@ from typing import Any
 
 import polars as pl
 
+from forensics.inputs import looks_binary, read_inputs
+from forensics.model import Facts, HostFacts, Timeline
 from parsers.hostname import stated_hosts
-
-from .inputs import looks_binary, read_inputs
-from .model import Facts, HostFacts, Timeline
 
 #: Bytes read from the head of each file when looking for the host a text names.
 HEAD_BYTES = 256 << 10
@@ -299,9 +298,8 @@ def _merge_parquet(timelines: list[tuple[str, Timeline, list[HostInput]]], retag
     flat) into one timeline.parquet in a private folder under ``spill_dir``."""
     import pyarrow.parquet as pq
 
+    from forensics.timeline import PARQUET_OPTIONS, _parquet_meta
     from parsers.schema import empty_frame
-
-    from .timeline import PARQUET_OPTIONS, _parquet_meta
 
     folder = tempfile.mkdtemp(prefix=".forensics-hosts-", dir=spill_dir)
     out = os.path.join(folder, "timeline.parquet")

@@ -43,7 +43,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._nvsmi_common import (
+from parsers._proc_titles import process_identity, rank_columns
+from parsers.nvidia_smi.common import (
     failure_row,
     match_failure,
     mib_to_bytes,
@@ -51,7 +52,6 @@ from parsers._nvsmi_common import (
     prompt_command,
     split_lines,
 )
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_mon"

@@ -36,7 +36,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._nvsmi_common import (
+from parsers._proc_titles import process_identity, rank_columns
+from parsers.nvidia_smi.common import (
     MAX_LINE,
     SmiCommand,
     failure_row,
@@ -51,7 +52,6 @@ from parsers._nvsmi_common import (
     smi_invocations,
     split_lines,
 )
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_csv"

@@ -10,7 +10,7 @@ launch, ``"command"`` for code or a command line that performs one) or script co
   ``resources.limits.memory`` (``400Gi`` binary, ``400G`` decimal) and ``nvidia.com/gpu``;
   launcher ``kubernetes``.
 * a recipe: a YAML mapping of server arguments (``mem-fraction-static: 0.95``, ``tp: 8``, snake case
-  too), flat or under ``server_args:``/``engine_args:``…; only names in :mod:`parsers.launch_vocab`;
+  too), flat or under ``server_args:``/``engine_args:``…; only names in :mod:`parsers.launch.vocab`;
   launcher ``config``.
 * a Dockerfile: ``ENV K=V`` / ``ENV K V``, ``CMD``/``ENTRYPOINT`` in JSON or shell form; launcher
   ``dockerfile``.
@@ -35,15 +35,15 @@ from typing import Any
 
 import regex as re
 
-from . import launch_vocab as vocab
-from . import launch_yaml
-from .units import GIB, KIB, MIB, TIB
+from parsers.launch import vocab
+from parsers.launch import yaml_recipe as launch_yaml
+from parsers.units import GIB, KIB, MIB, TIB
 
 EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "CUDA_", "PYTORCH_")
 
 
 def _launch():
-    from . import launch  # launch imports this module lazily; this import runs after both are loaded
+    from parsers import launch  # launch imports this module lazily; this import runs after both are loaded
 
     return launch
 

@@ -1,7 +1,7 @@
 """Rotation sets: ``x.log``, ``x.log.1``, ``x.log.2.gz``, ``x.log-20261130.gz``, ``x.log.2026-11-30`` …
 given together (loose, in a folder or in an archive) are one log, read oldest first.
 
-Design: the members (already decompressed by :mod:`forensics.unpack`) are joined, oldest first and
+Design: the members (already decompressed by :mod:`forensics.inputs.unpack`) are joined, oldest first and
 each ending with a line end, into ONE logical file named after the current log (``x.log``), so that
 the parser sees one stream and a server run that spans a rotation stays one run. The logical file
 keeps ``parts``: each member's name and the logical line it starts at. The timeline maps every row's
@@ -21,7 +21,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from .inputs import InputFile, _Spool, _to_spool
+from forensics.inputs import InputFile, _Spool, _to_spool
 
 _COMPRESSED = re.compile(r"\.(gz|bz2|xz|zst|zstd)$", re.I)
 _NUMBERED = re.compile(r"^(?P<base>.+)\.(?P<n>\d{1,4})$")

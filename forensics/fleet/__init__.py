@@ -31,7 +31,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from .inputs import ARCHIVE_SUFFIXES, is_archive_name
+from forensics.inputs import ARCHIVE_SUFFIXES, is_archive_name
 
 #: what an incident folder holds by default: everything `report` writes
 DEFAULT_FORMATS = ("html", "md", "json", "sarif", "parquet")
@@ -282,7 +282,7 @@ def _gpu_identities(tl) -> dict[int, str]:
     GPU map, as the detectors get theirs."""
     import polars as pl
 
-    from .gpu_map import gpu_map
+    from forensics.facts.gpu_map import gpu_map
 
     ev = tl.events
     if ev.is_empty() or "attrs" not in ev.columns:
@@ -317,7 +317,7 @@ def _gpu_identities(tl) -> dict[int, str]:
 def _incident_facts(tl, doc: dict[str, Any]) -> dict[str, Any]:
     import polars as pl
 
-    from .engines import engine_of
+    from forensics.facts.engines import engine_of
 
     ev = tl.events
     hosts = []
@@ -340,7 +340,7 @@ def _incident_facts(tl, doc: dict[str, Any]) -> dict[str, Any]:
         version = version or tl.facts.sglang_version
     findings = doc.get("findings") or []
     root = next((f for f in findings if f.get("rule_id") == doc.get("root_cause")), None)
-    from .model import SEVERITY_RANK
+    from forensics.model import SEVERITY_RANK
 
     worst = min(findings, key=lambda f: SEVERITY_RANK.get(f.get("severity"), 9), default=None)
     return {"hosts": hosts, "engine": engine, "engine_version": version, "collected_at": tl.facts.collected_at,
@@ -367,8 +367,8 @@ def analyse_incident(spec: dict[str, Any], out_dir: str, tz: str | None = None,
                      formats: tuple[str, ...] = DEFAULT_FORMATS) -> dict[str, Any]:
     """Analyse one incident exactly as `report` does, write its report folder and findings partition,
     and return its incidents.parquet row. Never raises for a bad input: the row carries the error."""
-    from . import __version__
-    from .fleet_dataset import finding_rows, write_findings
+    from forensics import __version__
+    from forensics.fleet.dataset import finding_rows, write_findings
 
     out = Path(out_dir)
     inc_id = spec["incident_id"]
@@ -382,9 +382,9 @@ def analyse_incident(spec: dict[str, Any], out_dir: str, tz: str | None = None,
     }
     if row["error"]:
         return row
-    from .cli import Fail, _analyse
-    from .inputs import InputError
-    from .report import write_outputs
+    from forensics.cli import Fail, _analyse
+    from forensics.inputs import InputError
+    from forensics.report import write_outputs
 
     report_dir = out / "incidents" / inc_id
     try:
@@ -503,7 +503,7 @@ def run_ray(specs: list[dict[str, Any]], out_dir: str, tz: str | None, formats: 
             kwargs["num_cpus"] = workers or default_workers()
             # local workers import forensics from where this driver does
             kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(
-                [str(Path(__file__).resolve().parents[1])] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
+                [str(Path(__file__).resolve().parents[2])] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
         else:
             kwargs["address"] = address
         ray.init(**kwargs)
@@ -574,7 +574,7 @@ def _lock(out_dir: Path):
 
 def _run_locked(paths: list[Path], out_dir: Path, workers: int, ray: str | None, tz: str | None,
                 formats: tuple[str, ...], say: Callable[[str], None], index: bool, t0: float) -> FleetResult:
-    from .fleet_dataset import read_incidents, write_incidents
+    from forensics.fleet.dataset import read_incidents, write_incidents
 
     old_rows = read_incidents(out_dir)
     have = known_keys(old_rows)
@@ -612,7 +612,7 @@ def _run_locked(paths: list[Path], out_dir: Path, workers: int, ray: str | None,
             write_incidents(out_dir, rows)
         result.total = len(rows)
     if index:
-        from .fleet_index import write_index
+        from forensics.fleet.index import write_index
 
         write_index(out_dir)
     result.seconds = time.monotonic() - t0

@@ -32,9 +32,8 @@ from typing import Any
 
 import polars as pl
 
+from forensics.model import Timeline
 from parsers.kernel import normalize_pci
-
-from .model import Timeline
 
 Row = dict[str, Any]
 

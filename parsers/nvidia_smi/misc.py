@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from parsers._nvsmi_common import failure_row, match_failure, number, prompt_command, split_lines
+from parsers.nvidia_smi.common import failure_row, match_failure, number, prompt_command, split_lines
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_misc"

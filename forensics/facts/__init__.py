@@ -1,0 +1,1 @@
+"""Facts established once per host and run from the timeline."""
