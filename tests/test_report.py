@@ -324,12 +324,12 @@ def test_findings_json_names_every_component_version(tmp_path) -> None:
     """vLLM's version (and any other component's) reaches findings.json, not only SGLang's."""
     import json
 
-    from forensics.cli import _analyse
+    from forensics.analysis import analyse
 
     log = tmp_path / "vllm.log"
     log.write_text("INFO 11-30 09:00:01 [api_server.py:1024] vLLM API server version 0.9.1\n"
                    "INFO 11-30 09:00:02 [api_server.py:1025] args: Namespace(model='acme/m')\n")
-    _tl, doc = _analyse([log], None, quiet=True)
+    _tl, doc = analyse([log], None, quiet=True)
     assert json.loads(json.dumps(doc))["input"]["versions"].get("vllm") == "0.9.1"
 
 
@@ -337,13 +337,13 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     """Random bytes are listed as binary, and the summary says nothing was text, not that no rule matched."""
     import random
 
-    from forensics.cli import _analyse
+    from forensics.analysis import analyse
     from forensics.report import write_outputs
 
     blob = tmp_path / "blob.bin"
     rng = random.Random(7)
     blob.write_bytes(bytes(rng.randrange(256) for _ in range(4096)))
-    tl, doc = _analyse([blob], None, quiet=True)
+    tl, doc = analyse([blob], None, quiet=True)
     (md,) = write_outputs(doc, tl, tmp_path / "out", {"md"})
     text = md.read_text(encoding="utf-8")
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text

@@ -27,7 +27,7 @@ import polars as pl
 
 from forensics.inputs import InputError, InputFile, iter_text, looks_binary, read_inputs
 from forensics.inputs.rotation import member_examples
-from forensics.model import Artifact, Facts, Timeline
+from forensics.model import Artifact, Facts, Timeline, json_safe
 from forensics.progress import byte_task
 from forensics.redact import redact_frame, redact_text
 from parsers import _bulkscan, registry
@@ -903,7 +903,5 @@ def _facts_json(f: Facts) -> dict[str, Any]:
 
 
 def _hosts_json(f: Facts) -> dict[str, Any]:
-    from forensics.report.findings import _clean, host_dict
-
-    return {name: _clean(host_dict(h)) for name, h in sorted(f.hosts.items())}
+    return {name: json_safe(h.as_dict()) for name, h in sorted(f.hosts.items())}
 
