@@ -13,6 +13,7 @@ sentence that says how it follows.
 
 from __future__ import annotations
 
+from forensics.facts.runs import iter_runs
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
 from . import (
@@ -39,7 +40,6 @@ from . import (
     weights_do_not_fit,
     xid,
 )
-from ._common import iter_runs
 
 DETECTORS = (
     per_rank_overallocation,
