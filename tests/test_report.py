@@ -381,3 +381,22 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     (md,) = write_outputs(doc, tl, tmp_path / "out", {"md"})
     text = md.read_text(encoding="utf-8")
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text
+
+
+def test_a_chart_needs_enough_samples_to_show_a_course():
+    """Two host-memory samples are a sentence, not a chart; three are a chart."""
+    from datetime import UTC, datetime, timedelta
+
+    from parsers.schema import rows_to_frame
+
+    def host_rows(n):
+        t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+        return [{"kind": "host_memory", "file": "free.txt", "line": i + 1, "ts": t0 + timedelta(minutes=i),
+                 "used_bytes": (100 + 10 * i) << 30, "avail_bytes": (300 - 10 * i) << 30, "text": "Mem:"}
+                for i in range(n)]
+
+    few = plots.timeline_plots(Timeline(events=rows_to_frame(host_rows(2), source="free", path="free.txt")))
+    assert "host-memory" not in [f.key for f in few.figures]
+    assert any("Only 2 time-stamped host memory sample(s)" in n for n in few.notes)
+    enough = plots.timeline_plots(Timeline(events=rows_to_frame(host_rows(3), source="free", path="free.txt")))
+    assert "host-memory" in [f.key for f in enough.figures]
