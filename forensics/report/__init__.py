@@ -213,17 +213,35 @@ def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEP
     return grouped_steps(steps)
 
 
-def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
-    """The self-contained HTML report (plotly.js inline, no network)."""
+#: The file name of plotly.js when several pages share one copy (``forensics fleet``).
+PLOTLY_JS = "plotly.min.js"
+
+
+def inline_plotlyjs() -> Markup:
+    """plotly.js for an inline ``<script>``: it carries no ``</script`` today; make sure it never ends our
+    element early."""
     import plotly.offline
 
+    return Markup(re.sub(r"</(script)", r"<\\/\1", plotly.offline.get_plotlyjs(), flags=re.IGNORECASE))
+
+
+def write_plotlyjs(folder: Path) -> Path:
+    """One copy of plotly.js in ``folder`` for pages that load it with ``<script src>`` (a fleet's many
+    reports: 4.6 MB once instead of in every page)."""
+    import plotly.offline
+
+    target = _target(Path(folder), PLOTLY_JS)
+    write_atomic(target, lambda p: p.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8", newline="\n"))
+    return target
+
+
+def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any, plotlyjs_src: str | None = None) -> str:
+    """The HTML report: self-contained (plotly.js inline, no network), or, with ``plotlyjs_src``, loading
+    the one copy of plotly.js at that relative path (see :func:`write_plotlyjs`)."""
     doc = normalise_document(doc)
 
     plots: Plots = timeline_plots(tl) if tl is not None else Plots([], ["No timeline was given."])
     fix = launch_fix(doc, tl)
-    plotlyjs = plotly.offline.get_plotlyjs()
-    # plotly.js carries no "</script" today; make sure it never ends our element early.
-    plotlyjs = re.sub(r"</(script)", r"<\\/\1", plotlyjs, flags=re.IGNORECASE)
     return template_env(True).get_template("report.html.j2").render(
         doc=doc,
         tool=doc.get("tool") or {},
@@ -236,7 +254,8 @@ def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
         stages=[name for name, _ in STARTUP_STAGES],
         inv=inventory(doc, tl),
         hosts=host_sections(doc, tl),
-        plotlyjs=Markup(plotlyjs),
+        plotlyjs=None if plotlyjs_src else inline_plotlyjs(),
+        plotlyjs_src=plotlyjs_src,
     )
 
 
@@ -355,10 +374,11 @@ def write_atomic(target: Path, write) -> None:
 
 
 def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set[str] | list[str] | str,
-                  catalog: Any = None) -> list[Path]:
+                  catalog: Any = None, plotlyjs_src: str | None = None) -> list[Path]:
     """Write the asked formats into ``out_dir`` (created if needed); returns the paths written.
 
-    ``catalog`` defaults to ``forensics.rules.load_catalog()`` when that is available.
+    ``catalog`` defaults to ``forensics.rules.load_catalog()`` when that is available; ``plotlyjs_src``
+    makes report.html load a shared plotly.js instead of carrying its own.
     """
     wanted = normalise_formats(formats)
     out_dir = Path(out_dir)
@@ -375,15 +395,15 @@ def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set
 
             write_atomic(target, lambda p: write_parquet(tl, p))
         else:
-            text = _render_text(fmt, doc, tl, catalog)
+            text = _render_text(fmt, doc, tl, catalog, plotlyjs_src)
             write_atomic(target, lambda p, t=text: p.write_text(t, encoding="utf-8", newline="\n"))
         written.append(target)
     return written
 
 
-def _render_text(fmt: str, doc: dict[str, Any], tl: Timeline, catalog: Any) -> str:
+def _render_text(fmt: str, doc: dict[str, Any], tl: Timeline, catalog: Any, plotlyjs_src: str | None = None) -> str:
     if fmt == "html":
-        return render_html(doc, tl, catalog)
+        return render_html(doc, tl, catalog, plotlyjs_src)
     if fmt == "md":
         return render_markdown(doc, catalog, tl)
     if fmt == "json":
