@@ -200,10 +200,15 @@ _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 _REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
+#: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
+#: its escapes keeps ``model\'s`` (failure_messages.md §9: unescape collectors' JSON before matching)
 _REFUSE_CTX = re.compile(
-    r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)|"
-    r"maximum context length is (\d+) tokens|exceeds the model's maximum context length of (\d+) tokens|"
-    r"is longer than the maximum model length of (\d+)|Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)"
+    r"The input \((?P<n1>\d+) tokens\) is longer than the model\\?'s context length \((?P<c1>\d+) tokens\)|"
+    r"maximum context length is (?P<c2>\d+) tokens(?:\. However, (?:you requested|your request has) (?P<n2>\d+))?|"
+    r"exceeds the model\\?'s maximum context length of (?P<c3>\d+) tokens(?:\. You requested a total of (?P<n3>\d+))?|"
+    r"\(length (?P<n4>\d+)\)(?: plus the number of requested output tokens \(at least 1\))? is longer than the maximum "
+    r"model length of (?P<c4>\d+)|is longer than the maximum model length of (?P<c5>\d+)|"
+    r"Input prompt \((?P<n6>\d+) tokens\) is too long and exceeds limit of (?P<c6>\d+)"
 )
 _KV_LEAK = re.compile(r"(?:Pool )?Mem(?:ory)? Leak Detected|memory leak detected", re.I)
 _STARTUP = re.compile(r"failed to start workers|Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
@@ -441,10 +446,11 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"tokens": _int(rb.group(1))}, {"failure": "request_refused", "reveals": "kv_pool",
                                                           "message": msg[:500]}
     if (rc := _REFUSE_CTX.search(head)) is not None:
-        nums = [_int(g) for g in rc.groups() if g]
-        return "failure", {}, {"failure": "request_refused", "reveals": "context_length",
-                               "limit_tokens": max(n for n in nums if n is not None) if nums else None,
-                               "message": msg[:500]}
+        named = rc.groupdict()
+        limit = next((_int(v) for k, v in named.items() if k[0] == "c" and v), None)
+        asked = next((_int(v) for k, v in named.items() if k[0] == "n" and v), None)
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
     if (gb := _GPU_BUSY.search(head)) is not None:

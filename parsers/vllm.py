@@ -102,6 +102,8 @@ _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
+    # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
+    r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"
 )
 _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
@@ -940,6 +942,9 @@ class _Parser:
                     attrs[names[h.group(4)]] = _gib(h.group(3))
                 elif h.group(5) is not None:
                     attrs["kv_cache_bytes"] = _gib(h.group(5)) if h.group(6) == "GiB" else _int(h.group(5))
+                elif h.group(7) is not None:
+                    key = "kv_cache_memory_to_fit_bytes" if h.group(8) == "fit" else "kv_cache_memory_to_fill_bytes"
+                    attrs[key] = _int(h.group(7))
             self.emit("memory_profile", base, attrs, total_bytes=attrs["total_gpu_bytes"],
                       free_bytes=attrs["free_gpu_bytes"], ratio=attrs.get("gpu_memory_utilization"),
                       bytes=attrs.get("kv_cache_bytes"))

@@ -31,8 +31,10 @@ from . import (
     nccl_timeout,
     per_rank_overallocation,
     rendezvous,
+    request_refusals,
     shm_exhausted,
     stranded_context,
+    vllm_accounting,
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
@@ -61,6 +63,8 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    vllm_accounting,
+    request_refusals,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.

@@ -65,6 +65,23 @@ def raised_in_kv_allocator(text: str) -> bool:
 
 
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
+#: ``schedule_batch.py::retract_decode``: with one request left to retract and no free KV slot, SGLang asserts
+#: ``No space left for only one request[ in SWA mode …]`` (an AssertionError, 0.3.x–0.4.x; "Failed to retract any
+#: request. No space left for only one request." from 0.4.8, sglang_formats.md §6): the assertion is how the
+#: decode pool's exhaustion crashes the scheduler, so the pool, not the assertion, is the cause
+_NO_SPACE_RE = re.compile(r"No space left for only one request")
+_NO_SPACE_AVAIL_RE = re.compile(r"available_size\(\)=(\d+)")
+
+
+def _retract_assertions(run: list[Row]) -> list[Row]:
+    """Failure and exception rows that carry retraction's no-space assertion."""
+    out = []
+    for r in of_kind(run, "failure", "scheduler_exception"):
+        a = attrs(r)
+        text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), r.get("text")) if x)
+        if _NO_SPACE_RE.search(text):
+            out.append(r)
+    return out
 
 
 def _exhausted(run: list[Row]) -> list[Finding]:
@@ -73,6 +90,10 @@ def _exhausted(run: list[Row]) -> list[Finding]:
     if not hits:  # the message inside a traceback the parser kept whole
         hits = [r for r in of_kind(run, "scheduler_exception")
                 if "out of memory. Try to lower your batch size" in (r.get("text") or "")]
+    retract_assert = False
+    if not hits:  # retraction found nothing left to retract and asserted (the crash is the pool's)
+        hits = _retract_assertions(run)
+        retract_assert = bool(hits)
     if not hits:  # a traceback cut before its message: the KV allocator's own raise says it
         hits = [r for r in of_kind(run, "scheduler_exception") if raised_in_kv_allocator(r.get("text") or "")]
         inferred = bool(hits)
@@ -81,6 +102,10 @@ def _exhausted(run: list[Row]) -> list[Finding]:
     first = hits[0]
     avail = attrs(first).get("available_tokens")
     text = first.get("text") or ""
+    if retract_assert:
+        m = _NO_SPACE_AVAIL_RE.search(" ".join(str(v) for v in attrs(first).values() if isinstance(v, str)) + text)
+        avail = int(m.group(1)) if m else avail
+        first = {**first, "_attrs": {**attrs(first), "phase": "decode"}}
     if avail is None and _AVAIL_RE.search(text):
         avail = int(_AVAIL_RE.search(text).group(1))
     if first.get("tokens") is None and _TRIED_RE.search(text):
@@ -90,7 +115,11 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     return [make_finding(
         "SGL-KV-002",
-        summary=("The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
+        summary=("The KV pool ran out: decoding the last running request found no free KV slot "
+                 + (f"({avail} available) " if avail is not None else "")
+                 + "and nothing left to retract, so SGLang's retraction asserted and the scheduler died."
+                 if retract_assert else
+                 "The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
                  + (f" needed {first.get('tokens')} tokens" if first.get("tokens") is not None else " found no free KV slots")
                  + (f" with only {avail} available" if avail is not None else "") + "; the scheduler raised and the "
                  "server was torn down."),
