@@ -250,3 +250,18 @@ def test_frames_without_header_or_message_are_a_cut_traceback() -> None:
     assert r["a"]["failure"] == "traceback_cut" and r["a"]["during"] == "graph_capture"
     assert r["a"]["stops_at_allocation"] is True
     assert failures.parse('  File "/x/a.py", line 1, in f\n    g()\n').events.height == 0  # one frame is no traceback
+
+
+@pytest.mark.parametrize("text, asked, limit", [
+    ("The input (9120 tokens) is longer than the model's context length (8192 tokens).", 9120, 8192),
+    # a JSON error body pasted with its escape kept
+    ('{"object":"error","message":"The input (70001 tokens) is longer than the model\\\'s context length (65536 '
+     'tokens).","code":400}', 70001, 65536),
+    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, "
+     "1000 in the completion).", 5000, 4096),
+    ("The decoder prompt (length 140000) is longer than the maximum model length of 131072. Make sure", 140000, 131072),
+])
+def test_context_refusal_separates_the_request_from_the_limit(text: str, asked: int, limit: int) -> None:
+    r = one(text)
+    assert r["a"]["reveals"] == "context_length"
+    assert (r["tokens"], r["a"]["limit_tokens"]) == (asked, limit)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from forensics import engines
+from forensics.facts import engines
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import Row, attrs, make_finding, rows
@@ -66,7 +66,12 @@ def detect(tl: Timeline) -> list[Finding]:
     return out
 
 
+#: ``--allow-auto-truncate`` (SGLang 0.5.2+) and vLLM's truncation serve the request cut instead of refusing it
+_TRUNCATED = re.compile(r"Truncat(?:ing|ed)")
+
+
 def _context(group: list[Row], worst: Row, engine: str, asked: int | None, limit: int | None) -> Finding:
+    truncated = all(_TRUNCATED.search(f"{attrs(r).get('message') or ''} {r.get('text') or ''}") for r in group)
     flag = engines.flag_for(engine, "max_context") or ("--max-model-len" if engine == "vllm" else "--context-length")
     flags = []
     if asked:
@@ -75,13 +80,15 @@ def _context(group: list[Row], worst: Row, engine: str, asked: int | None, limit
                                 f"the longest refused request had {asked} tokens; {new} leaves room for its output"))
     return make_finding(
         "SGL-KV-005",
-        summary=(f"{len(group)} request(s) refused as longer than the context length"
+        summary=(f"{len(group)} request(s) " + ("truncated" if truncated else "refused") + " as longer than the context length"
                  + (f" ({limit} tokens)" if limit else "") + (f": the longest had {asked} tokens" if asked else "")
                  + f". The limit is the configured {flag} (or the model's default), not memory: raise it if such "
                  "requests must be served."),
         evidence=group[:4],
         confidence="high",
+        severity="medium" if truncated else None,  # served, cut: answers lose context, nothing fails
         figures={"refused_requests": len(group), "request_tokens": asked, "context_limit_tokens": limit,
+                 "truncated": truncated or None,
                  "engine": engine},
         flags=flags,
         actions=[f"Raise {flag} only as far as the model's position range allows (its max_position_embeddings, or "
