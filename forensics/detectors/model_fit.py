@@ -11,6 +11,8 @@ is parameters × bytes per parameter (from the name's precision tag or ``--quant
 (47.6, 0.5)
 >>> model_weights("deepseek-ai/DeepSeek-V3") is None
 True
+>>> model_weights("google/gemma-3-12b-it", "fp8")[2], model_weights("Qwen/Qwen2.5-32B-Instruct-FP8", "fp8")[2]
+(2.0, 1.0)
 >>> tp_that_fits(240e9, 79.1 * 2**30)
 4
 """
@@ -46,6 +48,10 @@ _PRECISION = (
     (re.compile(r"fp8|int8|w8a8|8bit|w8a16|q8", re.I), 1.0, "8-bit"),
     (re.compile(r"int4|awq|gptq|nvfp4|mxfp4|fp4|4bit|w4a16|q4|bnb", re.I), 0.5, "4-bit"),
 )
+#: ``--quantization`` methods that quantize a 16-bit checkpoint while loading rather than read a quantized one:
+#: SGLang's and vLLM's ``Fp8LinearMethod.create_weights`` allocates ``params_dtype`` (not fp8) weights unless
+#: ``is_checkpoint_fp8_serialized`` (``layers/quantization/fp8.py``), and quantizes them after the load
+_ONLINE = re.compile(r"fp8$", re.I)
 #: share of a Mixtral-style NxM model's nominal N×M that its weights really hold (attention is shared)
 _MOE_SHARE = 0.85
 
@@ -69,7 +75,12 @@ def model_weights(name: str | None, quantization: str | None = None) -> tuple[fl
             per_param, how = size, f"{label} in the name"
             break
     else:
-        if quantization:
+        if quantization and _ONLINE.match(str(quantization).strip()):
+            # the checkpoint is 16-bit: each layer's weights are created in the model dtype, loaded, and only then
+            # quantized (process_weights_after_loading), so loading peaks at the 16-bit size
+            how = ("assumed 16-bit checkpoint, quantized to fp8 only after loading (online --quantization fp8: the "
+                   "16-bit weights are allocated first)")
+        elif quantization:
             for rx, size, label in _PRECISION:
                 if rx.search(str(quantization)):
                     per_param, how = size, f"{label} from --quantization"
@@ -143,7 +154,9 @@ def detect(tl: Timeline) -> list[Finding]:
             flags=flags,
             actions=[f"Confirm the weights' size: the `Load weight end … mem usage=` line, or `du -sh` of the checkpoint "
                      f"({GIB and 'safetensors'} files).",
-                     "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them).",
+                     "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them)"
+                     + (": --quantization fp8 on a 16-bit checkpoint does not lower the load's peak, a checkpoint "
+                        "already in FP8 does." if "online" in how else "."),
                      "Lowering --mem-fraction-static does not help: the weights are loaded before the KV pool is sized."],
         ), ref))
     return out
