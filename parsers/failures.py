@@ -493,6 +493,16 @@ def _during(frames: list[tuple[str, str]]) -> str | None:
     return None
 
 
+def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
+    """The stage a traceback's (path, function) frames pass through: ``graph_capture``, ``memory_pool``,
+    ``weight_load``, ``forward`` or ``init`` (what detectors read when the exception line itself was lost).
+
+    >>> stage_of_frames([("x/tp_worker.py", "forward_batch_generation"), ("x/model_runner.py", "forward_extend")])
+    'forward'
+    """
+    return _during(frames)
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines."""
     lines = text.splitlines()

@@ -14,6 +14,7 @@ import math
 import re
 
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import stage_of_frames
 from parsers.units import parse_size
 
 from ._common import (
@@ -29,6 +30,7 @@ from ._common import (
     make_finding,
     of_kind,
     rank_of,
+    rows,
     server_config,
     tag_run,
 )
@@ -135,10 +137,12 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     if has_kind(run, *WEIGHT_KINDS):
         return None  # weights_do_not_fit: the opposite direction
     # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
+    # a traceback that lost its message is read by its frames only when nothing else says what failed
+    placeable = not _other_failure_named(tl)
     ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception", "failure")
             if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
             or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
-            or _cut_at_capture_allocation(r)]
+            or (placeable and lost_message_stage(r) in ("graph_capture", "forward"))]
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
@@ -147,7 +151,7 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     # a table sized by the context length, or memory another process held, is not headroom (SGL-KV-004, SGL-GPU-006)
     ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
-                    or "Capture cuda graph failed" in (r.get("text") or "")]
+                    or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
         if not captured and not capture_fail:
             capture_fail = [r for r in ooms if any(before(b, r) for b in of_kind(run, "cuda_graph_begin"))]
@@ -164,12 +168,40 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     return None
 
 
-def _cut_at_capture_allocation(row: Row) -> bool:
-    """A traceback cut before its message, whose last frame allocates a tensor while CUDA graphs are captured:
-    the allocation that failed (the message, an OOM, is what the paste lost)."""
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+#: the exception line that ends a Python traceback (``torch.OutOfMemoryError: …``, ``AssertionError``)
+_EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
+
+
+#: failures that name a cause other than memory: a GPU fault (Xid, an illegal address, ECC) or a collective's error
+_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+                              "nccl_error", "collective_timeout", "signal"})
+
+
+def _other_failure_named(tl: Timeline) -> bool:
+    """Whether the input names a failure that is not memory (the kernel's Xid, a CUDA fault, an NCCL error)."""
+    return bool(rows(tl, "xid", "gpu_fallen_off_bus", "gpu_error", "nccl_watchdog", "cuda_error")) or any(
+        attrs(r).get("failure") in _NAMED_ELSEWHERE for r in rows(tl, "failure"))
+
+
+def lost_message_stage(row: Row) -> str | None:
+    """The stage of a traceback whose exception line the input does not hold (a paste cut it), from its frames.
+
+    The frames still say where it failed (failure_messages.md §2.2: "look at the frames"): inside CUDA-graph
+    capture, or in the forward pass of a batch being served. At those two places the failure a worker's traceback
+    most often ends in is the allocator's OOM, in memory outside the static pool; the finding says the message is
+    missing and which line would decide. None when the message is there or nothing places it.
+    """
     a = attrs(row)
-    return row.get("kind") == "failure" and a.get("failure") == "traceback_cut" and bool(a.get("stops_at_allocation")) \
-        and a.get("during") == "graph_capture"
+    if row.get("kind") == "failure":
+        return a.get("during") if a.get("failure") == "traceback_cut" else None
+    if row.get("kind") != "scheduler_exception":
+        return None
+    text = row.get("text") or ""
+    frames = _FRAME_RE.findall(text)
+    if not frames or _EXC_END_RE.search(text.split("\n", 1)[-1]) or a.get("exception_type"):
+        return None
+    return stage_of_frames(frames)
 
 
 def _sized_by_config(row: Row) -> bool:
@@ -192,11 +224,15 @@ def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
 
 def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row], phase_known: bool = True) -> Finding:
     oom, tried, free_at = _oom_sizes(ooms)
+    lost = [r for r in ooms if lost_message_stage(r) == "forward"]
+    if lost and len(lost) == len(ooms):
+        oom = lost[0]
+    message_lost = oom in lost
     headroom, head_row = _headroom(run)
     gpu, gpu_how = _gpu_memory(tl, run, ooms)
     f = cfg.num("mem_fraction_static")
     f_assumed = None
-    if f is None and not phase_known:
+    if f is None and (not phase_known or message_lost):
         f_assumed, f_how = assumed_mem_fraction(cfg)
         f = f_assumed
     prefill = [r for r in of_kind(run, "prefill_batch") if before(r, oom)]
@@ -222,13 +258,17 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     if not phase_known:
         reasons.append("the lines around the OOM are not in the input: taken as an OOM while serving (the common "
                        "case); an OOM while loading weights needs the opposite fix (SGL-GPU-004)")
+    if message_lost:
+        reasons.append("the traceback's exception line is not in the input: its frames place it in the forward pass of "
+                       "a batch being served, where the usual failure is the allocator's OOM; `CUDA error: an illegal "
+                       "memory access` or an NCCL error on that line would be a different cause")
     if attrs(oom).get("unreliable"):
         reasons.append("the runtime's out-of-resources error is not always GPU memory (queues and threads too)")
     if gpu is None:
         reasons.append("the GPU's memory is unknown")
     flags: list[FlagChange] = []
     new = None
-    if f is not None and gpu is None and not phase_known:
+    if f is not None and gpu is None and (not phase_known or message_lost):
         new = math.floor(round((f - BLIND_STEP) * 100, 6)) / 100
         flags = [FlagChange("--mem-fraction-static", cfg.flag_text("mem_fraction_static"), f"{new:.2f}",
                             f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − {BLIND_STEP} → {new:.2f}: "
@@ -247,7 +287,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     ranks = [x for x in (rank_of(oom),) if x is not None]
     summary = (
-        f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: "
+        (f"A worker died in the forward pass while serving{f' on GPU {gpus[0]}' if gpus else ''} (its error line is "
+         "cut from the input; most likely CUDA out of memory): " if message_lost else
+         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: ")
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
@@ -278,8 +320,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         "SGL-GPU-001",
         summary=summary,
         evidence=ev,
-        severity=None if phase_known else "high",
-        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        severity=None if phase_known and not message_lost else "high",
+        confidence="low" if message_lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=ranks,
         gpus=gpus,
@@ -316,13 +358,22 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     reasons = [m for m, bad in (("--mem-fraction-static unknown", f is None), ("GPU memory unknown", gpu is None),
                                 ("the failure does not say what it tried to allocate", tried is None)) if bad]
+    lost = all(lost_message_stage(r) == "graph_capture" for r in fails)
+    if lost:
+        reasons.append("the traceback's exception line is not in the input: its frames place it in CUDA-graph capture, "
+                       "where the usual failure is the allocator's OOM; a kernel or backend error on that line would "
+                       "be a different cause")
     return make_finding(
         "SGL-GPU-002",
-        summary=(f"CUDA-graph capture ran out of GPU memory{f' on GPU {gpus[0]}' if gpus else ''}"
+        summary=(("A rank died in CUDA-graph capture (its error line is cut from the input; most likely out of GPU "
+                  "memory)" if lost else "CUDA-graph capture ran out of GPU memory")
+                 + f"{f' on GPU {gpus[0]}' if gpus else ''}"
                  + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
-                 + (f" Lower it to {new:.2f}." if new else "")),
+                 + ((f" Lower it to {new:.2f}." if f is not None else f" Lower --mem-fraction-static to {new:.2f}.")
+                    if new else "")),
         evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static")],
-        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        severity="high" if lost else None,
+        confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=[x for x in (rank_of(oom),) if x is not None],
         gpus=gpus,
