@@ -385,24 +385,53 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     )
 
 
-#: with the GPU's size unknown, headroom after capture is thin when it is below what the capture itself took
-#: (the graphs' memory tracks the activations of the largest captured batch) and below this
-THIN_ABSOLUTE = 8 * GIB
+#: SGLang's own budget for memory outside the static pool (``server_args.py::_handle_gpu_memory_settings``, the
+#: automatic --mem-fraction-static of 0.5.3+, PR #10975), in MiB: 512 of constant metadata, 1.5 per token of the
+#: largest prefill chunk (``max(chunked_prefill_size, 2048)``) for its activations, 2 per captured batch size for the
+#: graphs, and tp × pp / 8 GiB for the parallel groups. After capture the graphs are spent; what is left must still
+#: hold the rest.
+RESERVE_BASE_MIB = 512
+RESERVE_PER_PREFILL_TOKEN_MIB = 1.5
+RESERVE_MIN_CHUNK = 2048
+
+
+def activation_reserve(chunk: float | None, tp: int = 1, pp: int = 1) -> float:
+    """Bytes SGLang budgets outside the pool for a prefill's activations and the parallel groups (not the graphs).
+
+    >>> round(activation_reserve(8192, tp=8) / 2**30, 2)
+    13.5
+    >>> round(activation_reserve(None) / 2**30, 2)
+    3.62
+    """
+    tokens = max(chunk or 0, RESERVE_MIN_CHUNK)
+    return (RESERVE_BASE_MIB + RESERVE_PER_PREFILL_TOKEN_MIB * tokens + tp * pp / 8 * 1024) * 2**20
 
 
 def graph_max_bs(run: list[Row], cfg: ServerConfig) -> tuple[int | None, str]:
-    """The largest captured batch size: the flag, the logged bs list, or the capture bar's step count
-    (SGLang captures 1, 2, 4, then every 8: n steps ≈ bs 8 × (n − 3))."""
+    """The largest captured batch size: the flag, the logged bs list (``Capture cuda graph bs [...]``), or the
+    capture bar's ``bs=`` (0.4.9+; sglang_formats.md §3 "bs list", "progress")."""
     v = cfg.num("cuda_graph_max_bs")
     if v:
         return int(v), "--cuda-graph-max-bs"
     lists = [b for r in of_kind(run, "cuda_graph_bs") for b in (attrs(r).get("bs") or []) if isinstance(b, int)]
     if lists:
         return max(lists), "the captured bs list"
-    steps = [attrs(r).get("steps_total") for r in of_kind(run, "capture_progress") if attrs(r).get("steps_total")]
-    if steps:
-        return 8 * (max(steps) - 3), f"{max(steps)} capture steps (1, 2, 4, then every 8)"
+    bars = [attrs(r).get("bs") for r in of_kind(run, "capture_progress") if isinstance(attrs(r).get("bs"), int)]
+    if bars:
+        return max(bars), "the capture bar's bs"
     return None, "unknown"
+
+
+def _chunk(cfg: ServerConfig, run: list[Row]) -> tuple[float | None, str]:
+    """The prefill chunk: the flag or server_args, else the sizing line's ``chunked_prefill_size=``."""
+    v = cfg.num("chunked_prefill_size")
+    if v:
+        return v, "--chunked-prefill-size"
+    for r in of_kind(run, "kv_sizing"):
+        c = attrs(r).get("chunked_prefill_size")
+        if isinstance(c, int | float) and c > 0:
+            return float(c), "the sizing line"
+    return None, f"chunk size not in the input: SGLang's floor of {RESERVE_MIN_CHUNK}"
 
 
 def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
@@ -411,16 +440,19 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
     if headroom is None or head_row is None:
         return None
     graphs = head_row.get("bytes") if head_row.get("kind") == "cuda_graph_end" else None
+    chunk, chunk_how = _chunk(cfg, run)
     if gpu is not None:
         threshold = max(GIB, THIN_FRACTION * gpu)
         if headroom >= threshold:
             return None
         rule_words = f"below {fmt_gib(threshold)}"
-    elif graphs and headroom < graphs and headroom < THIN_ABSOLUTE:
-        threshold = float(graphs)
-        rule_words = f"less than the {fmt_gib(graphs)} the capture itself took"
     else:
-        return None
+        # the GPU's size unknown: SGLang's own budget for a prefill's activations is the measure
+        threshold = activation_reserve(chunk, int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1))
+        if headroom >= threshold:
+            return None
+        rule_words = (f"less than the {fmt_gib(threshold)} SGLang budgets outside the pool for a prefill of "
+                      f"{int(max(chunk or 0, RESERVE_MIN_CHUNK))} tokens ({chunk_how})")
     f = cfg.num("mem_fraction_static")
     flags: list[FlagChange] = []
     new = None
@@ -438,7 +470,7 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
                                 "graphs" if graphs else f"half of bs {max_bs} ({bs_how})"))
     reasons = ["a risk, not a failure: no CUDA OOM was seen in this run"]
     if gpu is None:
-        reasons.append("the GPU's size is not in the input: judged against what the capture itself took")
+        reasons.append("the GPU's size is not in the input: judged against SGLang's own activation budget")
     return make_finding(
         "SGL-GPU-003",
         summary=(f"Only {fmt_gib(headroom)} of GPU memory was left after CUDA-graph capture"
