@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from .elision import is_elision
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -91,7 +92,7 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
-_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\s*$')
+_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
 _OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
@@ -547,7 +548,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 fm = _FRAME.match(inner)
                 if fm:
                     frames.append((fm.group(1), fm.group(2)))
-                elif not (_FRAME_LIKE.match(lines[j]) or inner.startswith(("File ", "^", "~"))) or _EXC_LINE.match(inner):
+                elif not (_FRAME_LIKE.match(lines[j]) or is_elision(inner) or inner.startswith(("File ", "^", "~"))) \
+                        or _EXC_LINE.match(inner):
                     break
                 j += 1
             found = classify(strip_prefix(lines[j])) if j < n else None

@@ -151,6 +151,9 @@ _C10D_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _C10D_RAN = re.compile(r"ran for (\d+) milliseconds")
 _C10D_RANK = re.compile(r"\bRank (\d+)")
 _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+#: tqdm's default bar with no description (``{percentage}%|{bar}| {n}/{total} [...``): SGLang's CUDA-graph capture
+#: before 0.4.5 (``cuda_graph_runner.py``: ``tqdm.tqdm(self.capture_bs)`` on TP rank 0), and the EAGLE/draft runners'
+#: captures after it, draw exactly this; the weights' bars are labelled (``Loading safetensors checkpoint shards``)
 _BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
 _TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
 _TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
@@ -1027,7 +1030,7 @@ class _Scanner:
                 return FOREIGN
         bare = _BARE_BAR.match(seg)
         if bare:
-            # an unlabelled bar: after the weights are loaded SGLang draws only the CUDA-graph capture's
+            # an unlabelled bar (see _BARE_BAR): detectors read it as capture only after the weights were loaded
             steps = _TQDM_STEPS.search(seg)
             self._emit("progress_bar", {}, {"steps_done": _int(steps.group(1)), "steps_total": _int(steps.group(2))}
                        if steps else {}, {"line": lineno, "text": seg})

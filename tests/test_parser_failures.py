@@ -265,3 +265,17 @@ def test_context_refusal_separates_the_request_from_the_limit(text: str, asked: 
     r = one(text)
     assert r["a"]["reveals"] == "context_length"
     assert (r["tokens"], r["a"]["limit_tokens"]) == (asked, limit)
+
+
+@pytest.mark.parametrize("mark", ["[... trimmed ...]", "...", "<snip>", "(truncated)", "[...]", "-- 14 lines omitted --"])
+def test_an_elided_traceback_is_one_failure_with_its_message(mark: str) -> None:
+    """Whatever mark the writer left where they cut frames out, the traceback goes on to its exception line."""
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/sglang/srt/managers/scheduler.py", line 900, in event_loop_normal\n'
+            "    result = self.run_batch(batch)\n"
+            f"{mark}\n"
+            '  File "/srv/sglang/srt/model_executor/model_runner.py", line 1500, in forward_extend\n'
+            "    return self.model.forward(\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total capacity of "
+            "44.39 GiB of which 1.07 GiB is free.\n")
+    assert r["kind"] == "cuda_oom" and r["line"] == 1 and r["line_end"] == 7
