@@ -21,7 +21,10 @@ from ._common import Row, attrs, iter_runs, make_finding, of_kind, rank_of, serv
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
-SATURATED_USAGE = 0.99  # a pool this full with requests queued in two batches is the bottleneck
+#: SGLang admits a queued request only when the pool's free tokens, less what the running requests reserve, cover it
+#: (``schedule_policy.py::PrefillAdder``); a request still queued at the next decode batch of a full pool outlived a
+#: scheduling step for lack of KV, so the pool, not arrival, is what holds it
+QUEUE_OUTLIVES_STEP = 2
 MANY_RETRACTS = 3
 
 
@@ -142,8 +145,8 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
     growing = len(full) >= FULL_BATCHES and bool(queues) and queues[-1] > 0 and queues[-1] >= queues[0]
     # retractions happen on every rank at once: count distinct moments, not lines
     events = len({(r.get("ts"), r.get("ts_local")) if r.get("ts") or r.get("ts_local") else r.get("line") for r in retracts})
-    # the pool at its limit with requests waiting, batch after batch: the pool, not compute, is what holds them
-    saturated = sum(1 for r in decodes if r["ratio"] >= SATURATED_USAGE and (_queue(r) or 0) > 0) >= 2
+    # the pool full with requests waiting, batch after batch: the pool, not compute, is what holds them
+    saturated = sum(1 for r in full if (_queue(r) or 0) > 0) >= QUEUE_OUTLIVES_STEP
     if not retracts and not growing and not saturated:
         return []
     retracted = sum(int(r.get("count") or 0) for r in retracts if rank_of(r) in (0, None))
