@@ -11,6 +11,8 @@ is parameters × bytes per parameter (from the name's precision tag or ``--quant
 (47.6, 0.5)
 >>> model_weights("deepseek-ai/DeepSeek-V3") is None
 True
+>>> model_weights("Qwen/Qwen3-30B-A3B")[1], model_weights("some-org/MoE-40B-128E-Instruct") is None
+(30.0, True)
 >>> model_weights("google/gemma-3-12b-it", "fp8")[2], model_weights("Qwen/Qwen2.5-32B-Instruct-FP8", "fp8")[2]
 (2.0, 1.0)
 >>> tp_that_fits(240e9, 79.1 * 2**30)
@@ -41,7 +43,12 @@ from .fatal_other import failure_class
 #: weights may fill at most this share of a GPU and leave room for a KV pool worth serving from
 USABLE_FOR_WEIGHTS = 0.8
 _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z0-9])")
-_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)  # Llama-4 "17B-16E": 17B active of many more: total unknown
+#: mixture-of-experts names state one of three figures, and only two of them size the weights:
+#: ``{experts}x{per-expert}B`` (Mixtral ``8x7B``: the nominal product, see _MOE_SHARE), ``{total}B-A{active}B`` (Qwen
+#: ``30B-A3B``: the first figure is the total; the active one, after ``A``, is never read as a size), and
+#: ``{active}B-{experts}E`` (Llama 4 ``17B-16E``/``17B-128E``: the *active* count, per the model cards; the total
+#: depends on the expert width and is not in the name): a name of that form gives no estimate
+_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)
 _PRECISION = (
     (re.compile(r"fp32|float32", re.I), 4.0, "fp32"),
     (re.compile(r"(?:^|[-_/.])(?:bf16|fp16|float16|half)(?:$|[-_/.])", re.I), 2.0, "bf16"),
