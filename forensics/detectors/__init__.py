@@ -26,6 +26,7 @@ from . import (
     host_pinning,
     kernel_oom_killer,
     kv_cache_capacity,
+    memory_balance,
     missing_facts,
     model_fit,
     nccl_timeout,
@@ -65,6 +66,7 @@ DETECTORS = (
     vllm_host_memory,
     vllm_accounting,
     request_refusals,
+    memory_balance,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -75,6 +77,8 @@ CAUSE_PRIORITY = (
     "SGL-HOST-009",
     "VLLM-HOST-001",
     "SGL-GPU-006",
+    "SGL-GPU-010",
+    "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
     "VLLM-KV-002",
@@ -143,6 +147,8 @@ _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
+_link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+      "the rank raised in its distributed set-up over the memory check, and the others waited for it")
 _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
