@@ -198,7 +198,14 @@ _PROC_FRAGMENT = re.compile(r"^Process (\d+) (?:has |\.\.\.\s*|\S+ )?(\d+(?:\.\d
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 
 # --- request refusals (§6) ---
-_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
+_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)|"
+                        # the scheduler's silent truncation (0.3.6–0.4.0 "Truncated!!!"; 0.4.3+ with the figures), §6.1
+                        r"Request length is longer than the KV cache pool size or the max context length\. Truncated"
+                        r"(?:!!!|\. len\(req\.origin_input_ids\)=(\d+), max_req_input_len=(\d+))")
+#: a multimodal prompt whose expanded tokens pass the context (SGLang 0.3.6 image form, 0.4.0+ "after expanding"), §6.1
+_REFUSE_MM = re.compile(r"Image request length is longer than the KV cache pool size or the max context length|"
+                        r"Multimodal prompt is too long after expanding multimodal tokens\.(?: After expanding "
+                        r"[\w.()\[\]]{0,60}=(\d+) >= (?:[\w.]{0,40}=)?(\d+))?")
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
 #: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
@@ -253,7 +260,7 @@ def line_context(line: str) -> dict[str, Any]:
 #: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
-    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|"
+    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
 )
@@ -441,8 +448,13 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "port_in_use", "port": _int(p.group(1)) if p else None, "message": msg[:500]}
     if (rk := _REFUSE_KV.search(head)) is not None:
         # SGLang: K = min(C − 1, max_total_num_tokens − 1) − 5 (failure_messages.md §6.1)
-        return "failure", {"tokens": _int(rk.group(1))}, {
-            "failure": "request_refused", "limit_tokens": _int(rk.group(2)), "reveals": "kv_pool", "message": msg[:500]}
+        asked, limit = _int(rk.group(1) or rk.group(3)), _int(rk.group(2) or rk.group(4))
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "limit_tokens": limit, "reveals": "kv_pool", "message": msg[:500]}
+    if (rm := _REFUSE_MM.search(head)) is not None:
+        return "failure", {"tokens": _int(rm.group(1))} if rm.group(1) else {}, {
+            "failure": "request_refused", "limit_tokens": _int(rm.group(2)), "reveals": "context_length",
+            "multimodal": True, "message": msg[:500]}
     if (rb := _REFUSE_BLOCKS.search(head)) is not None:
         return "failure", {"tokens": _int(rb.group(1))}, {"failure": "request_refused", "reveals": "kv_pool",
                                                           "message": msg[:500]}

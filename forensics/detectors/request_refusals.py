@@ -49,20 +49,43 @@ def _engine(row: Row) -> str:
     return "vllm" if row.get("source") == "vllm" or _VLLM_FORMS.search(text) else "sglang"
 
 
+def _context_len(tl: Timeline) -> int | None:
+    """The context length the input states: the sizing line's ``context_len=`` or a launch's ``--context-length``."""
+    for r in rows(tl, "kv_sizing"):
+        c = attrs(r).get("context_len")
+        if isinstance(c, int | float) and c > 0:
+            return int(c)
+    for r in rows(tl, "server_args", "launch_command"):
+        a = attrs(r)
+        v = (a.get("args") or {}).get("context_length") or (a.get("flags") or {}).get("--context-length")
+        if v is not None and str(v).isdigit():
+            return int(v)
+    return None
+
+
 def detect(tl: Timeline) -> list[Finding]:
     refused = _refusals(tl)
     if not refused:
         return []
+    ctx = _context_len(tl)
+    reading: dict[int, tuple[str, int | None]] = {}
+    for r in refused:
+        a = attrs(r)
+        reveals, limit = a.get("reveals"), a.get("limit_tokens")
+        # SGLang's K = min(C − 1, pool − 1) − 5: K + 6 ≥ C means the context, not the pool, set the limit (§6.1)
+        if reveals == "kv_pool" and ctx and limit and limit + 6 >= ctx:
+            reveals, limit = "context_length", ctx
+        reading[id(r)] = (reveals, limit)
     out: list[Finding] = []
     for reveals in ("context_length", "kv_pool"):
-        group = [r for r in refused if attrs(r).get("reveals") == reveals]
+        group = [r for r in refused if reading[id(r)][0] == reveals]
         if not group:
             continue
         worst = max(group, key=lambda r: r.get("tokens") or 0)
-        asked, limit = worst.get("tokens"), attrs(worst).get("limit_tokens")
+        asked, limit = worst.get("tokens"), reading[id(worst)][1]
         engine = _engine(worst)
         out.append(_context(group, worst, engine, asked, limit) if reveals == "context_length"
-                   else _pool(group, worst, engine, asked, limit))
+                   else _pool(group, worst, engine, asked, limit, ctx))
     return out
 
 
@@ -100,15 +123,20 @@ def _context(group: list[Row], worst: Row, engine: str, asked: int | None, limit
     )
 
 
-def _pool(group: list[Row], worst: Row, engine: str, asked: int | None, limit: int | None) -> Finding:
+def _pool(group: list[Row], worst: Row, engine: str, asked: int | None, limit: int | None,
+          ctx: int | None) -> Finding:
     pool = limit + 6 if engine == "sglang" and limit else None  # K = min(C − 1, pool − 1) − 5 (§6.1)
+    truncated = all(_TRUNCATED.search(f"{attrs(r).get('message') or ''} {r.get('text') or ''}") for r in group)
     return make_finding(
         "SGL-KV-005",
-        summary=(f"{len(group)} request(s) refused because the KV pool cannot hold them"
+        summary=(f"{len(group)} request(s) " + ("truncated" if truncated else "refused")
+                 + " because the KV pool cannot hold them"
                  + (f": the longest had {asked} tokens" if asked else "")
-                 + (f", the pool about {pool} tokens" if pool else "")
+                 + (f", the pool about {pool} tokens" + (f" against a context of {ctx}" if ctx else
+                                                           " (if the context length is larger)") if pool else "")
                  + ". No context length helps; the pool must grow or the requests shrink."),
         evidence=group[:4],
+        severity="medium" if truncated else None,
         confidence="high" if pool else "medium",
         figures={"refused_requests": len(group), "request_tokens": asked, "kv_pool_tokens": pool, "engine": engine},
         actions=["Enlarge the KV pool: more GPUs (TP), a higher " + ("--gpu-memory-utilization" if engine == "vllm"
