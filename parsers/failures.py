@@ -129,7 +129,7 @@ _NO_DEVICE = re.compile(
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
 _WORKSPACE = re.compile(
-    r"AlignedAl(?:lo|oa)cator|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
+    r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
     r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
 )
 _WS_NEED = re.compile(r"(?:with size|need) (\d+)")

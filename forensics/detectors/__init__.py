@@ -25,6 +25,7 @@ from . import (
     host_memory_not_reclaimed,
     host_pinning,
     kernel_oom_killer,
+    kernel_resources,
     kv_cache_capacity,
     memory_balance,
     missing_facts,
@@ -67,6 +68,7 @@ DETECTORS = (
     vllm_accounting,
     request_refusals,
     memory_balance,
+    kernel_resources,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.

@@ -149,7 +149,9 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     captured = serving or has_kind(run, "cuda_graph_end")
     loaded = captured or has_kind(run, "weight_load_end")
     # a table sized by the context length, or memory another process held, is not headroom (SGL-KV-004, SGL-GPU-006)
-    ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")]
+    # nor a nonsense size (more than 1 EB: a bug computing it, SGL-GPU-012)
+    ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")
+            and not attrs(r).get("bogus_size")]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
