@@ -592,7 +592,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling")):
+                                "Error in memory profiling", "on startup is less than desired")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -825,6 +825,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
+            if "on startup is less than desired" in s and self._profile(s, base):
+                return True  # §3.3, raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -1009,6 +1011,8 @@ _SNIFF_STRONG = (
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
     "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
     "Task was killed due to the node running low on memory",
+    # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
+    "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

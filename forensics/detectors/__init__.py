@@ -40,6 +40,7 @@ from . import (
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
+    vllm_start_memory,
     weights_do_not_fit,
     xid,
 )
@@ -69,6 +70,7 @@ DETECTORS = (
     request_refusals,
     memory_balance,
     kernel_resources,
+    vllm_start_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
