@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.vllm import vllm_files
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import classify
 
-from ._common import Row, attrs, evidence_list, make_finding, rank_of, rows
-from ._vllm import vllm_files
+from ._common import evidence_list, make_finding
 
 _FLASHINFER = re.compile(r"AlignedAl\w{0,4}tor|Out of workspace memory")
 _NEED = re.compile(r"(?:with size|need) (\d+)")

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, iter_runs, make_finding, of_kind, rank_of, rows, tag_run
+from ._common import make_finding, tag_run
 
 #: frames of a speculative-decoding draft worker building its own model runner (``speculative/eagle_worker.py``)
 _DRAFT_FRAMES = re.compile(r"EAGLEWorker|eagle_worker\.py|draft_worker|speculative/|NextN|MTPWorker", re.I)

@@ -27,9 +27,10 @@ from __future__ import annotations
 import re
 
 from forensics.facts import engines
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, make_finding, rows
+from ._common import make_finding
 
 #: message forms that only vLLM prints (failure_messages.md §6.2); the others are SGLang's (§6.1)
 _VLLM_FORMS = re.compile(r"maximum context length is \d+ tokens|maximum model length of \d+|Input prompt \(\d+ tokens\)")

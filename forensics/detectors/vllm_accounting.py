@@ -18,10 +18,11 @@ headroom must not be computed from it, and the hint's sizes are not to be acted 
 
 from __future__ import annotations
 
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.vllm import of_kind, vllm_runs
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, fmt_gib, make_finding, rank_of
-from ._vllm import of_kind, vllm_runs
+from ._common import fmt_gib, make_finding
 
 
 def negative_graph_rows(run: list[Row]) -> list[Row]:

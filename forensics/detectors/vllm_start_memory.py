@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
+from forensics.facts.rows import attrs, rank_of
+from forensics.facts.vllm import of_kind, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, attrs, fmt_gib, make_finding, rank_of
-from ._vllm import of_kind, vllm_runs
+from ._common import GIB, fmt_gib, make_finding
 
 MARGIN = 0.02  # below what was free: the CUDA context and the allocator's slack
 MIN_USEFUL = 0.3  # a budget under this share of the GPU serves nothing: free the GPU instead
