@@ -516,6 +516,18 @@ def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return _during(frames)
 
 
+def stops_at_allocation(text: str) -> bool:
+    """Whether a traceback's last lines allocate device memory (``torch.empty(``, ``.cuda()``, an ``alloc…(`` call).
+
+    >>> stops_at_allocation('  File "x.py", line 3, in init\\n    self.buf = torch.zeros(\\n')
+    True
+    >>> stops_at_allocation('  File "x.py", line 9, in call_begin_forward\\n    wrapper.begin_forward(\\n')
+    False
+    """
+    tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
+    return bool(_ALLOCATION.search("\n".join(tail)))
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines."""
     lines = text.splitlines()

@@ -124,7 +124,8 @@ def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None)
                  + (f" Lower --context-length to {flags[0].new}." if flags else "")),
         evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests")],
         confidence="medium" if ctx is not None else "low",
-        confidence_reason=None if ctx is not None else
+        confidence_reason=("which buffer beside the pool failed is not in the message; the frames and the configured "
+                           "sizes point at the request table") if ctx is not None else
         "the context length is not in the input: which buffer failed rests on the frames alone",
         gpus=[x["gpu"] for x in pool if x.get("gpu") is not None][:1],
         figures={"failed_allocation_bytes": r.get("bytes"), "context_length": ctx, "max_running_requests": requests},

@@ -18,7 +18,8 @@ from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
-from parsers.failures import stage_of_frames
+from parsers.elision import is_elision
+from parsers.failures import stage_of_frames, stops_at_allocation
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
@@ -184,14 +185,32 @@ def lost_message_stage(row: Row) -> str | None:
     """
     a = attrs(row)
     if row.get("kind") == "failure":
-        return a.get("during") if a.get("failure") == "traceback_cut" else None
-    if row.get("kind") != "scheduler_exception":
+        if a.get("failure") != "traceback_cut":
+            return None
+        stage, text, at_alloc = a.get("during"), row.get("text") or "", bool(a.get("stops_at_allocation"))
+    elif row.get("kind") == "scheduler_exception":
+        text = row.get("text") or ""
+        frames = _FRAME_RE.findall(text)
+        if not frames or _EXC_END_RE.search(text.split("\n", 1)[-1]) or a.get("exception_type"):
+            return None
+        stage, at_alloc = stage_of_frames(frames), stops_at_allocation(_drop_elisions(text))
+    else:
         return None
-    text = row.get("text") or ""
-    frames = _FRAME_RE.findall(text)
-    if not frames or _EXC_END_RE.search(text.split("\n", 1)[-1]) or a.get("exception_type"):
+    # the engine's own ``raise`` in the last frame (a KV allocator, a check) is its error, not the allocator's OOM
+    if _LAST_RAISE_RE.search(_drop_elisions(text)):
         return None
-    return stage_of_frames(frames)
+    # capture fails for reasons of its own (a backend's plan, a stream-capture error: failure_messages.md §2.2):
+    # there the cut must stop where memory was being allocated
+    if stage == "graph_capture" and not at_alloc:
+        return None
+    return stage
+
+
+_LAST_RAISE_RE = re.compile(r'File "[^"]*", line \d+, in \w+[ \t]*\n[ \t]*raise\b[^\n]*\s*$')
+
+
+def _drop_elisions(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if ln.strip() and not is_elision(ln) and not ln.startswith("# "))
 
 
 def _sized_by_config(row: Row) -> bool:

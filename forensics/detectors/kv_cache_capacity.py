@@ -141,7 +141,8 @@ def _exhausted(run: list[Row]) -> list[Finding]:
 
 
 def _pressure(run: list[Row], cfg) -> list[Finding]:
-    retracts = of_kind(run, "retract")
+    # "Testing retraction." is SGLang's test mode retracting on purpose (SGLANG_TEST_RETRACT), not a full pool
+    retracts = [r for r in of_kind(run, "retract") if attrs(r).get("form") != "testing"]
     decodes = [r for r in of_kind(run, "decode_batch") if r.get("ratio") is not None]
     full = [r for r in decodes if r["ratio"] >= FULL_USAGE]
     queues = [q for q in (_queue(r) for r in full) if q is not None]
