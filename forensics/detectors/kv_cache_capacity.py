@@ -129,7 +129,10 @@ def _exhausted(run: list[Row]) -> list[Finding]:
                  + (f" needed {first.get('tokens')} tokens" if first.get("tokens") is not None else " found no free KV slots")
                  + (f" with only {avail} available" if avail is not None else "") + "; the scheduler raised and the "
                  "server was torn down."),
-        evidence=hits[:4],
+        # the tracebacks that carried it and the errors other ranks raised after it are the crash, not other causes
+        evidence=[*hits[:4], *[r for r in of_kind(run, "scheduler_exception", "sigquit") if r not in hits
+                               and ((r.get("line_end") or r.get("line") or 0) >= (hits[0].get("line") or 0)
+                                    or r.get("file") != hits[0].get("file"))][:3]],
         confidence="medium" if inferred else "high",
         confidence_reason=("the error message is not in the input: inferred from the traceback, whose innermost "
                            "frame is SGLang's KV-slot allocator raising") if inferred else None,
