@@ -28,17 +28,22 @@ from . import (
     host_memory_not_reclaimed,
     host_pinning,
     kernel_oom_killer,
+    kernel_resources,
     kv_cache_capacity,
+    memory_balance,
     missing_facts,
     model_fit,
     nccl_timeout,
     per_rank_overallocation,
     rendezvous,
+    request_refusals,
     shm_exhausted,
     stranded_context,
+    vllm_accounting,
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
+    vllm_start_memory,
     weights_do_not_fit,
     xid,
 )
@@ -63,6 +68,11 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    vllm_accounting,
+    request_refusals,
+    memory_balance,
+    kernel_resources,
+    vllm_start_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -73,6 +83,8 @@ CAUSE_PRIORITY = (
     "SGL-HOST-009",
     "VLLM-HOST-001",
     "SGL-GPU-006",
+    "SGL-GPU-010",
+    "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
     "VLLM-KV-002",
@@ -141,6 +153,8 @@ _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
+_link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+      "the rank raised in its distributed set-up over the memory check, and the others waited for it")
 _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
