@@ -73,6 +73,24 @@ def _is_binary(data: bytes) -> bool:
     return looks_binary(data[:8192])
 
 
+def _read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | None] | None:
+    """(result, format, error) for a file a binary parser claims (parsers.registry), else None."""
+    from parsers.safe_pickle import MAX_BYTES, UnsafePickle
+
+    fmt = registry.best_binary_format(f.head(registry.SNIFF_BYTES))
+    if fmt is None:
+        return None
+    if f.nbytes > MAX_BYTES:
+        return None, fmt, f"{f.nbytes:,} bytes, over the {MAX_BYTES:,}-byte limit for a pickle; not read"
+    data = bytes(f.data) if not f.streamed else b"".join(f.chunks())
+    try:
+        return registry.binary_parsers()[fmt].parse_bytes(data, f.name), fmt, None
+    except UnsafePickle as e:
+        return None, fmt, f"not read: {e}"
+    except NotThisFormat:
+        return None
+
+
 def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
     """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
     if not frame.height:
@@ -720,6 +738,18 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         text = None if f.streamed else next(iter_text([f]))[1]
         if text is not None:
             artifact.lines = _count_lines(text)
+        binary = _read_binary(f)
+        if binary is not None:  # an engine's own crash artifact (a pickle): read as data, never executed
+            res, artifact.format, artifact.error = binary
+            if artifact.error:
+                facts.gaps.append(f"{f.name}: {artifact.error}")
+            lines = res.lines if res is not None else 0
+            coverage.append({"file": f.name, "format": artifact.format, "lines": lines, "recognized": lines,
+                             "unrecognized": 0, "cut_lines": 0, "binary": True})
+            if res is not None:
+                emit(_resolve_time(_shift(res.events, 1, None), facts, tz, None),
+                     _Sampler(f.nbytes) if sink is not None else None)
+            continue
         if _is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0,
