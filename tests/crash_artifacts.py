@@ -147,6 +147,20 @@ def rank5_behind() -> dict[str, bytes]:
     return files
 
 
+def desync_at_812() -> dict[str, bytes]:
+    """Eight ranks enter collective #812; rank 7 issued an all-gather where the others issued an all-reduce."""
+    files = {}
+    base_ns = int(T0 * 1e9)
+    for rank in range(8):
+        entries = [fr_entry(i, seq, "nccl:all_reduce", "completed", base_ns + seq * 25_000_000, [[4096, 8192]])
+                   for i, seq in enumerate(range(805, 812))]
+        op, sizes = ("nccl:all_gather", [[512, 8192]]) if rank == 7 else ("nccl:all_reduce", [[4096, 8192]])
+        entries.append(fr_entry(len(entries), 812, op, "started", base_ns + 812 * 25_000_000, sizes))
+        files[f"fr/trace_{rank}"] = flight_recorder_dump(8, entries, last_enqueued=812, last_started=812,
+                                                         last_completed=811)
+    return files
+
+
 def long_request_dump() -> dict[str, bytes]:
     """A crash dump: 40 finished short requests, then three unfinished, the longest 24,000 input tokens
     (the scenario's log gives the pool: 20,480 tokens per rank)."""
@@ -179,6 +193,7 @@ def crash_snapshot(reason: str, pool: int, running: int, waiting: int, tp_rank: 
 SCENARIO_FILES = {
     "nccl_flight_recorder_rank_behind": rank5_behind,
     "crash_dump_request_longer_than_pool": long_request_dump,
+    "nccl_flight_recorder_desync": desync_at_812,
 }
 
 

@@ -84,6 +84,18 @@ def _status(dump: Row, entries: list[Row]) -> dict[str, dict[str, Any]]:
     return out
 
 
+RULES = ("SGL-NCCL-007", "SGL-NCCL-008")
+
+
+def across_hosts(tl: Timeline) -> list[Finding]:
+    """The findings over every host's dumps at once, each about the hosts of the ranks it names."""
+    out = detect(tl)
+    hosts = {attrs(r).get("global_rank"): r.get("host") for r in rows(tl, "fr_dump")}
+    for f in out:
+        f.hosts = sorted({hosts[r] for r in f.ranks if hosts.get(r)}) or sorted(set(hosts.values()) - {None})[:1]
+    return out
+
+
 def detect(tl: Timeline) -> list[Finding]:
     dumps = _dumps(tl)
     if not dumps:
@@ -148,7 +160,8 @@ def _behind(pg: str, status: dict[int, dict[str, dict[str, Any]]], dumps: dict[i
                    f"{_ranges(no_dump)} of the group left no dump at all — most likely the one(s) that died or hung "
                    "before the watchdog could dump.")
         confidence, reason = "medium", "the suspect is inferred from a missing dump, not read from one"
-    evidence = [dumps[r] for r in behind] + [dumps[r] for r in sorted(waiting)[:3]] + wait_rows[:2]
+    # the rank behind (its dump and its last collective), then one rank waiting in S
+    evidence = [dumps[r] for r in behind] + wait_rows[:1] + ([] if behind else [dumps[min(waiting)]])
     last_rows = [e for r in behind for e in by_rank.get(r, [])[-1:]]
     return make_finding(
         "SGL-NCCL-007", summary=summary, evidence=[*evidence, *last_rows], confidence=confidence,
@@ -184,16 +197,17 @@ def _desync(by_rank: dict[int, list[Row]]) -> Finding | None:
         groups: dict[tuple[str, str], list[int]] = {}
         for rank, sig in per.items():
             groups.setdefault(sig, []).append(rank)
-        parts = [f"ranks {_ranges(rs)} ran {_op_name(sig[0])} with input sizes {sig[1]}" for sig, rs in
-                 sorted(groups.items(), key=lambda kv: -len(kv[1]))]
+        parts = [f"rank{'s' if len(rs) > 1 else ''} {_ranges(rs)} ran {_op_name(sig[0])} with input sizes {sig[1]}"
+                 for sig, rs in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
         minority = sorted(min(groups.values(), key=len))
+        majority = sorted(max(groups.values(), key=len))
         pg, seq = key
         return make_finding(
             "SGL-NCCL-008",
             summary=(f"The ranks' flight recorders disagree on collective #{seq} of process group {pg}: "
                      + "; ".join(parts) + ". The ranks issued different collectives at the same point, so it "
                      "can never complete."),
-            evidence=[rows_at[key][r] for r in sorted(rows_at[key])][:8],
+            evidence=[rows_at[key][r] for r in [*minority, majority[0]]],
             ranks=minority,
             figures={"process_group": pg, "collective_seq": seq, "variants": len(groups), "ranks_minority": minority},
             actions=["Find the code path where the minority ranks diverged (the frames in the dump entries); a "
