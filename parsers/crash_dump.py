@@ -86,9 +86,18 @@ def _lengths(req: dict, out: dict, index: int) -> list[tuple[int | None, int | N
     if isinstance(ids, list) and ids and isinstance(ids[0], list):
         return [(len(x), None) for x in ids if isinstance(x, list)]
     if isinstance(text, list) and not isinstance(ids, list):
-        return [(None, len(t)) for t in text if isinstance(t, str)]
+        return [(None, _chars(t)) for t in text if isinstance(t, str)]
     tokens = int(prompt_tokens) if isinstance(prompt_tokens, int) else (len(ids) if isinstance(ids, list) else None)
-    return [(tokens, len(text) if isinstance(text, str) else None)]
+    return [(tokens, _chars(text) if isinstance(text, str) else None)]
+
+
+#: What ``forensics collect`` leaves of a long text when it redacts a dump (forensics/collect/crash_artifacts.py).
+_REDACTED_RE = re.compile(r"<redacted: (\d+) characters>")
+
+
+def _chars(text: str) -> int:
+    m = _REDACTED_RE.fullmatch(text)
+    return int(m.group(1)) if m else len(text)
 
 
 def _max_new(req: dict) -> int | None:

@@ -474,3 +474,38 @@ def to_plain(value: Any, *, limit: int = MAX_PLAIN_ITEMS, depth: int = MAX_DEPTH
         return repr(v)[:200]
 
     return walk(value, 0)
+
+
+_STR_OPS = {"BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING", "SHORT_BINSTRING"}
+
+
+def rewrite_strings(data: bytes, fn) -> bytes:
+    """The same pickle with every string value passed through ``fn`` (str → str), re-encoded with its new
+    length; nothing else changes but the frames, which are dropped (framing is optional to a reader).
+
+    For redaction at collect time: a text substitution over the raw bytes would break the length
+    prefixes. Raises :class:`UnsafePickle` on a stream this module cannot read.
+
+    >>> import pickle
+    >>> pickle.loads(rewrite_strings(pickle.dumps({"key": "sk-secret", "n": 1}), lambda s: s.replace("secret", "X")))
+    {'key': 'sk-X', 'n': 1}
+    """
+    if len(data) > MAX_BYTES:
+        raise UnsafePickle(f"pickle of {len(data):,} bytes is over the {MAX_BYTES:,}-byte limit")
+    out = bytearray()
+    ops = []
+    try:
+        ops = [(op.name, arg, pos) for op, arg, pos in pickletools.genops(io.BytesIO(data))]
+    except ValueError as e:
+        raise UnsafePickle(f"malformed pickle: {str(e).splitlines()[0][:200] if str(e) else 'unreadable'}") from None
+    for i, (name, arg, pos) in enumerate(ops):
+        end = ops[i + 1][2] if i + 1 < len(ops) else pos + 1
+        if name == "FRAME":
+            continue
+        if name in _STR_OPS:
+            text = arg if isinstance(arg, str) else bytes(arg).decode("latin-1")
+            raw = str(fn(text)).encode("utf-8", "surrogatepass")
+            out += b"X" + len(raw).to_bytes(4, "little") + raw  # BINUNICODE: under MAX_BYTES, 4 bytes suffice
+        else:
+            out += data[pos:end]
+    return bytes(out)

@@ -153,3 +153,60 @@ def test_hostile_crash_dump_runs_nothing_and_the_report_completes(tmp_path):
     assert "Traceback" not in proc.stderr
     findings = (out / "findings.json").read_text()
     assert "nccl_trace_rank_0: not read: pickle stream ends before its STOP opcode" in findings
+
+
+# ---------------------------------------------------------------------------------------------
+# collect: the artifacts the server's argv and the ranks' environment name
+
+
+def test_collect_gathers_the_crash_folder_and_the_flight_recorder_redacted(tmp_path, monkeypatch):
+    from test_collect import FAKEBIN, HF, make_proc, planted_log, read_bundle
+
+    from forensics.collect import CollectOptions, collect
+
+    monkeypatch.setenv("PATH", f"{FAKEBIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_NVIDIA_SMI", "ok")
+    crash = tmp_path / "crash"
+    prompt = f"summarise this: {'lorem ipsum ' * 100} token={HF}"
+    reqs = [ca.request("a", 900, 64, ca.T0 - 9, ca.T0 - 8, True, 64), ca.request("b", 24_000, 4096, ca.T0 - 3, ca.T0, False)]
+    reqs[0] = (ca.GenerateReqInput(text=prompt, sampling_params={"max_new_tokens": 64}, rid="a"), *reqs[0][1:])
+    launch = f"sglang/launch_server.py --tp 8 --crash-dump-folder {crash} --api-key {HF}"
+    _write(crash, {"gpu-node-07/crash_dump_2026-11-30_10-00-00.pkl": ca.sglang_crash_dump(reqs, ca.ServerArgs(), launch)})
+    _write(tmp_path / "fr", {f"nccl_trace_rank_{r}": v for r, v in enumerate(ca.rank5_behind().values()) if r < 2})
+    (tmp_path / "fr" / "nccl_trace_rank_notes.txt").write_text("not a dump")
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "8", "--crash-dump-folder", str(crash)]
+    env = ["PATH=/usr/bin", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", f"TORCH_NCCL_DEBUG_INFO_TEMP_FILE={tmp_path}/fr/nccl_trace_rank_"]
+    proc = make_proc(tmp_path, planted_log(tmp_path / "tp0.log"), argv=argv, environ=env)
+    out = tmp_path / "out" / "bundle.tar.gz"
+    out.parent.mkdir()
+    manifest, members = read_bundle(collect(CollectOptions(output=out, proc_root=proc, cgroup_root=tmp_path / "cg",
+                                                           timeout_s=5, budget_s=40)))
+    names = sorted(k for k in members if k.startswith(("crash/", "flight_recorder/")))
+    assert names == ["crash/gpu-node-07/crash_dump_2026-11-30_10-00-00.pkl",
+                     "flight_recorder/nccl_trace_rank_0", "flight_recorder/nccl_trace_rank_1"]
+    dump = members["crash/gpu-node-07/crash_dump_2026-11-30_10-00-00.pkl"]
+    assert HF.encode() not in dump and b"lorem ipsum" not in dump  # the key redacted, the prompt reduced to its length
+    ev = crash_dump.parse_bytes(dump, "crash/gpu-node-07/x.pkl").events
+    first = ev.filter(ev["kind"] == "crash_request")["attrs"][0]
+    assert f'"input_chars": {len(prompt)}' in first
+    assert ev.filter(ev["kind"] == "crash_request")["tokens"].to_list() == [900, 24000]
+    # the bundle reads back into the diagnosis
+    tl = build_timeline([out])
+    assert {"crash_request", "fr_dump"} <= set(tl.events["kind"].unique().to_list())
+
+
+def test_collect_caps_and_a_hostile_pickle_left_out(tmp_path, monkeypatch):
+    from forensics.collect import crash_artifacts as cc
+
+    monkeypatch.setattr(cc, "MAX_FILES", 2)
+    crash = tmp_path / "crash" / "h"
+    crash.mkdir(parents=True)
+    for i in range(4):
+        (crash / f"crash_dump_2026-11-30_10-00-0{i}.pkl").write_bytes(b"\x80\x04N.")
+        os.utime(crash / f"crash_dump_2026-11-30_10-00-0{i}.pkl", (ca.T0 + i, ca.T0 + i))
+    gaps: list[str] = []
+    procs = [{"pid": 1, "cmdline": f"python3\x00-m\x00sglang.launch_server\x00--crash-dump-folder\x00{tmp_path / 'crash'}"}]
+    found = cc.find(procs, tmp_path / "noproc", gaps.append)
+    assert [f.path.name[-6:] for f in found] == ["03.pkl", "02.pkl"] and "2 more file(s) left out" in gaps[0]
+    with pytest.raises(Exception, match="STOP"):
+        cc.redact_pickle(b"\x80\x04\x8c\x02os\x94", lambda b: (b, None))
