@@ -210,3 +210,51 @@ def test_collect_caps_and_a_hostile_pickle_left_out(tmp_path, monkeypatch):
     assert [f.path.name[-6:] for f in found] == ["03.pkl", "02.pkl"] and "2 more file(s) left out" in gaps[0]
     with pytest.raises(Exception, match="STOP"):
         cc.redact_pickle(b"\x80\x04\x8c\x02os\x94", lambda b: (b, None))
+
+
+# ---------------------------------------------------------------------------------------------
+# py-spy stacks and vLLM's input dump, in any log
+
+
+def test_pyspy_stacks_say_where_each_rank_was():
+    folder = ROOT / "fixtures" / "scenarios" / "hang_pyspy_rank_outside_collective" / "input"
+    tl, by_rule, _root = _analyse(folder)
+    stacks = tl.events.filter(tl.events["kind"] == "pyspy_stack")
+    assert stacks.height == 8  # main and watchdog thread of four ranks
+    assert stacks["ts"].null_count() == 0  # stamped by the "Pyspy dump for PID" line before them
+    hang = by_rule["SGL-NCCL-004"]
+    assert "TP0,1,3 in all_reduce (distributed_c10d.py:2501); TP2 in acquire (radix_cache.py:402)" in hang.summary
+    assert "TP2 was not in a collective" in hang.summary
+
+
+def test_pyspy_older_hex_thread_ids_and_native_frames():
+    from parsers import stack_dumps
+
+    text = ("Process 77: python3 -m sglang.launch_server --tp 2\nPython v3.10.12 (/usr/bin/python3.10)\n\n"
+            'Thread 0x7F2A2B8FF740 (active+gil): "MainThread"\n    synchronize (torch/cuda/__init__.py:892)\n'
+            "    forward_batch (sglang/srt/model_executor/model_runner.py:1702)\n")
+    row = stack_dumps.parse(text).events.row(0, named=True)
+    assert row["pid"] == 77 and row["tp_rank"] is None and '"waiting_in": "cuda_sync"' in row["attrs"]
+
+
+VLLM_DUMP = (
+    "(EngineCore_0 pid=311) ERROR 11-30 10:00:01 [dump_input.py:69] Dumping input data for V1 LLM engine (v0.10.1) "
+    "with config: model='/models/demo-70b', speculative_config=None, tokenizer='/models/demo-70b', max_seq_len=32768, "
+    "tensor_parallel_size=4, \n"
+    "(EngineCore_0 pid=311) ERROR 11-30 10:00:01 [dump_input.py:76] Dumping scheduler output for model execution: "
+    "SchedulerOutput(scheduled_new_reqs=[NewRequestData(req_id=cmpl-9,prompt_token_ids_len=24000,"
+    "num_computed_tokens=0),NewRequestData(req_id=cmpl-10,prompt_token_ids_len=1200,num_computed_tokens=0)],"
+    "total_num_scheduled_tokens=8192,finished_req_ids=[])\n"
+    "(EngineCore_0 pid=311) ERROR 11-30 10:00:01 [dump_input.py:79] Dumping scheduler stats: SchedulerStats("
+    "num_running_reqs=7, num_waiting_reqs=3, kv_cache_usage=0.91)\n")
+
+
+def test_vllm_input_dump_rows():
+    from parsers import stack_dumps
+
+    ev = stack_dumps.parse(VLLM_DUMP).events
+    assert ev["kind"].to_list() == ["engine_input_dump", "engine_scheduler_output", "engine_scheduler_stats"]
+    out = ev.row(1, named=True)
+    assert out["count"] == 2 and out["tokens"] == 8192 and "24000, 1200" in out["text"]
+    stats = ev.row(2, named=True)
+    assert stats["ratio"] == 0.91 and stats["count"] == 7

@@ -34,6 +34,7 @@ from . import (
     per_rank_overallocation,
     rendezvous,
     shm_exhausted,
+    stacks,
     stranded_context,
     vllm_headroom,
     vllm_host_memory,
@@ -284,6 +285,7 @@ def _detect(tl: Timeline) -> list[Finding]:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
     crash_requests.annotate(findings, tl)  # a serving-time failure names the requests in flight
+    stacks.annotate(findings, tl)  # a hang says where each rank was
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:
         for f in findings:

@@ -91,6 +91,32 @@ def _read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | No
         return None
 
 
+def _stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+    """Stack and input dumps in a text (parsers.stack_dumps), stamped with the record before them (the
+    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
+    from parsers import stack_dumps
+
+    if not stack_dumps.mentions_stacks(text):
+        return None, set()
+    found = stack_dumps.parse(text, name).events
+    if found.is_empty():
+        return None, set()
+    read = {n for a, b in found.select("line", "line_end").iter_rows() for n in range(a, (b or a) + 1)}
+    for p in parts:
+        if p.height:
+            for a, b, kind in p.select("line", "line_end", "kind").iter_rows():
+                if kind != "log" and a is not None:
+                    read.difference_update(range(a, (b or a) + 1))
+    stamped = [p.select("line", "ts", "ts_local", "ts_basis").filter(pl.col("ts").is_not_null()
+                                                                     | pl.col("ts_local").is_not_null())
+               for p in parts if p.height]
+    if not stamped:
+        return found, read
+    before = pl.concat(stamped, how="vertical").sort("line").unique("line", keep="last", maintain_order=True)
+    joined = found.drop("ts", "ts_local", "ts_basis").sort("line").join_asof(before, on="line", strategy="backward")
+    return joined.select(found.columns), read
+
+
 def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
     """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
     if not frame.height:
@@ -803,7 +829,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
             if models.height:
                 parts.append(_resolve_time(models, facts, tz, capture))
+            stacks, stack_lines = _stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
+            if stacks is not None:
+                parts.append(stacks)
+                recognized += len(stack_lines)
             extra, newly = _failure_rows(text, f.name, parts)
+            newly = newly | stack_lines
             if extra is not None:
                 parts.append(_resolve_time(extra, facts, tz, capture))
                 recognized += len(newly)

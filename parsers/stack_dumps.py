@@ -1,0 +1,167 @@
+"""Where each process was when something dumped it: ``py-spy dump`` stacks, and vLLM's input dump.
+
+**py-spy dump** (``py-spy dump --pid N``; SGLang's watchdog runs it and logs ``Pyspy dump for PID N:``
+followed by the tool's output, ``utils/cudacore_pyspy_dump_utils.py`` / ``scheduler.py::watchdog_thread``,
+reference sglang_formats "watchdog"). py-spy's text output (``src/dump.rs``)::
+
+    Process 4242: sglang::scheduler_TP3
+    Python v3.12.3 (/usr/bin/python3.12)
+
+    Thread 4242 (active): "MainThread"
+        all_reduce (torch/distributed/distributed_c10d.py:2501)
+        forward (sglang/srt/layers/linear.py:1290)
+    Thread 0x7F2A2B8FF740 (idle): "Thread-1"          # older py-spy: the thread id in hex
+
+One ``pyspy_stack`` row per thread: ``pid``, the process title as ``comm``, its TP rank when the
+title names it (``sglang::scheduler_TP3``), the innermost frames, and what the innermost frame is
+waiting in (:func:`waiting_in`: a collective, a CUDA synchronisation, an idle wait).
+
+**vLLM's input dump** on a fatal engine error (``vllm/logging_utils/dump_input.py``, reference
+vllm_formats §2.2 "crash re-dump", 0.9.2–0.33): ``Dumping input data for V1 LLM engine (v%s) with
+config: %s, `` (older: ``Dumping input data`` then ``V1 LLM engine (v%s) with config: %s, ``), then
+``Dumping scheduler output for model execution: SchedulerOutput(...)`` (older: the repr on the next
+record) and ``Dumping scheduler stats: SchedulerStats(...)``. Rows: ``engine_input_dump`` (the
+version), ``engine_scheduler_output`` (``count`` = new requests scheduled, ``tokens`` = tokens
+scheduled, the prompt lengths of the new requests) and ``engine_scheduler_stats`` (running,
+waiting, KV usage as ``ratio``).
+
+>>> r = parse('Process 7: sglang::scheduler_TP3\\n\\nThread 7 (active): "MainThread"\\n'
+...           '    all_reduce (torch/distributed/distributed_c10d.py:2501)\\n')
+>>> r.events.select("kind", "tp_rank", "pid").row(0), waiting_in(["all_reduce (x.py:1)"])
+(('pyspy_stack', 3, 7), 'collective')
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .schema import ParseResult
+
+FORMAT = "stack_dumps"
+MAX_FRAMES = 12
+MAX_THREADS = 2000
+
+_PROCESS_RE = re.compile(r"^Process (\d+): (.{0,300})$")
+_THREAD_RE = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((active|idle|active\+gil|gil)\)(?:: "([^"]{0,200})")?')
+_FRAME_RE = re.compile(r"^\s{2,}(\S.{0,300}?) \(([^()]{1,300}):(\d+)\)\s*$")
+_TP_RE = re.compile(r"TP(\d+)")
+_COLLECTIVE = re.compile(r"all_reduce|all_gather|reduce_scatter|broadcast|barrier|all_to_all|alltoall|\bnccl|"
+                         r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object", re.I)
+_SYNC = re.compile(r"synchronize|\.item\b|_local_scalar_dense|cudaStreamSynchronize|tolist|\bcpu\b", re.I)
+_IDLE = re.compile(r"\b(?:recv|recv_pyobj|poll|select|wait|sleep|accept|get|_wait_for_tstate_lock|epoll)\b", re.I)
+_NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(")
+
+_VLLM_HEAD_RE = re.compile(r"(?:Dumping input data for )?V1 LLM engine \(v([^)\s]{1,40})\) with config:")
+_NEW_REQ_LEN_RE = re.compile(r"prompt_token_ids_len=(\d+)")
+_TOTAL_TOKENS_RE = re.compile(r"total_num_scheduled_tokens=(\d+)")
+_STATS_RE = {k: re.compile(rf"\b{k}=([0-9.]+)") for k in
+             ("num_running_reqs", "num_waiting_reqs", "kv_cache_usage", "gpu_cache_usage")}
+
+
+def mentions_stacks(text: str) -> bool:
+    """Cheap test before a full read: a text with none of these holds neither dump."""
+    return any(n in text for n in _NEEDLES)
+
+
+def waiting_in(frames: list[str]) -> str:
+    """What the innermost frames are waiting in: ``collective``, ``cuda_sync``, ``idle`` or ``running``."""
+    top = " ".join(frames[:3])
+    if _COLLECTIVE.search(top):
+        return "collective"
+    if _SYNC.search(frames[0] if frames else ""):
+        return "cuda_sync"
+    if frames and _IDLE.search(frames[0].split(" (", 1)[0]):
+        return "idle"
+    return "running"
+
+
+def _stack_rows(lines: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    pid = comm = None
+    cur: dict[str, Any] | None = None
+    for i, line in enumerate(lines):
+        stripped = line.rstrip()
+        core = stripped[stripped.find("Process "):] if "Process " in stripped[:200] else stripped
+        m = _PROCESS_RE.match(core)
+        if m:
+            pid, comm = int(m.group(1)), m.group(2).strip()
+            cur = None
+            continue
+        t = stripped.find("Thread ")
+        m = _THREAD_RE.match(stripped[t:]) if 0 <= t < 200 else None
+        if m and len(rows) < MAX_THREADS:
+            tp = _TP_RE.search(comm or "")
+            cur = {"line": i + 1, "line_end": i + 1, "kind": "pyspy_stack", "pid": pid, "comm": comm,
+                   "tp_rank": int(tp.group(1)) if tp else None, "rank": f"TP{tp.group(1)}" if tp else None,
+                   "_frames": [], "_thread": m.group(3) or m.group(1), "_state": m.group(2), "_tid": m.group(1)}
+            rows.append(cur)
+            continue
+        f = _FRAME_RE.match(stripped) if cur is not None else None
+        if f and cur is not None:
+            if len(cur["_frames"]) < MAX_FRAMES:
+                cur["_frames"].append(f"{f.group(1)} ({f.group(2)}:{f.group(3)})")
+            cur["line_end"] = i + 1
+        elif cur is not None and stripped.strip() and not stripped.startswith((" ", "\t")):
+            cur = None
+    out = []
+    for r in rows:
+        frames = r.pop("_frames")
+        thread, state, tid = r.pop("_thread"), r.pop("_state"), r.pop("_tid")
+        if not frames:
+            continue
+        where = waiting_in(frames)
+        who = r["rank"] or (f"pid {r['pid']}" if r["pid"] is not None else "a process")
+        r["text"] = f"{who} {thread} ({state}) in {frames[0]}" + (f" ← {frames[1]}" if len(frames) > 1 else "")
+        r["attrs"] = {"thread": thread, "thread_id": tid, "state": state, "frames": frames, "top_frame": frames[0],
+                      "waiting_in": where, "process": r["comm"]}
+        out.append(r)
+    return out
+
+
+def _vllm_rows(lines: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    want_output = False
+    for i, line in enumerate(lines):
+        if len(line) > 4_000_000:
+            line = line[:4_000_000]
+        m = _VLLM_HEAD_RE.search(line[:2000])
+        if m and ("Dumping input data" in line or (i and "Dumping input data" in lines[i - 1])):
+            rows.append({"line": i + 1, "kind": "engine_input_dump", "text": line[:500],
+                         "attrs": {"engine": "vllm", "version": m.group(1)}})
+            continue
+        if "Dumping scheduler output for model execution" in line:
+            want_output = "SchedulerOutput(" not in line
+            if want_output:
+                continue
+        if "SchedulerOutput(" in line and (want_output or "Dumping scheduler output" in line):
+            want_output = False
+            lens = [int(x) for x in _NEW_REQ_LEN_RE.findall(line)[:10_000]]
+            total = _TOTAL_TOKENS_RE.search(line)
+            rows.append({"line": i + 1, "kind": "engine_scheduler_output", "count": len(lens),
+                         "tokens": int(total.group(1)) if total else None,
+                         "text": (f"vLLM scheduler output at the crash: {len(lens)} new request(s)"
+                                  + (f", prompts of {', '.join(map(str, sorted(lens, reverse=True)[:5]))} tokens" if lens else "")
+                                  + (f", {total.group(1)} tokens scheduled" if total else "")),
+                         "attrs": {"engine": "vllm", "new_request_prompt_lens": lens[:1000],
+                                   "total_num_scheduled_tokens": int(total.group(1)) if total else None}})
+            continue
+        if "SchedulerStats(" in line:
+            vals = {k: float(m2.group(1)) for k, rx in _STATS_RE.items() if (m2 := rx.search(line))}
+            usage = vals.get("kv_cache_usage", vals.get("gpu_cache_usage"))
+            rows.append({"line": i + 1, "kind": "engine_scheduler_stats", "ratio": usage,
+                         "count": int(vals["num_running_reqs"]) if "num_running_reqs" in vals else None,
+                         "text": line[:500],
+                         "attrs": {"engine": "vllm", "num_running_reqs": vals.get("num_running_reqs"),
+                                   "num_waiting_reqs": vals.get("num_waiting_reqs"), "kv_cache_usage": usage}})
+    return rows
+
+
+def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
+    """Rows of every stack dump and input dump in the text; lines it did not read are not claimed."""
+    lines = text.split("\n")
+    rows = _stack_rows(lines) if "Thread " in text else []
+    if "Dumping input data" in text or "SchedulerOutput(" in text or "SchedulerStats(" in text:
+        rows += _vllm_rows(lines)
+    read = sum(int(r.get("line_end") or r["line"]) - int(r["line"]) + 1 for r in rows)
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=read)
