@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import safe_pickle
-from .safe_pickle import Obj
+from .safe_pickle import Obj, int64
 from .schema import NotThisFormat, ParseResult
 
 FORMAT = "sglang_crash_dump"
@@ -70,9 +70,10 @@ def _plain_args(server_args: Any) -> dict[str, Any] | None:
     for k, v in server_args.fields().items():
         if not isinstance(k, str):
             continue
-        if v is None or isinstance(v, bool | int | float | str):
+        if v is None or isinstance(v, bool | float | str) or int64(v) is not None:
             out[k] = v
-        elif isinstance(v, list | tuple) and all(x is None or isinstance(x, bool | int | float | str) for x in v):
+        elif isinstance(v, list | tuple) and all(x is None or isinstance(x, bool | float | str) or int64(x) is not None
+                                                 for x in v):
             out[k] = list(v)
     return out
 
@@ -87,7 +88,7 @@ def _lengths(req: dict, out: dict, index: int) -> list[tuple[int | None, int | N
         return [(len(x), None) for x in ids if isinstance(x, list)]
     if isinstance(text, list) and not isinstance(ids, list):
         return [(None, _chars(t)) for t in text if isinstance(t, str)]
-    tokens = int(prompt_tokens) if isinstance(prompt_tokens, int) else (len(ids) if isinstance(ids, list) else None)
+    tokens = int64(prompt_tokens) if int64(prompt_tokens) is not None else (len(ids) if isinstance(ids, list) else None)
     return [(tokens, _chars(text) if isinstance(text, str) else None)]
 
 
@@ -105,7 +106,7 @@ def _max_new(req: dict) -> int | None:
     if isinstance(sp, list):
         sp = sp[0] if sp else None
     v = _fields(sp).get("max_new_tokens")
-    return int(v) if isinstance(v, int) else None
+    return int64(v)
 
 
 def dump_host(path: str) -> str | None:
@@ -144,8 +145,8 @@ def parse_bytes(data: bytes, path: str = "") -> ParseResult:
         if end and (last_ts is None or end > last_ts):
             last_ts = end
         max_new = _max_new(req)
-        completion = meta.get("completion_tokens")
-        if not isinstance(completion, int):
+        completion = int64(meta.get("completion_tokens"))
+        if completion is None:
             ids = out_d.get("output_ids")
             completion = len(ids) if isinstance(ids, list) else None
         rid = req.get("rid")
@@ -186,9 +187,9 @@ def parse_bytes(data: bytes, path: str = "") -> ParseResult:
 
 def _reason_text(reason: Any) -> str:
     f = _fields(reason)
-    if f.get("type"):
-        return str(f["type"])
-    return str(reason)[:80]
+    if isinstance(f.get("type"), str):
+        return f["type"][:80]
+    return reason[:80] if isinstance(reason, str) else type(reason).__name__
 
 
 def _launch_rows(launch: str | None, ts: datetime | None) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from .safe_pickle import int64
 from .schema import NotThisFormat, ParseResult
 
 FORMAT = "sglang_crash_snapshot"
@@ -41,13 +42,13 @@ def sniff(head: str) -> float:
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+    return int64(v)
 
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     try:
         doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, an integer past the digit limit
         raise NotThisFormat("not JSON") from None
     if not (isinstance(doc, dict) and isinstance(doc.get("scheduler"), dict) and "reason" in doc):
         raise NotThisFormat("not an SGLang crash snapshot")

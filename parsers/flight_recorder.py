@@ -32,12 +32,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import safe_pickle
+from .safe_pickle import int64, short_text
 from .schema import NotThisFormat, ParseResult
 
 FORMAT = "nccl_flight_recorder"
 #: Entries kept per dump (the ring is TORCH_NCCL_TRACE_BUFFER_SIZE long; 2000 is the documented advice).
 MAX_ENTRIES = 20_000
-_RANK_RE = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json))?$")
+_RANK_RE = re.compile(r"(?<!\d)(\d{1,9})(?:\.(?:pkl|pickle|json))?$")
 
 
 def sniff_bytes(head: bytes) -> float:
@@ -68,14 +69,14 @@ def rank_from_name(path: str) -> int | None:
 
 def _ranks(v: Any) -> list[int] | None:
     if isinstance(v, list | tuple):
-        return [int(x) for x in v if isinstance(x, int)]
+        return [x for x in v if int64(x) is not None]
     if isinstance(v, str):
-        return [int(x) for x in re.findall(r"-?\d+", v[:100_000])]
+        return [int(x) for x in re.findall(r"-?\d{1,18}\b", v[:100_000])]
     return None
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+    return int64(v)
 
 
 def _ts(ns: Any) -> datetime | None:
@@ -89,7 +90,7 @@ def _load(data: bytes) -> Any:
         return safe_pickle.loads(data)
     try:
         return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, an integer past the digit limit
         raise NotThisFormat("not a flight-recorder dump (neither pickle nor JSON)") from None
 
 
@@ -100,14 +101,15 @@ def parse_bytes(data: bytes, path: str = "") -> ParseResult:
     rank = rank_from_name(path)
     if rank is None:
         rank = _int(doc.get("rank"))
-    version = str(doc.get("version") or "")
+    version = short_text(doc.get("version") or "", 40)
     pgs: dict[str, dict[str, Any]] = {}
     for pg_id, cfg in (doc.get("pg_config") or {}).items() if isinstance(doc.get("pg_config"), dict) else ():
         c = cfg if isinstance(cfg, dict) else {}
-        pgs[str(pg_id)] = {"name": str(c.get("name", pg_id)), "desc": str(c.get("desc", "")), "ranks": _ranks(c.get("ranks"))}
+        pgs[short_text(pg_id)] = {"name": short_text(c.get("name", pg_id)), "desc": short_text(c.get("desc", "")),
+                                  "ranks": _ranks(c.get("ranks"))}
     for pg_id, st in (doc.get("pg_status") or {}).items() if isinstance(doc.get("pg_status"), dict) else ():
         s = st if isinstance(st, dict) else {}
-        pgs.setdefault(str(pg_id), {"name": str(pg_id), "desc": "", "ranks": None}).update(
+        pgs.setdefault(short_text(pg_id), {"name": short_text(pg_id), "desc": "", "ranks": None}).update(
             last_enqueued=_int(s.get("last_enqueued_collective")), last_started=_int(s.get("last_started_collective")),
             last_completed=_int(s.get("last_completed_collective")))
     label = f"rank{rank}" if rank is not None else None
@@ -118,24 +120,27 @@ def parse_bytes(data: bytes, path: str = "") -> ParseResult:
         if not isinstance(e, dict):
             continue
         pg = e.get("process_group")
-        pg_name = str(pg[0]) if isinstance(pg, list | tuple) and pg else str(e.get("pg_id", ""))
-        pg_desc = str(pg[1]) if isinstance(pg, list | tuple) and len(pg) > 1 else ""
+        pg_name = short_text(pg[0]) if isinstance(pg, list | tuple) and pg else short_text(e.get("pg_id", ""))
+        pg_desc = short_text(pg[1]) if isinstance(pg, list | tuple) and len(pg) > 1 else ""
         seq = _int(e.get("collective_seq_id"))
-        op = str(e.get("profiling_name") or "")
-        state = str(e.get("state") or "")
+        op = short_text(e.get("profiling_name") or "", 100)
+        state = short_text(e.get("state") or "", 40)
         ts = _ts(e.get("time_created_ns"))
         if ts and (last is None or ts > last):
             last = ts
         dur = e.get("duration_ms")
         frames = e.get("frames") if isinstance(e.get("frames"), list) else []
-        top = [f"{f.get('name')} at {f.get('filename')}:{f.get('line')}" for f in frames[:3] if isinstance(f, dict)]
+        top = [f"{short_text(f.get('name'))} at {short_text(f.get('filename'))}:{short_text(f.get('line'))}"
+               for f in frames[:3] if isinstance(f, dict)]
         sizes = safe_pickle.to_plain(e.get("input_sizes"), limit=1000)
         rows.append({
             "line": i + 1, "kind": "fr_entry", "ts": ts, "ts_basis": "source-utc" if ts else "none",
-            "rank": label, "count": seq, "seconds": float(dur) / 1000 if isinstance(dur, int | float) else None,
+            "rank": label, "count": seq,
+            "seconds": float(dur) / 1000 if isinstance(dur, float) or int64(dur) is not None else None,
             "text": (f"{label or 'rank ?'} pg {pg_name}" + (f" ({pg_desc})" if pg_desc else "")
                      + f" #{seq} {op} {state}" + (f" input_sizes={json.dumps(sizes)}" if sizes else "")),
-            "attrs": {"global_rank": rank, "pg_id": str(e.get("pg_id", pg_name)), "pg_name": pg_name, "pg_desc": pg_desc,
+            "attrs": {"global_rank": rank, "pg_id": short_text(e.get("pg_id", pg_name)), "pg_name": pg_name,
+                      "pg_desc": pg_desc,
                       "seq": seq, "p2p_seq_id": _int(e.get("p2p_seq_id")), "op": op, "state": state,
                       "input_sizes": sizes, "output_sizes": safe_pickle.to_plain(e.get("output_sizes"), limit=1000),
                       "is_p2p": bool(e.get("is_p2p")), "timeout_ms": _int(e.get("timeout_ms")),

@@ -28,7 +28,7 @@ written from that table, not from ``pickle.py``'s ``Unpickler``.
 {'a': [1, 2.5, 'x', None, True], 'b': (b'z',)}
 >>> evil = b"cos\\nsystem\\n(S'echo pwned'\\ntR."
 >>> loads(evil)
-Obj('os.system', args=('echo pwned',))
+Obj('os.system', args=['echo pwned'])
 >>> loads(b"\\x80\\x04K\\x01")
 Traceback (most recent call last):
 ...
@@ -52,6 +52,31 @@ MAX_STACK = 1_000_000
 MAX_DEPTH = 200
 #: Items that :func:`to_plain` visits before it stops (shared references are visited once per use).
 MAX_PLAIN_ITEMS = 2_000_000
+
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def int64(v: Any) -> int | None:
+    """``v`` when it is an int (not a bool) that fits the timeline's Int64 columns, else None.
+
+    >>> int64(7), int64(True), int64(1 << 70), int64("7")
+    (7, None, None, None)
+    """
+    return v if isinstance(v, int) and not isinstance(v, bool) and INT64_MIN <= v <= INT64_MAX else None
+
+
+def short_text(v: Any, limit: int = 200) -> str:
+    """A value read from a pickle as bounded text: a str cut to ``limit``, anything else a bounded sketch.
+
+    >>> short_text("abc", 2), short_text([1, [2, 3]])
+    ('ab', '[1, [2, 3]]')
+    """
+    if isinstance(v, str):
+        return v[:limit]
+    if v is None or isinstance(v, bool | float) or int64(v) is not None:
+        return str(v)
+    return repr(to_plain(v, limit=50, depth=4))[:limit]
 
 
 class UnsafePickle(ValueError):
@@ -107,13 +132,14 @@ class Obj:
         return out
 
     def __repr__(self) -> str:
+        # bounded: a hostile stream can share one list under itself many times
         parts = [repr(self.name)]
         if self.args:
-            parts.append(f"args={self.args!r}")
+            parts.append(f"args={to_plain(list(self.args), limit=200, depth=6)!r}")
         if self.kwargs:
-            parts.append(f"kwargs={self.kwargs!r}")
+            parts.append(f"kwargs={to_plain(self.kwargs, limit=200, depth=6)!r}")
         if self.state is not None:
-            parts.append(f"state={self.state!r}")
+            parts.append(f"state={to_plain(self.state, limit=200, depth=6)!r}")
         return f"Obj({', '.join(parts)})"
 
 
@@ -401,8 +427,8 @@ def _pairs_dict(items: list) -> dict:
         k = items[i]
         try:
             out[k] = items[i + 1]
-        except TypeError:  # an unhashable key (an Obj is hashable; a list is not): keep it readable
-            out[repr(k)[:200]] = items[i + 1]
+        except TypeError:  # an unhashable key (an Obj is hashable; a list is not): a label, never its repr
+            out[f"<unhashable {type(k).__name__} #{i // 2}>"] = items[i + 1]
     return out
 
 
@@ -410,7 +436,8 @@ def _hashable_set(items: list, kind: type) -> Any:
     try:
         return kind(items)
     except TypeError:
-        return kind(repr(x)[:200] for x in items)
+        return kind(x if isinstance(x, str | int | float | bool | bytes | type(None)) else f"<{type(x).__name__} #{i}>"
+                    for i, x in enumerate(items))
 
 
 def _plain_iterable(args: tuple) -> bool:
@@ -447,6 +474,8 @@ def to_plain(value: Any, *, limit: int = MAX_PLAIN_ITEMS, depth: int = MAX_DEPTH
         budget[0] -= 1
         if budget[0] < 0 or d > depth:
             return "…"
+        if isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX:
+            return f"<integer of {v.bit_length()} bits>"  # past int64: no column or JSON writer takes it
         if v is None or isinstance(v, bool | int | float | str):
             return v
         if isinstance(v, bytes):

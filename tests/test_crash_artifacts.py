@@ -258,3 +258,49 @@ def test_vllm_input_dump_rows():
     assert out["count"] == 2 and out["tokens"] == 8192 and "24000, 1200" in out["text"]
     stats = ev.row(2, named=True)
     assert stats["ratio"] == 0.91 and stats["count"] == 7
+
+
+def _weird(rng, depth=0):
+    """A value of any shape a hostile dump could hold where a field is expected."""
+    pick = rng.randrange(12 if depth < 3 else 7)
+    plain = [None, True, 1 << rng.randrange(1, 200), -7, 1.5e300, "x" * rng.randrange(0, 300), b"\x00\xff"]
+    if pick < len(plain):
+        return plain[pick]
+    d = depth + 1
+    if pick == 7:
+        return [_weird(rng, d) for _ in range(rng.randrange(4))]
+    if pick == 8:
+        return {"max_new_tokens": _weird(rng, d), "prompt_tokens": _weird(rng, d), "finish_reason": _weird(rng, d)}
+    if pick == 9:
+        return tuple(_weird(rng, d) for _ in range(rng.randrange(5)))
+    if pick == 10:
+        return ca.GenerateReqInput(text=_weird(rng, d), input_ids=_weird(rng, d), sampling_params=_weird(rng, d),
+                                   rid=_weird(rng, d))
+    return {"collective_seq_id": _weird(rng, d), "process_group": _weird(rng, d), "profiling_name": _weird(rng, d),
+            "duration_ms": _weird(rng, d), "frames": [{"name": _weird(rng, d)}], "time_created_ns": _weird(rng, d),
+            "input_sizes": _weird(rng, d), "state": _weird(rng, d)}
+
+
+def test_dumps_of_any_shape_parse_or_are_refused_never_crash():
+    import random
+
+    from parsers.schema import NotThisFormat
+
+    rng = random.Random(2026)
+    for _ in range(300):
+        def w():
+            return _weird(rng)
+        docs = [
+            {"server_args": w(), "requests": [(w(), w(), w(), w()) for _ in range(3)] + [w()], "launch_command": w()},
+            {"version": w(), "pg_config": {"0": {"name": w(), "ranks": w()}, "x": w()},
+             "pg_status": {"0": {"last_enqueued_collective": w(), "last_completed_collective": w()}},
+             "entries": [w() for _ in range(4)] + [{"collective_seq_id": w(), "state": w()}]},
+        ]
+        for doc, parser in zip(docs, (crash_dump, flight_recorder), strict=True):
+            with ca._engine_paths():
+                data = pickle.dumps(doc, protocol=rng.choice([2, 4, 5]))
+            try:
+                res = parser.parse_bytes(data, "crash/h/nccl_trace_rank_3")
+            except NotThisFormat:
+                continue
+            assert res.events.height >= 1
