@@ -4,37 +4,17 @@
 ``crash_request`` row (``tokens`` = input tokens, ``count`` = ``max_new_tokens``, ``attrs.finished``).
 A CUDA OOM while serving or a KV pool that ran out names the request sizes that were being served
 (:func:`annotate`); the KV-capacity check compares the longest unfinished one with the pool
-(:func:`longest_unfinished`). The pool itself may come from a crash snapshot
-(``parsers/crash_snapshot.py``: the scheduler's ``max_total_num_tokens``) when no log has it.
+(``forensics.facts.crash_artifacts``), which may come from a crash snapshot when no log has it.
 """
 
 from __future__ import annotations
 
+from forensics.facts.crash_artifacts import unfinished_requests
+from forensics.facts.rows import Row
 from forensics.model import Evidence, Finding, Timeline
-
-from ._common import Row, attrs, rows
 
 #: Serving-time failures whose summary names the dumped requests.
 SERVING_FAILURES = ("SGL-GPU-001", "SGL-KV-002", "SGL-KV-001")
-
-
-def dumped(tl: Timeline) -> list[Row]:
-    return [r for r in rows(tl, "crash_request") if r.get("tokens") is not None]
-
-
-def unfinished(tl: Timeline) -> list[Row]:
-    return [r for r in dumped(tl) if attrs(r).get("finished") is False]
-
-
-def longest_unfinished(tl: Timeline) -> Row | None:
-    reqs = unfinished(tl)
-    return max(reqs, key=lambda r: int(r["tokens"])) if reqs else None
-
-
-def snapshot_pool(tl: Timeline) -> Row | None:
-    """The crash snapshot that states a KV pool size (the largest, if ranks differ)."""
-    snaps = [r for r in rows(tl, "crash_snapshot") if r.get("tokens")]
-    return max(snaps, key=lambda r: int(r["tokens"])) if snaps else None
 
 
 def in_flight_text(reqs: list[Row]) -> str:
@@ -60,7 +40,7 @@ def in_flight_text(reqs: list[Row]) -> str:
 
 def annotate(findings: list[Finding], tl: Timeline) -> None:
     """Name the requests in flight in the findings about a failure while serving."""
-    reqs = unfinished(tl)
+    reqs = unfinished_requests(tl)
     if not reqs:
         return
     longest = max(reqs, key=lambda r: int(r["tokens"]))

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, make_finding, rows
+from ._common import make_finding
 
 
 def _ranges(ranks: list[int]) -> str:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from . import crash_requests
-from ._common import Row, attrs, iter_runs, make_finding, of_kind, rank_of, server_config, tag_run
+from ._common import make_finding, tag_run
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
@@ -39,7 +42,7 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     runs = iter_runs(tl)
     # the crash dump and snapshot are of the run that crashed: the last one
-    longest, snap = crash_requests.longest_unfinished(tl), crash_requests.snapshot_pool(tl)
+    longest, snap = longest_unfinished(tl), snapshot_pool(tl)
     for i, (ref, run) in enumerate(runs):
         cfg = server_config(tl, run)
         last = i == len(runs) - 1

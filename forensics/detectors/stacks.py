@@ -9,26 +9,14 @@ crash of vLLM names what its scheduler had just scheduled.
 
 from __future__ import annotations
 
+from forensics.facts.crash_artifacts import main_threads
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Evidence, Finding, Timeline
-
-from ._common import Row, attrs, rows
 
 #: Findings about ranks that stopped making progress.
 HANG_RULES = ("SGL-NCCL-004", "SGL-NCCL-007", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005")
 #: vLLM findings about a crash while serving.
 VLLM_CRASH_RULES = ("VLLM-GPU-001", "VLLM-KV-003")
-
-
-def main_threads(tl: Timeline) -> list[Row]:
-    """Each dumped process's main thread (else its first active thread), last dump of a process wins."""
-    by_proc: dict[tuple, Row] = {}
-    for r in rows(tl, "pyspy_stack"):
-        a = attrs(r)
-        key = (r.get("host"), r.get("pid"), r.get("tp_rank"))
-        main = a.get("thread") == "MainThread" or (a.get("state", "").startswith("active") and key not in by_proc)
-        if main:
-            by_proc[key] = r
-    return list(by_proc.values())
 
 
 def _short(frame: str) -> str:
