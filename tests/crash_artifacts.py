@@ -51,7 +51,7 @@ class GenerateReqInput:
 
 
 @contextlib.contextmanager
-def _engine_paths() -> Iterator[None]:
+def engine_paths() -> Iterator[None]:
     """Register the stand-ins under SGLang's module paths for as long as pickling takes."""
     saved = {}
     placed = {"sglang.srt.server_args": ServerArgs, "sglang.srt.managers.io_struct": GenerateReqInput}
@@ -100,7 +100,7 @@ def sglang_crash_dump(requests: list[tuple], server_args: ServerArgs | None, lau
     doc: dict[str, Any] = {"server_args": server_args, "requests": requests}
     if launch_command is not None:
         doc["launch_command"] = launch_command
-    with _engine_paths():
+    with engine_paths():
         return pickle.dumps(doc)
 
 

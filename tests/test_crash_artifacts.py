@@ -61,7 +61,7 @@ def test_crash_dump_rows_name_the_requests_and_the_launch():
 def test_older_dump_without_server_args_or_launch_command():
     # 0.4.9-era: unfinished entries carry an empty output; server_args None after a failed pickle
     reqs = [ca.request("a", 500, 64, ca.T0 - 3, ca.T0, False)]
-    with ca._engine_paths():
+    with ca.engine_paths():
         data = pickle.dumps({"server_args": None, "requests": [(reqs[0][0], {}, ca.T0 - 3, ca.T0)]}, protocol=2)
     ev = crash_dump.parse_bytes(data, "d/h/crash_dump_2026-11-30_10-00-00.pkl").events
     assert ev.filter(ev["kind"] == "crash_request")["tokens"].to_list() == [500]
@@ -297,7 +297,7 @@ def test_dumps_of_any_shape_parse_or_are_refused_never_crash():
              "entries": [w() for _ in range(4)] + [{"collective_seq_id": w(), "state": w()}]},
         ]
         for doc, parser in zip(docs, (crash_dump, flight_recorder), strict=True):
-            with ca._engine_paths():
+            with ca.engine_paths():
                 data = pickle.dumps(doc, protocol=rng.choice([2, 4, 5]))
             try:
                 res = parser.parse_bytes(data, "crash/h/nccl_trace_rank_3")
