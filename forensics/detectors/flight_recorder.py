@@ -154,7 +154,8 @@ def _behind(pg: str, status: dict[int, dict[str, dict[str, Any]]], dumps: dict[i
         culprit = ", ".join(f"{who(r)} (last collective #{lasts[r]})" for r in behind)
         summary = (f"The flight recorder shows {culprit} never entered {op} #{seq} of {group}, which ranks "
                    f"{_ranges(list(waiting))} entered and waited in until the NCCL watchdog fired: "
-                   f"{'that rank is' if len(behind) == 1 else 'those ranks are'} the cause of the timeout.")
+                   f"{'that rank is' if len(behind) == 1 else 'those ranks are'} the cause of the timeout."
+                   + (f" Rank(s) {_ranges(no_dump)} of the group left no dump." if no_dump else ""))
         confidence, reason = "high", None
     else:
         summary = (f"Every flight-recorder dump shows its rank waiting in {op} #{seq} of {group}; rank(s) "
