@@ -304,3 +304,23 @@ def test_dumps_of_any_shape_parse_or_are_refused_never_crash():
             except NotThisFormat:
                 continue
             assert res.events.height >= 1
+
+
+def test_a_timeout_without_dumps_says_how_to_get_them():
+    _tl, by_rule, _root = _analyse(ROOT / "fixtures" / "scenarios" / "nccl_midrun_hang" / "input")
+    assert any("TORCH_NCCL_DUMP_ON_TIMEOUT=1" in a for a in by_rule["SGL-NCCL-002"].remediation.actions)
+    _tl, by_rule, _root = _analyse(ROOT / "fixtures" / "scenarios" / "nccl_flight_recorder_rank_behind" / "input")
+    assert not any("TORCH_NCCL_DUMP_ON_TIMEOUT" in a for a in by_rule["SGL-NCCL-002"].remediation.actions)
+
+
+def test_a_dump_the_log_announces_but_the_input_lacks_is_asked_for(tmp_path):
+    (tmp_path / "sglang.log").write_text(
+        "[2026-11-30 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "RuntimeError: Prefill out of memory. Try to lower your batch size.\n"
+        "Try to allocate 24000 tokens.\nAvailable tokens: 20480\n"
+        "[2026-11-30 10:00:01] Dumping requests before crash. self.crash_dump_folder='/var/crash/sglang'\n"
+        "[2026-11-30 10:00:01] Dumped 40 finished and 3 unfinished requests before crash to "
+        "/var/crash/sglang/gpu-node-07/crash_dump_2026-11-30_10-00-01.pkl\n")
+    _tl, by_rule, _root = _analyse(tmp_path)
+    assert any("/var/crash/sglang/gpu-node-07/crash_dump_2026-11-30_10-00-01.pkl" in a
+               for a in by_rule["SGL-KV-002"].remediation.actions)

@@ -291,6 +291,7 @@ def _detect(tl: Timeline) -> list[Finding]:
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
     crash_requests.annotate(findings, tl)  # a serving-time failure names the requests in flight
     stacks.annotate(findings, tl)  # a hang says where each rank was
+    flight_recorder.advise(findings, tl)  # a collective timeout without dumps: how to get them
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:
         for f in findings:

@@ -10,7 +10,7 @@ A CUDA OOM while serving or a KV pool that ran out names the request sizes that 
 from __future__ import annotations
 
 from forensics.facts.crash_artifacts import unfinished_requests
-from forensics.facts.rows import Row
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Evidence, Finding, Timeline
 
 #: Serving-time failures whose summary names the dumped requests.
@@ -38,10 +38,24 @@ def in_flight_text(reqs: list[Row]) -> str:
     return f"The crash dump holds {len(reqs)} unfinished request(s): " + ", ".join(parts) + more + "."
 
 
+def _announced_dump(tl: Timeline) -> Row | None:
+    """The log's ``Dumped N finished and M unfinished requests before crash to FILE`` (tokenizer manager)."""
+    told = [r for r in rows(tl, "notice") if attrs(r).get("message_id") == "crash_dump" and attrs(r).get("path")]
+    return told[-1] if told else None
+
+
 def annotate(findings: list[Finding], tl: Timeline) -> None:
-    """Name the requests in flight in the findings about a failure while serving."""
+    """Name the requests in flight in the findings about a failure while serving; when the log says a
+    dump was written and the input lacks it, say which file to attach."""
     reqs = unfinished_requests(tl)
     if not reqs:
+        told = _announced_dump(tl) if not rows(tl, "crash_dump") else None
+        if told is not None:
+            for f in findings:
+                if f.rule_id in SERVING_FAILURES:
+                    f.remediation.actions.append(
+                        f"SGLang wrote the requests in flight to {attrs(told)['path']} (the log says so): attach that "
+                        "file to name the request sizes that triggered the failure (it is read without running it).")
         return
     longest = max(reqs, key=lambda r: int(r["tokens"]))
     for f in findings:

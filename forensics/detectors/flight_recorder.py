@@ -120,6 +120,23 @@ def detect(tl: Timeline) -> list[Finding]:
     return out
 
 
+#: Collective timeouts whose culprit the flight recorder would name.
+TIMEOUT_RULES = ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004")
+
+
+def advise(findings: list[Finding], tl: Timeline) -> None:
+    """A collective timeout without dumps: say how to get the ranks' flight recorders next time."""
+    if rows(tl, "fr_dump") or any(f.rule_id in RULES for f in findings):
+        return
+    for f in findings:
+        if f.rule_id in TIMEOUT_RULES:
+            f.remediation.actions.append(
+                "Next time let every rank dump its NCCL flight recorder when the watchdog fires "
+                "(TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1; files "
+                "${TORCH_NCCL_DEBUG_INFO_TEMP_FILE:-/tmp/nccl_trace_rank_}<rank>, which `forensics collect` picks up): "
+                "the dumps name the rank that never entered the collective.")
+
+
 def _host(row: Row | None) -> str | None:
     return row.get("host") if row else None
 
