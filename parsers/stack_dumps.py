@@ -42,10 +42,10 @@ FORMAT = "stack_dumps"
 MAX_FRAMES = 12
 MAX_THREADS = 2000
 
-_PROCESS_RE = re.compile(r"^Process (\d+): (.{0,300})$")
+_PROCESS_RE = re.compile(r"^Process (\d{1,10}): (.{0,300})$")
 _THREAD_RE = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((active|idle|active\+gil|gil)\)(?:: "([^"]{0,200})")?')
 _FRAME_RE = re.compile(r"^\s{2,}(\S.{0,300}?) \(([^()]{1,300}):(\d+)\)\s*$")
-_TP_RE = re.compile(r"TP(\d+)")
+_TP_RE = re.compile(r"TP(\d{1,6})\b")
 _COLLECTIVE = re.compile(r"all_reduce|all_gather|reduce_scatter|broadcast|barrier|all_to_all|alltoall|\bnccl|"
                          r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object", re.I)
 _SYNC = re.compile(r"synchronize|\.item\b|_local_scalar_dense|cudaStreamSynchronize|tolist|\bcpu\b", re.I)
@@ -53,9 +53,9 @@ _IDLE = re.compile(r"\b(?:recv|recv_pyobj|poll|select|wait|sleep|accept|get|_wai
 _NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(")
 
 _VLLM_HEAD_RE = re.compile(r"(?:Dumping input data for )?V1 LLM engine \(v([^)\s]{1,40})\) with config:")
-_NEW_REQ_LEN_RE = re.compile(r"prompt_token_ids_len=(\d+)")
-_TOTAL_TOKENS_RE = re.compile(r"total_num_scheduled_tokens=(\d+)")
-_STATS_RE = {k: re.compile(rf"\b{k}=([0-9.]+)") for k in
+_NEW_REQ_LEN_RE = re.compile(r"prompt_token_ids_len=(\d{1,12})\b")
+_TOTAL_TOKENS_RE = re.compile(r"total_num_scheduled_tokens=(\d{1,12})\b")
+_STATS_RE = {k: re.compile(rf"\b{k}=(\d{{1,12}}(?:\.\d{{1,12}})?)\b") for k in
              ("num_running_reqs", "num_waiting_reqs", "kv_cache_usage", "gpu_cache_usage")}
 
 

@@ -6,6 +6,7 @@ by hand. Nothing in a pickle may run, and the report completes whatever the pick
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import subprocess
@@ -324,3 +325,35 @@ def test_a_dump_the_log_announces_but_the_input_lacks_is_asked_for(tmp_path):
     _tl, by_rule, _root = _analyse(tmp_path)
     assert any("/var/crash/sglang/gpu-node-07/crash_dump_2026-11-30_10-00-01.pkl" in a
                for a in by_rule["SGL-KV-002"].remediation.actions)
+
+
+def test_stack_dump_scan_and_binary_parsers_take_anything():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from parsers import registry, stack_dumps
+    from parsers.safe_pickle import UnsafePickle
+    from parsers.schema import NotThisFormat
+
+    pieces = st.sampled_from(["Process 12: sglang::scheduler_TP3\n", 'Thread 12 (active): "MainThread"\n',
+                              "    all_reduce (x.py:1)\n", "    f (", "Thread 0x7F (idle)\n", "SchedulerOutput(",
+                              "prompt_token_ids_len=9" + "9" * 30, "SchedulerStats(kv_cache_usage=1e309, ", "num_running_reqs=1.2.3, ", "Process " + "9" * 40 + ": x\n",
+                              "Dumping input data for V1 LLM engine (v1) with config: ", "\n", "\x00", "\ufffd"])
+
+    @settings(max_examples=200)
+    @given(st.lists(st.one_of(pieces, st.text(max_size=10)), max_size=30).map("".join))
+    def scan(text):
+        stack_dumps.parse(text, "x.log")
+
+    @settings(max_examples=200)
+    @given(st.binary(max_size=300))
+    def binary(blob):
+        for data in (blob, b"\x80\x04" + blob, b'{"version": "2.5", "pg_config": {}, "entries": [' + blob):
+            fmt = registry.best_binary_format(data)
+            if fmt is None:
+                continue
+            with contextlib.suppress(NotThisFormat, UnsafePickle):
+                registry.binary_parsers()[fmt].parse_bytes(data, "nccl_trace_rank_1")
+
+    scan()
+    binary()
