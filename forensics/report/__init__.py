@@ -31,8 +31,12 @@ from markupsafe import Markup
 from forensics.model import SEVERITY_RANK, Timeline
 from forensics.report.catalog import RuleInfo, rule_info
 from forensics.report.document import (
-    cleanup_actions,
+    MAX_NEXT_STEPS,
+    LaunchFix,
+    actionable_gaps,
+    grouped_steps,
     launch_fix,
+    next_steps,
     normalise_document,
     ordered_findings,
     root_finding,
@@ -197,6 +201,18 @@ def findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
     return out
 
 
+def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEPS) -> list[tuple[str, list[dict]]]:
+    """The grouped next steps: relaunching with the corrected flags comes first when there are any."""
+    steps = next_steps(doc, limit - 1 if fix.flags else limit)
+    if fix.flags:
+        shown = ", ".join(f"`{r.flag} {r.new}`" if r.new else f"without `{r.flag}`" for r in fix.flags[:3])
+        more = f" and {len(fix.flags) - 3} more" if len(fix.flags) > 3 else ""
+        what = "the corrected command" if fix.new_argv else "these flags changed"
+        steps.insert(0, {"group": "fix", "text": f"Relaunch with {what}: {shown}{more} — see What to change.",
+                         "rule_id": fix.flags[0].rule_id, "commands": []})
+    return grouped_steps(steps)
+
+
 def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
     """The self-contained HTML report (plotly.js inline, no network)."""
     import plotly.offline
@@ -214,7 +230,7 @@ def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
         head=_headline(doc),
         findings=findings_view(doc, catalog),
         fix=fix,
-        actions=cleanup_actions(doc),
+        step_groups=report_steps(doc, fix),
         plots=plots,
         startup=startup_table(tl),
         stages=[name for name, _ in STARTUP_STAGES],
@@ -239,6 +255,18 @@ def _summary_lines(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _distinct_evidence(items: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """Each cited line once, whichever findings cite it."""
+    seen: set[tuple[str, Any]] = set()
+    out = []
+    for f, e in items:
+        key = (e.get("file"), e.get("line"))
+        if key not in seen:
+            seen.add(key)
+            out.append((f, e))
+    return out
+
+
 def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = None) -> str:
     """summary.md: at most 25 lines for a ticket; the same input gives the same bytes."""
     doc = normalise_document(doc)
@@ -247,13 +275,15 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
     for f in findings:
         for e in f.get("evidence") or []:
             evidence.append((f, e))
+    fix = launch_fix(doc, tl)
     text = template_env(False).get_template("summary.md.j2").render(
         doc=doc,
         head=_headline(doc),
         findings=findings,
-        evidence=evidence[:3],
-        fix=launch_fix(doc, tl),
-        actions=cleanup_actions(doc)[:3],
+        evidence=_distinct_evidence(evidence)[:3],
+        fix=fix,
+        step_groups=report_steps(doc, fix, limit=5),
+        gaps=actionable_gaps(doc.get("input", {}).get("gaps") or []),
         rule_title=lambda rid: (rule_info(catalog, rid) or RuleInfo(rid, rid, None, None, [])).title,
     )
     return _summary_lines(text)

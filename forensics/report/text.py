@@ -38,14 +38,15 @@ def script_json(value: Any) -> Markup:
 _MD_SPECIAL_RE = re.compile(r"([\\`*_\[\]|~])")
 
 
-def md_text(text: Any, limit: int = 240) -> str:
-    """Log text as inert Markdown on one line: HTML metacharacters as entities, Markdown escaped.
+def md_text(text: Any, limit: int | None = 240) -> str:
+    """Log text as inert Markdown on one line: HTML metacharacters as entities, Markdown escaped; cut
+    at ``limit`` characters (None: whole — for our own sentences and arithmetic, never cut).
 
     >>> md_text("<script>alert(1)</script> | *x*")
     '&lt;script&gt;alert(1)&lt;/script&gt; \\\\| \\\\*x\\\\*'
     """
     s = visible(text).replace("\n", " ").replace("\t", " ")
-    if len(s) > limit:
+    if limit is not None and len(s) > limit:
         s = s[: limit - 1] + "…"
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL_RE.sub(r"\\\1", s)
