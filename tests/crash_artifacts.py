@@ -101,7 +101,7 @@ def sglang_crash_dump(requests: list[tuple], server_args: ServerArgs | None, lau
     if launch_command is not None:
         doc["launch_command"] = launch_command
     with engine_paths():
-        return pickle.dumps(doc)
+        return pickle.dumps(doc, protocol=4)  # Python 3.8-3.13 default, as SGLang writes it
 
 
 def fr_entry(record_id: int, seq: int, op: str, state: str, created_ns: int, sizes: list, pg: tuple = ("0", "default_pg"),

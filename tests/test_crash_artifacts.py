@@ -357,3 +357,12 @@ def test_stack_dump_scan_and_binary_parsers_take_anything():
 
     scan()
     binary()
+
+
+def test_the_report_charts_the_dumped_requests_by_arrival():
+    from forensics.report.plots import timeline_plots
+
+    tl = build_timeline([ROOT / "fixtures" / "scenarios" / "crash_dump_request_longer_than_pool" / "input"])
+    fig = next(f for f in timeline_plots(tl).figures if f.key == "crash-dump-requests")
+    by_name = {t["name"]: t for t in fig.data}
+    assert len(by_name["finished"]["x"]) == 40 and max(by_name["unfinished at the crash"]["y"]) == 24000
