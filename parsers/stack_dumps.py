@@ -59,11 +59,6 @@ _STATS_RE = {k: re.compile(rf"\b{k}=(\d{{1,12}}(?:\.\d{{1,12}})?)\b") for k in
              ("num_running_reqs", "num_waiting_reqs", "kv_cache_usage", "gpu_cache_usage")}
 
 
-def mentions_stacks(text: str) -> bool:
-    """Cheap test before a full read: a text with none of these holds neither dump."""
-    return any(n in text for n in _NEEDLES)
-
-
 def waiting_in(frames: list[str]) -> str:
     """What the innermost frames are waiting in: ``collective``, ``cuda_sync``, ``idle`` or ``running``."""
     top = " ".join(frames[:3])
@@ -76,60 +71,116 @@ def waiting_in(frames: list[str]) -> str:
     return "running"
 
 
-def _stack_rows(lines: list[str]) -> list[dict[str, Any]]:
+_VLLM_NEEDLES = ("Dumping input data", "V1 LLM engine (v", "Dumping scheduler output", "SchedulerOutput(", "SchedulerStats(")
+
+
+def _line_starts_of(text: str, needles: tuple[str, ...], limit: int = 100_000) -> list[int]:
+    """Offsets of the starts of the lines holding any needle, in order (a literal search: C speed)."""
+    starts: set[int] = set()
+    for needle in needles:
+        pos = text.find(needle)
+        while pos >= 0 and len(starts) < limit:
+            start = text.rfind("\n", 0, pos) + 1
+            starts.add(start)
+            nl = text.find("\n", pos)
+            if nl < 0:
+                break
+            pos = text.find(needle, nl)
+    return sorted(starts)
+
+
+def _line_at(text: str, start: int, cap: int = 4_000_000) -> str:
+    end = text.find("\n", start)
+    return text[start: end if end >= 0 else len(text)][:cap]
+
+
+class _Lines:
+    """1-based line numbers of offsets in one text, for offsets visited in increasing order (linear)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, offset: int) -> int:
+        if offset < self.pos:  # not in order: count afresh (rare)
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, offset)
+        self.pos = offset
+        return self.line
+
+
+def _stack_rows(text: str) -> list[dict[str, Any]]:
+    """Thread blocks found by their header line; only those lines and the frames under them are read."""
+    procs = [(p, _line_at(text, p, 1000)) for p in _line_starts_of(text, ("Process ",))]
+    lines = _Lines(text)
     rows: list[dict[str, Any]] = []
-    pid = comm = None
-    cur: dict[str, Any] | None = None
-    for i, line in enumerate(lines):
-        stripped = line.rstrip()
-        core = stripped[stripped.find("Process "):] if "Process " in stripped[:200] else stripped
-        m = _PROCESS_RE.match(core)
-        if m:
-            pid, comm = int(m.group(1)), m.group(2).strip()
-            cur = None
+    p_i = -1
+    for start in _line_starts_of(text, ("Thread ",)):
+        if len(rows) >= MAX_THREADS:
+            break
+        header = _line_at(text, start, 1000).rstrip()
+        at = header.find("Thread ")
+        tm = _THREAD_RE.match(header[at:]) if 0 <= at < 200 else None
+        if not tm:
             continue
-        t = stripped.find("Thread ")
-        m = _THREAD_RE.match(stripped[t:]) if 0 <= t < 200 else None
-        if m and len(rows) < MAX_THREADS:
-            tp = _TP_RE.search(comm or "")
-            cur = {"line": i + 1, "line_end": i + 1, "kind": "pyspy_stack", "pid": pid, "comm": comm,
-                   "tp_rank": int(tp.group(1)) if tp else None, "rank": f"TP{tp.group(1)}" if tp else None,
-                   "_frames": [], "_thread": m.group(3) or m.group(1), "_state": m.group(2), "_tid": m.group(1)}
-            rows.append(cur)
-            continue
-        f = _FRAME_RE.match(stripped) if cur is not None else None
-        if f and cur is not None:
-            if len(cur["_frames"]) < MAX_FRAMES:
-                cur["_frames"].append(f"{f.group(1)} ({f.group(2)}:{f.group(3)})")
-            cur["line_end"] = i + 1
-        elif cur is not None and stripped.strip() and not stripped.startswith((" ", "\t")):
-            cur = None
-    out = []
-    for r in rows:
-        frames = r.pop("_frames")
-        thread, state, tid = r.pop("_thread"), r.pop("_state"), r.pop("_tid")
+        while p_i + 1 < len(procs) and procs[p_i + 1][0] < start:
+            p_i += 1
+        pid = comm = None
+        if p_i >= 0:
+            head = procs[p_i][1]
+            pm = _PROCESS_RE.match(head[head.find("Process "):].rstrip())
+            if pm:
+                pid, comm = int(pm.group(1)), pm.group(2).strip()
+        end = text.find("\n", start)
+        frames: list[str] = []
+        first = lines.at(start)
+        last = first
+        pos = end + 1 if end >= 0 else len(text)
+        while pos < len(text) and len(frames) < MAX_FRAMES + 50:
+            nl = text.find("\n", pos)
+            line = text[pos: nl if nl >= 0 else len(text)]
+            f = _FRAME_RE.match(line.rstrip()) if len(line) < 1000 else None
+            if not f:
+                if line.strip() and not line.startswith((" ", "\t")):
+                    break
+                if not line.strip():
+                    break
+                pos = nl + 1 if nl >= 0 else len(text)  # an indented line py-spy adds (locals, native): skip
+                last += 1
+                continue
+            if len(frames) < MAX_FRAMES:
+                frames.append(f"{f.group(1)} ({f.group(2)}:{f.group(3)})")
+            last += 1
+            pos = nl + 1 if nl >= 0 else len(text)
         if not frames:
             continue
-        where = waiting_in(frames)
-        who = r["rank"] or (f"pid {r['pid']}" if r["pid"] is not None else "a process")
-        r["text"] = f"{who} {thread} ({state}) in {frames[0]}" + (f" ← {frames[1]}" if len(frames) > 1 else "")
-        r["attrs"] = {"thread": thread, "thread_id": tid, "state": state, "frames": frames, "top_frame": frames[0],
-                      "waiting_in": where, "process": r["comm"]}
-        out.append(r)
-    return out
+        tp = _TP_RE.search(comm or "")
+        thread, state, tid = tm.group(3) or tm.group(1), tm.group(2), tm.group(1)
+        who = f"TP{tp.group(1)}" if tp else (f"pid {pid}" if pid is not None else "a process")
+        rows.append({
+            "line": first, "line_end": last, "kind": "pyspy_stack", "pid": pid, "comm": comm,
+            "tp_rank": int(tp.group(1)) if tp else None, "rank": f"TP{tp.group(1)}" if tp else None,
+            "text": f"{who} {thread} ({state}) in {frames[0]}" + (f" ← {frames[1]}" if len(frames) > 1 else ""),
+            "attrs": {"thread": thread, "thread_id": tid, "state": state, "frames": frames, "top_frame": frames[0],
+                      "waiting_in": waiting_in(frames), "process": comm},
+        })
+    return rows
 
 
-def _vllm_rows(lines: list[str]) -> list[dict[str, Any]]:
+def _vllm_rows(text: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     want_output = False
-    for i, line in enumerate(lines):
-        if len(line) > 4_000_000:
-            line = line[:4_000_000]
-        m = _VLLM_HEAD_RE.search(line[:2000])
-        if m and ("Dumping input data" in line or (i and "Dumping input data" in lines[i - 1])):
+    lines = _Lines(text)
+    prev = ""
+    for start in _line_starts_of(text, _VLLM_NEEDLES):
+        line = _line_at(text, start)
+        i = lines.at(start) - 1
+        h = _VLLM_HEAD_RE.search(line[:2000])
+        if h and ("Dumping input data" in line or "Dumping input data" in prev):
             rows.append({"line": i + 1, "kind": "engine_input_dump", "text": line[:500],
-                         "attrs": {"engine": "vllm", "version": m.group(1)}})
+                         "attrs": {"engine": "vllm", "version": h.group(1)}})
+            prev = line[:2000]
             continue
+        prev = line[:2000]
         if "Dumping scheduler output for model execution" in line:
             want_output = "SchedulerOutput(" not in line
             if want_output:
@@ -159,9 +210,9 @@ def _vllm_rows(lines: list[str]) -> list[dict[str, Any]]:
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Rows of every stack dump and input dump in the text; lines it did not read are not claimed."""
-    lines = text.split("\n")
-    rows = _stack_rows(lines) if "Thread " in text else []
-    if "Dumping input data" in text or "SchedulerOutput(" in text or "SchedulerStats(" in text:
-        rows += _vllm_rows(lines)
+    rows = _stack_rows(text) if "Thread " in text else []
+    if any(n in text for n in _NEEDLES[1:]):
+        rows += _vllm_rows(text)
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     read = sum(int(r.get("line_end") or r["line"]) - int(r["line"]) + 1 for r in rows)
-    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=read)
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=lines, recognized=read)

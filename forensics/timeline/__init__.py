@@ -96,9 +96,7 @@ def _stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.Dat
     ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
     from parsers import stack_dumps
 
-    if not stack_dumps.mentions_stacks(text):
-        return None, set()
-    found = stack_dumps.parse(text, name).events
+    found = stack_dumps.parse(text, name).events  # four substring tests when the text holds neither dump
     if found.is_empty():
         return None, set()
     read = {n for a, b in found.select("line", "line_end").iter_rows() for n in range(a, (b or a) + 1)}
