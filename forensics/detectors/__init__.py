@@ -13,6 +13,7 @@ sentence that says how it follows.
 
 from __future__ import annotations
 
+from forensics.detectors.implied_ranks import fill_implied_ranks
 from forensics.detectors.reconcile import reconcile_flags
 from forensics.facts.runs import iter_runs
 from forensics.model import SEVERITY_RANK, Finding, Timeline
@@ -292,6 +293,7 @@ def _detect(tl: Timeline) -> list[Finding]:
     crash_requests.annotate(findings, tl)  # a serving-time failure names the requests in flight
     stacks.annotate(findings, tl)  # a hang says where each rank was
     flight_recorder.advise(findings, tl)  # a collective timeout without dumps: how to get them
+    fill_implied_ranks(tl, findings)
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:
         for f in findings:
