@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import iter_runs, of_kind
@@ -42,9 +43,16 @@ def _queue(row: Row) -> int | None:
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
-    for ref, run in iter_runs(tl):
+    runs = iter_runs(tl)
+    # the crash dump and snapshot are of the run that crashed: the last one
+    longest, snap = longest_unfinished(tl), snapshot_pool(tl)
+    for i, (ref, run) in enumerate(runs):
         cfg = server_config(tl, run)
-        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg), *_too_long(run))]
+        last = i == len(runs) - 1
+        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg),
+                                          *_too_long(run, longest if last else None, snap if last else None, cfg))]
+    if not runs and (longest or snap):
+        out += _too_long([], longest, snap, server_config(tl))
     return out
 
 
@@ -176,27 +184,39 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
     )]
 
 
-def _too_long(run: list[Row]) -> list[Finding]:
+def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None, cfg=None) -> list[Finding]:
+    """The pool (the sizing line, else a crash snapshot) against the context length and the longest
+    request seen: a prefill in the log, or the longest unfinished request of a crash dump."""
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
-    if not sizing:
+    row = sizing[0] if sizing else snap
+    if row is None:
         return []
-    row = sizing[0]
     pool = int(row["tokens"])
     ctx = attrs(row).get("context_len")
+    if not isinstance(ctx, int | float) and cfg is not None and cfg.num("context_length") is not None:
+        ctx = cfg.num("context_length")
     long_prefill = [r for r in of_kind(run, "prefill_batch") if r.get("tokens") is not None
                     and int(r["tokens"]) + int(attrs(r).get("cached_token") or 0) > pool]
-    if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill:
+    too_big = dumped if dumped is not None and int(dumped["tokens"]) > pool else None
+    if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill and too_big is None:
         return []
+    seen = bool(long_prefill or too_big)
+    where = "per rank" if sizing else "per rank (the crash snapshot's max_total_num_tokens)"
     return [make_finding(
         "SGL-KV-003",
-        summary=(f"The KV pool holds {pool} tokens per rank"
+        summary=(f"The KV pool holds {pool} tokens {where}"
                  + (f" but the context length is {int(ctx)}" if isinstance(ctx, int | float) and ctx > pool else "")
                  + (f"; a prefill of {long_prefill[0]['tokens']} tokens was seen" if long_prefill else "")
-                 + ": a full-context request can never be scheduled whole."),
-        evidence=[row, *long_prefill[:2]],
-        confidence="high" if long_prefill else "medium",
-        confidence_reason=None if long_prefill else "only the configured context length exceeds the pool; no such request was seen",
-        figures={"kv_pool_tokens": pool, "context_len": int(ctx) if isinstance(ctx, int | float) else None},
+                 + (f"; the crash dump's longest unfinished request has {int(too_big['tokens'])} input tokens"
+                    + (f" (max_new_tokens {int(too_big['count'])})" if too_big.get("count") is not None else "")
+                    if too_big is not None else "")
+                 + (": a full-context request can never be scheduled whole." if not too_big else
+                    ": that request can never be scheduled whole.")),
+        evidence=[row, *long_prefill[:2], *([too_big] if too_big is not None else [])],
+        confidence="high" if seen else "medium",
+        confidence_reason=None if seen else "only the configured context length exceeds the pool; no such request was seen",
+        figures={"kv_pool_tokens": pool, "context_len": int(ctx) if isinstance(ctx, int | float) else None,
+                 "longest_unfinished_request_tokens": int(too_big["tokens"]) if too_big is not None else None},
         actions=[f"Cap --context-length at {pool} or less, or enlarge the pool (--mem-fraction-static, "
                  "--kv-cache-dtype fp8_e4m3, more GPUs)."],
     )]
