@@ -786,7 +786,63 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
             used.update(range(cmd.line - 1, cmd.line_end))
     found.sort(key=lambda c: c.line)
     launch_config.apply_script_context(found, lines)
+    _apply_outer_containers(found, lines, used)
     return found, lines, used, notes
+
+
+_DOCKER_RUN_RE = re.compile(r"(?:^|[\s;&|(])(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
+#: what a writer puts where they cut a paste: ``...``, ``…``, ``[...]``, ``[... trimmed ...]``, ``<snip>``, ``(truncated)``
+ELISION_RE = re.compile(r"^\s*(?:\.{3,}|…|\[\s*(?:\.{3}|…)[^\]]*\]|<\s*snip\w*\s*>|\(\s*(?:truncated|snip\w*)\s*\))\s*$", re.I)
+
+
+def _docker_runs(lines: list[str], used: set[int]) -> list[tuple[int, dict[str, Any]]]:
+    """``docker run`` lines that start no engine themselves: (0-based line, options). Their continuation
+    lines are joined until a line stops continuing or a writer's elision cuts the paste."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, ln in enumerate(lines):
+        if i in used or not _DOCKER_RUN_RE.search(ln):
+            continue
+        parts, j = [strip_comment(ln).rstrip()], i
+        while parts[-1].endswith("\\") and j + 1 < len(lines) and not ELISION_RE.match(lines[j + 1]):
+            j += 1
+            parts.append(strip_comment(lines[j]).rstrip())
+        tokens = tokenize(" ".join(p.rstrip("\\") for p in parts))
+        ctx = _docker_context(tokens + [""])  # the image (or nothing, when cut) follows the options
+        if ctx is not None:
+            image = next((t for k, t in enumerate(tokens) if k and _IMAGE_RE.match(t)
+                          and tokens[k - 1] not in _DOCKER_VALUE_OPTS and not tokens[k - 1].endswith("run")), None)
+            out.append((i, {**ctx, "image": image}))
+    return out
+
+
+_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)+[a-z0-9][\w.-]*(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
+#: docker run options whose value is the next word (a path, a port, a name), never the image
+_DOCKER_VALUE_OPTS = {"-v", "--volume", "-p", "--publish", "-e", "--env", "--name", "--mount", "-w", "--workdir",
+                      "--entrypoint", "--network", "--net", "--device", "--env-file", "-u", "--user", "-h",
+                      "--hostname", "--runtime", "--platform", "--label", "-l", "--ulimit", "--cpus", "--ipc"}
+
+
+def _apply_outer_containers(found: list[LaunchCommand], lines: list[str], used: set[int]) -> None:
+    """A paste that splits the container from the command: ``docker run … --memory 200g image \\``, then
+    ``...`` or a blank line or a shell prompt, then the server's command typed inside it. The nearest such
+    ``docker run`` above a command that has no container of its own is the container it runs in (its
+    ``--memory`` is the limit the per-rank host pools must fit in: docker's documented ``-m/--memory``)."""
+    runs = _docker_runs(lines, used)
+    if not runs:
+        return
+    for cmd in found:
+        if cmd.launcher not in ("python -m", "sglang serve", "vllm serve") or cmd.container_memory_bytes is not None:
+            continue
+        above = [(i, ctx) for i, ctx in runs if i + 1 < cmd.line]
+        if not above:
+            continue
+        i, ctx = above[-1]
+        _apply_docker(cmd, ctx)
+        if ctx.get("image"):
+            cmd.extra.setdefault("image", ctx["image"])
+        if cmd.container_memory_bytes is not None:
+            cmd.container_memory_from = f"docker --memory (line {i + 1}, the container this command runs in)"
+            cmd.extra["limits_line"] = i + 1
 
 
 def mentions_launch(text: str) -> bool:
