@@ -145,7 +145,13 @@ _WORKER_DIED = re.compile(
     r"|Engine core process (\S+) died unexpectedly"
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
-_RAY_OOM = re.compile(r"killed by SIGKILL by OOM killer|Task was killed due to the node running low on memory")
+#: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
+_RAY_OOM = re.compile(r"killed due to the node running low on memory")
+#: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
+#: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
+#: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
+_RAY_WORKER_EXITED = re.compile(r"Worker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)|"
+                                r"Worker unexpectedly exits with a connection error code")
 _DEAD = re.compile(
     r"(EngineCore encountered a fatal error|EngineDeadError|EngineCore encountered an issue|MQEngineDeadError"
     r"|AsyncEngineDeadError|Background loop has errored already|Engine loop is not running"
@@ -849,6 +855,9 @@ class _Parser:
             return True
         if _RAY_OOM.search(s):
             emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
+            return True
+        if _RAY_WORKER_EXITED.search(s):
+            emit("rank_dead", base, {"cause": "ray_worker_exited", "message": s[:500]})
             return True
         m = _INIT_FAILED.search(s)
         if m:

@@ -224,6 +224,12 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                 "hung", True,
                 ["py-spy dump --pid <scheduler pid> on a hung rank; check the kernel log for Xids and NCCL for a dead "
                  "peer; --watchdog-timeout only changes how long SGLang waits.", *generic])
+    if kind == "rank_dead" and a.get("cause") == "ray_worker_exited":
+        # Ray's worker-exit notice lists possible causes (OOM killer, `ray stop --force`, a crash): none observed
+        return ("a Ray worker process died and Ray does not say of what (it lists the OOM killer, `ray stop --force` "
+                "or a crash as possibilities); the kernel log of the same minutes decides", False,
+                ["`dmesg -T | grep -i 'killed process'` on the worker's node: a kill there is host memory (weights "
+                 "loaded by every rank at once, swap or offload per GPU); a segfault or an Xid is a crash.", *generic])
     if kind == "rank_dead":
         code = row.get("code")
         return (f"the rank {rank_of(row) if rank_of(row) is not None else ''} scheduler died".replace("rank  ", "rank ")

@@ -137,11 +137,13 @@ def _overallocated(tl: Timeline) -> list[Finding]:
 
 
 def _sigkilled(run: list[Row]) -> list[Row]:
+    """Workers that died of SIGKILL (exit -9 / 137), that Ray's memory monitor says it killed, or that Ray says
+    died without saying why (its list of *potential* causes is not an observation: the phase decides below)."""
     out = []
     for r in of_kind(run, "rank_dead", "init_failed"):
         a = attrs(r)
         procs = a.get("failed_procs") or {}
-        if a.get("cause") == "ray_oom_killer" or r.get("code") in (-9, 137) \
+        if a.get("cause") in ("ray_oom_killer", "ray_worker_exited") or r.get("code") in (-9, 137) \
                 or any(v in (-9, 137) for v in procs.values() if isinstance(v, int)):
             out.append(r)
     return out
@@ -160,6 +162,9 @@ def detect_killed(tl: Timeline) -> list[Finding]:
         loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
         cfg = settings(tl, run)
         ranks, how = _ranks(cfg)
+        unexplained = all(attrs(r).get("cause") == "ray_worker_exited" for r in dead)
+        if unexplained and (loaded or ranks < 2):
+            continue  # a worker died and nothing says of what: not a host-memory finding (fatal_other has it)
         flags: list[FlagChange] = []
         loading_flag = engines.flag_for("vllm", "parallel_loading_workers") or "--max-parallel-loading-workers"
         if not loaded and (ranks > 1 or ray):
@@ -169,15 +174,20 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                                     "(slower start-up)"))
         out.append(make_finding(
             "VLLM-HOST-002",
-            summary=("A vLLM worker was killed by SIGKILL"
-                     + (" — Ray reports the OOM killer (host memory ran out)" if ray else
-                        " (exit code -9): most often the kernel OOM killer")
-                     + (" while the weights were loading" if not loaded else "")
+            summary=(("A Ray worker of vLLM died while the weights were loading, and Ray does not say why: with "
+                      f"{ranks} workers each reading the checkpoint through host RAM at once, the likeliest cause is "
+                      "the kernel OOM killer (the first of Ray's possible causes)") if unexplained else
+                     ("A vLLM worker was killed by SIGKILL"
+                      + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
+                         " (exit code -9): most often the kernel OOM killer")
+                      + (" while the weights were loading" if not loaded else ""))
                      + ". The input holds no kernel log to confirm it."),
             evidence=dead[:4],
             confidence="medium" if ray else "low",
-            confidence_reason="no kernel log in the input: " + ("Ray's message names the OOM killer" if ray else
-                                                                  "exit code -9 only"),
+            confidence_reason="no kernel log in the input: " + (
+                "Ray's memory monitor reports the kill" if ray else
+                "Ray lists possible causes only; the phase (all ranks loading at once) points to host memory"
+                if unexplained else "exit code -9 only"),
             figures={"ranks_per_host": ranks, "killed_before_weights_loaded": not loaded},
             flags=flags,
             actions=["Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`, "
