@@ -38,6 +38,7 @@ FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
+    "host_register_refused",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
 _TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
@@ -339,6 +340,12 @@ _CLASS_WORDS = {
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
                       "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
     "kernel_map_failed": ("the kernel could not map a host memory range for pinning", ["`free -g`; `ulimit -l`."]),
+    "host_register_refused": ("CUDA refused to register (pin) a host buffer, with an error code that is not "
+                              "out-of-memory (rc=1 is cudaErrorInvalidValue: the driver rejected the range)",
+                              ["Which fact decides: `free -g`, `ulimit -l` and the container's memory limit against "
+                               "the ranks × per-rank host pool — if they fit, the registration itself failed (a "
+                               "driver-side limit on one large registration: register in smaller chunks); if not, "
+                               "shrink the pool."]),
     "port_in_use": ("a port the server needs was already taken", ["`ss -ltnp` to find the owner; a previous server's "
                                                                   "process may still be alive."]),
 }

@@ -1,13 +1,18 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
-HiCache (and other host pools) are ``mmap``ed and then registered with ``cudaHostRegister``; when the
-host cannot lock that much RAM the kernel says so and the call fails::
+HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``; the NVIDIA
+kernel module pins the range with get_user_pages and, when that fails, logs the range it could not map
+(open-gpu-kernel-modules ``kernel-open/nvidia/os-mlock.c``, ``os_lookup_user_io_memory``), and SGLang
+0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
 
-    Cannot map memory with base addr 0x7f134c660000 and size of 0xf179a0 pages
-    RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x… size=64424509440; …
+    Cannot map memory with base addr 0x7fa0c0000000 and size of 0x500000 pages      (0x500000 × 4 KiB = 20 GiB)
+    RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7fa0c0000000 size=21474836480; …
 
-0xf179a0 pages × 4 KiB = 60.4 GiB: the size of the requested pool. SGLang 0.5.5–0.5.12 ignored the
-return code, so the failure surfaced later as a confusing error at the first copy to the GPU.
+``rc=2`` (cudaErrorMemoryAllocation) is the kernel refusing to lock that much RAM. A registration refused
+with another code (``rc=1``, cudaErrorInvalidValue) is not a shortage by itself: it is this rule's only
+when the launch's arithmetic says the ranks' pools exceed the host; otherwise SGL-RUN-001 reports it
+with the fact that decides. SGLang 0.5.5–0.5.12 ignored the return code, so the failure surfaced later
+as a confusing error at the first copy to the GPU.
 """
 
 from __future__ import annotations
@@ -34,8 +39,13 @@ def _pin_failures(tl: Timeline) -> list[Row]:
     out = [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"]
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
     out += [r for r in rows(tl, "failure", "scheduler_exception")
-            if r not in out and failure_class(r) != "kernel_map_failed" and _HOST_POOL_FRAMES.search(r.get("text") or "")]
+            if r not in out and failure_class(r) not in ("kernel_map_failed", "host_register_refused")
+            and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")]
     return out
+
+
+#: a registration refused with a CUDA code other than 2 (out of memory): not a shortage by itself
+_REFUSED_RC = re.compile(r"cudaHostRegister failed \(rc=(?!2\b)\d+")
 
 
 def detect(tl: Timeline) -> list[Finding]:
