@@ -258,7 +258,7 @@ def _prose_in_unread(res: ParseResult, text: str, name: str) -> list[_Piece]:
     Only when the parser listed every line it did not understand (a ticket-sized remainder): the cost stays
     that of those lines, and a long log's unread lines are its own chatter, not a writer's sentences.
     """
-    from parsers import launch_prose
+    from parsers.launch import prose as launch_prose
 
     unread = res.unrecognized_examples
     if not unread or res.unrecognized != len(unread):
