@@ -242,7 +242,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the server failed to initialise", False, generic
     if kind == "scheduler_exception":
         words, said = _exception_words(row)
-        return words, said, generic
+        told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
+        return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
         return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
                 ["Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
