@@ -59,7 +59,7 @@ _VLLM_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::[\w.-]+
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b"
-                        r"|\bdynamo-run\s.*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
+                        r"|\bdynamo(?:-run|\s+run)\s[^\n]*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
                         r"|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|\bvllm\s+serve\b|\bvllm/vllm-openai\b")
 # Tokens that end a simple command in a shell line: redirections, pipes, lists, background. A pasted
 # ``<redacted-A>:5000`` or ``<model-dir>`` is a placeholder for a word, not a redirection.
@@ -168,6 +168,8 @@ def _args_start(argv: list[str]) -> int:
             return i + 1
         if _VLLM_IMAGE_RE.match(tok):
             return i + 1
+        if _dynamo_run_engine(argv, i):
+            return i + (2 if _basename(tok) == "dynamo" else 1)
     return 0
 
 
@@ -190,6 +192,8 @@ def scan_flags(argv: list[str], engine: str | None = None) -> FlagScan:
     out = FlagScan()
     seen: set[str] = set()
     toks = argv[_args_start(argv):]
+    if any(t.startswith("out=") for t in toks):  # dynamo-run's own in=/out= words are not server arguments
+        toks = [t for t in toks if not _DYNAMO_IO_RE.match(t)]
     i = 0
     while i < len(toks):
         tok = toks[i]
@@ -339,7 +343,7 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
             return exe, i, "python -m", tok
         if tok == "serve" and i > 0 and _basename(tokens[i - 1]) == "vllm":
             return i - 1, i, "vllm serve", None
-        if _basename(tok) == "dynamo-run" and any(t in ("out=sglang", "out=vllm") for t in tokens[i + 1:i + 4]):
+        if _dynamo_run_engine(tokens, i):
             return i, i, "dynamo-run", None  # NVIDIA Dynamo running the engine in-process
         if tok in DYNAMO_MODULES and i > 0 and tokens[i - 1] == "-m":
             exe = i - 1
@@ -349,6 +353,24 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
         if _VLLM_IMAGE_RE.match(tok) and _docker_context(tokens[:i]) is not None and not (i + 1 < len(tokens) and (
                 _basename(tokens[i + 1]) == "vllm" or _is_python(tokens[i + 1]))):
             return i, i, "docker run", None  # the image's entrypoint is the API server; its args follow
+    return None
+
+
+_DYNAMO_IO_RE = re.compile(r"^(?:in|out)=\S+$")
+
+
+def _dynamo_run_engine(tokens: list[str], i: int) -> str | None:
+    """The engine a ``dynamo-run`` (or the wheel's ``dynamo run``) at ``tokens[i]`` runs: its ``out=<engine>``
+    argument, wherever it stands among its ``key=value`` arguments and flags (ai-dynamo/dynamo
+    docs/guides/dynamo_run.md: ``dynamo-run in=[http|text|…] out=echo_core|…|sglang|vllm|dyn [--flags] [model]``)."""
+    tok = _basename(tokens[i])
+    if not (tok == "dynamo-run" or (tok == "dynamo" and i + 1 < len(tokens) and tokens[i + 1] == "run")):
+        return None
+    for t in tokens[i + 1:]:
+        if _SHELL_STOP_RE.match(t):
+            break
+        if t in ("out=sglang", "out=vllm"):
+            return t[4:]
     return None
 
 
