@@ -122,6 +122,9 @@ _NO_CACHE = re.compile(r"No available memory for the cache blocks")
 _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
                       r" enough KV cache space.*?(?:total_num_cumulative_preemption=(\d+))?$")
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
+#: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
+#: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
+_CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
 _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
@@ -769,6 +772,11 @@ class _Parser:
             m = _SHM_WAIT.search(s)
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
+                return True
+            m = _CPU_OFFLOADED.match(s)
+            if m:
+                emit("host_pool", base, {"pool": "cpu_offload_weights", "per_rank": True, "pinned": True},
+                     bytes=_gib(m.group(1)))
                 return True
             m = _SWAP_TOO_LARGE.search(s)
             if m:

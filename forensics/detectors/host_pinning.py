@@ -19,11 +19,24 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, fmt_gib, make_finding, rank_of, ranks_per_host, rows, server_config
+from ._common import (
+    Row,
+    attrs,
+    fmt_gib,
+    launch_rows,
+    make_finding,
+    rank_of,
+    ranks_per_host,
+    rows,
+    server_config,
+)
+from ._vllm import settings, vllm_runs
 from .fatal_other import failure_class
+from .vllm_host_memory import ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -126,42 +139,107 @@ def _victims_with_pools(tl: Timeline) -> list[Row]:
 
 def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     """The kernel killed an engine rank whose resident memory was mostly a pinned/shared pool, on a server that
-    gives every rank a host pool (HiCache): ranks × per-rank pool is what exhausted the host."""
+    gives every rank its own host pool: ranks × per-rank pool is what exhausted the host.
+
+    Per-rank pools: SGLang's HiCache (``--hicache-size``/``--hicache-ratio`` per rank); vLLM's per-GPU
+    ``--cpu-offload-gb`` (the UVA offloader logs each rank's ``Total CPU offloaded parameters``),
+    ``--swap-space`` and ``--kv-offloading-size`` (total across the TP ranks), LMCache's
+    ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB, "CPU memory limit": NVIDIA Dynamo's LMCache integration page, vLLM's
+    examples/offline_inference/cpu_offload_lmcache.py; the vLLM connector builds one LMCacheEngine, with its
+    own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine instance``). PyTorch's pinned host allocator rounds each
+    block up to a power of two (failure_messages.md §2.4), so a rank's pinned share can exceed its setting.
+    """
     victims = _victims_with_pools(tl)
     if not victims:
         return []
-    cfg = server_config(tl)
-    hicache = cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
-        or cfg.get("hicache_ratio") is not None
-    if not hicache:
+    pool = _per_rank_pool(tl, victims)
+    if pool is None:
         return []
-    ranks, ranks_how = ranks_per_host(cfg)
+    words, pool_rows, ranks, ranks_how, flags_of = pool
     if ranks < 2:
         return []
-    pool = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
+    pinned = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
     # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM)
-    per_rank_gb = math.floor(pool * (1 - RESERVE_SHARE) / ranks / 1e9)
-    flags: list[FlagChange] = []
-    why = (f"one rank's pinned pool was {fmt_gib(pool)} when the host ran out; the host held at least that, so "
-           f"{ranks} ranks ({ranks_how}) × {per_rank_gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
-           "`free -g` gives the real budget")
-    if per_rank_gb >= 1:
-        flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size")
-                                if cfg.get("hicache_size") not in (None, 0, "0") else None, str(per_rank_gb), why))
+    per_rank_gb = math.floor(pinned * (1 - RESERVE_SHARE) / ranks / 1e9)
+    flags = flags_of(per_rank_gb, pinned, ranks, ranks_how)
     return [make_finding(
         "SGL-HOST-009",
-        summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pool)} of its memory was a "
-                 f"pinned host pool: every one of the {ranks} ranks pins its own HiCache pool, and together they "
-                 f"exhausted host memory." + (f" Set --hicache-size {per_rank_gb} (per rank)." if flags else "")),
-        evidence=victims[:3] + cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
-                                                 "tp_size"),
+        summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pinned)} of its memory was "
+                 f"pinned/shared host memory: every one of the {ranks} ranks pins its own {words}, and together they "
+                 "exhausted host memory." + (f" Set {flags[0].flag} {flags[0].new} (per rank)." if flags else "")),
+        evidence=victims[:3] + pool_rows[:4],
         confidence="medium",
         confidence_reason="host RAM is not known: the corrected size is bounded by the pool the killed rank held",
         severity="critical",
         ranks=[],
-        figures={"victim_pinned_bytes": pool, "ranks_per_host": ranks},
+        figures={"victim_pinned_bytes": pinned, "ranks_per_host": ranks},
         flags=flags,
         actions=["`free -g` for the host's real budget: ranks × per-rank pool must stay below available memory "
                  "less a reserve.",
-                 "HiCache sizes are per rank (`--hicache-size` GB, or `--hicache-ratio` × the device KV pool)."],
+                 f"The {words} is per rank; pinned blocks are rounded up to a power of two by PyTorch's pinned "
+                 "allocator, so budget for up to 2× the setting per rank."],
     )]
+
+
+_FlagsOf = Callable[[int, int, int, str], list[FlagChange]]
+
+
+def _per_rank_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, str, _FlagsOf] | None:
+    """The per-rank host pool the server gives every rank: (its name, evidence, ranks per host, how counted, the
+    flag change for a per-rank size in GB); None when nothing says every rank has one."""
+    cfg = server_config(tl)
+    if cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
+            or cfg.get("hicache_ratio") is not None:
+        ranks, how = ranks_per_host(cfg)
+
+        def hicache_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+            why = (f"one rank's pinned pool was {fmt_gib(pinned)} when the host ran out; the host held at least that, "
+                   f"so {n} ranks ({n_how}) × {gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
+                   "`free -g` gives the real budget")
+            old = cfg.flag_text("hicache_size") if cfg.get("hicache_size") not in (None, 0, "0") else None
+            return [FlagChange("--hicache-size", old, str(gb), why)] if gb >= 1 else []
+        return ("HiCache host pool", cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
+                                                     "tp_size"), ranks, how, hicache_flags)
+    return _vllm_pool(tl, victims)
+
+
+#: vLLM's per-GPU host memory flags and LMCache's per-worker size (engines' concept names)
+_VLLM_POOL_FLAGS = (("cpu_offload_gb", "--cpu-offload-gb", "offloaded weights"),
+                    ("swap_space", "--swap-space", "swap space"),
+                    ("kv_offloading_size", "--kv-offloading-size", "KV offload buffer"))
+#: the parallel groups vLLM names in a worker's process title (v1 multiproc_executor: ``Worker_TP1``, ``_PP``,
+#: ``_DP`` appended only when that group has more than one rank); the kernel's comm keeps 15 characters
+_PARALLEL_TITLE = re.compile(r"_(?:TP|PP|DP)\b|_(?:TP|PP|DP)\d")
+
+
+def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, str, _FlagsOf] | None:
+    runs = vllm_runs(tl)
+    run = runs[-1] if runs else []
+    cfg = settings(tl, run)
+    logged = [r for r in rows(tl, "host_pool") if attrs(r).get("per_rank")]
+    set_flags = [(key, flag, words) for key, flag, words in _VLLM_POOL_FLAGS if (cfg.num(key) or 0) > 0]
+    lmcache = next((r for r in launch_rows(tl) if (attrs(r).get("env") or {}).get("LMCACHE_MAX_LOCAL_CPU_SIZE")), None)
+    if not logged and not set_flags and lmcache is None:
+        return None
+    ranks, how = ranks_of(cfg)
+    if ranks < 2 and any(_PARALLEL_TITLE.search(str(v.get("comm") or "")) for v in victims):
+        ranks, how = 2, "at least 2: vLLM titles a worker Worker_TP<n> only when tensor parallel > 1"
+    words = (set_flags[0][2] if set_flags else "offloaded weights" if logged else "LMCache CPU backend")
+
+    def vllm_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+        why = (f"one rank held {fmt_gib(pinned)} pinned when the kernel killed it; {n} ranks ({n_how}) each pin "
+               f"their own, so per rank ≤ {gb} GB keeps all of them below what the host held, with a "
+               f"{RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
+        if gb < 1:
+            return []
+        if set_flags:
+            key, flag, _w = set_flags[0]
+            return [FlagChange(flag, cfg.text(key), str(gb), why)]
+        if lmcache is not None:
+            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", str(attrs(lmcache)["env"]["LMCACHE_MAX_LOCAL_CPU_SIZE"]),
+                               str(gb), why)]
+        return [FlagChange("--cpu-offload-gb", None, str(gb), why + "; the offloaded share is set by "
+                           "--cpu-offload-gb (per GPU)")]
+    evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),
+                *([lmcache] if lmcache is not None else [])]
+    return words, evidence, ranks, how, vllm_flags

@@ -52,7 +52,7 @@ def _host(tl: Timeline, run: list[Row]) -> tuple[float | None, list[Row], str]:
     return None, [], "unknown"
 
 
-def _ranks(cfg: VllmSettings) -> tuple[int, str]:
+def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
     tp, tp_seen = cfg.value_or_default("tensor_parallel")
     pp = cfg.num("pipeline_parallel_size") or 1
     dp = cfg.num("data_parallel_size") or 1
@@ -79,7 +79,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         offload = cfg.num("cpu_offload_gb") or 0.0
         if swap is None and not offload and not told:
             continue
-        ranks, how = _ranks(cfg)
+        ranks, how = ranks_of(cfg)
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
         v1 = cfg.engine_generation == "V1"
@@ -161,7 +161,7 @@ def detect_killed(tl: Timeline) -> list[Finding]:
         ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
         loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
         cfg = settings(tl, run)
-        ranks, how = _ranks(cfg)
+        ranks, how = ranks_of(cfg)
         unexplained = all(attrs(r).get("cause") == "ray_worker_exited" for r in dead)
         if unexplained and (loaded or ranks < 2):
             continue  # a worker died and nothing says of what: not a host-memory finding (fatal_other has it)
