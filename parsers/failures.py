@@ -165,6 +165,21 @@ _SHM = re.compile(
     r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
     r"insufficient shared memory|out of shared memory|Unexpected bus error encountered in worker"
 )
+#: madvise(2), EFAULT: "advice is MADV_POPULATE_READ or MADV_POPULATE_WRITE, and populating (prefaulting) page
+#: tables failed because a SIGBUS would have been generated on actual access" — a shared file mapping (a tmpfs
+#: file in /dev/shm) whose filesystem cannot back the pages: the SIGBUS of a full /dev/shm, returned to the caller
+#: (vLLM's KV-offload region, vllm/v1/kv_offload/cpu/shared_offload_region.py, prefaults with
+#: ``mmap_obj.madvise(MADV_POPULATE_WRITE, …)``; Python raises ``OSError: [Errno 14] Bad address``)
+_EFAULT = re.compile(r"OSError: \[Errno 14\] Bad address")
+_MADVISE_CALL = re.compile(r"\bmadvise\(")
+
+
+def populate_fault(text: str) -> bool:
+    """Whether a traceback is madvise's prefault of a shared mapping failing with EFAULT (a tmpfs that cannot
+    back it)."""
+    return bool(_EFAULT.search(text) and _MADVISE_CALL.search(text))
+
+
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
@@ -592,6 +607,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 kind, cols, attrs = found
             else:
                 kind, cols, attrs = "failure", {}, {"failure": "traceback_cut"}
+            if attrs.get("failure") == "exception" and populate_fault("\n".join(lines[i:end + 1])):
+                attrs.update(failure="shm_exhausted", via="madvise_populate_efault")
             if frames:
                 attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
                 attrs["during"] = attrs.get("during") or _during(frames)
@@ -617,6 +634,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             continue
         if found:
             kind, cols, attrs = found
+            if loose_frames and attrs.get("failure") == "exception" \
+                    and populate_fault("\n".join(lines[max(loose[0], 0):i + 1])):
+                attrs.update(failure="shm_exhausted", via="madvise_populate_efault")  # frames pasted without header
             if loose_frames and "during" not in attrs:
                 attrs["innermost_frame"] = f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}"
                 attrs["during"] = _during(loose_frames)
@@ -651,4 +671,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "populate_fault", "strip_prefix"]

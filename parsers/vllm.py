@@ -36,7 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers.failures import oom_figures
+from parsers.failures import oom_figures, populate_fault
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -125,6 +125,9 @@ _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
 #: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
 #: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
 _CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
+#: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
+#: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
+_OFFLOAD_REGION = re.compile(r"^Created mmap file (\S+) \(" + _NUM + r" GB\)")
 _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
@@ -450,6 +453,9 @@ class _Parser:
                  "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
         base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
         self.emit("exception", base, attrs)
+        if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
+            self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
+                      {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
             self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
@@ -772,6 +778,13 @@ class _Parser:
             m = _SHM_WAIT.search(s)
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
+                return True
+            m = _OFFLOAD_REGION.match(s)
+            if m:
+                size = _num(m.group(2))
+                emit("host_pool", base, {"pool": "kv_offload_region", "path": m.group(1),
+                                         "tmpfs": m.group(1).startswith("/dev/shm/")},
+                     bytes=round(size * 1e9) if size is not None else None)
                 return True
             m = _CPU_OFFLOADED.match(s)
             if m:

@@ -304,3 +304,18 @@ def test_sglang_port_wait_names_the_port_the_wait_and_the_holder() -> None:
     wrapped = one("ValueError: port at 8002 is not available in 30 seconds. port is used by a process already.\n"
                   "process.name()='nginx'' process.cmdline()=['nginx: worker process'] process.status()='sleeping'")
     assert wrapped["line_end"] == 2 and wrapped["a"]["holder_is_engine"] is False
+
+
+def test_madvise_prefault_with_efault_is_a_tmpfs_that_cannot_back_the_mapping() -> None:
+    # madvise(2): EFAULT for MADV_POPULATE_* is a SIGBUS the access would have raised (a full tmpfs)
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/app/ring.py", line 40, in attach\n'
+            "    self.buf.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n"
+            "OSError: [Errno 14] Bad address\n")
+    assert r["a"]["failure"] == "shm_exhausted" and r["a"]["via"] == "madvise_populate_efault"
+    # the same errno from another call is no shared-memory fault
+    other = one("Traceback (most recent call last):\n"
+                '  File "/srv/app/io.py", line 12, in read\n'
+                "    os.read(fd, n)\n"
+                "OSError: [Errno 14] Bad address\n")
+    assert other["a"]["failure"] == "exception"
