@@ -26,6 +26,7 @@ PARSER_MODULES = (
     "kernel",
     "ps",
     "fuser",
+    "container_limits",
 )
 
 MIN_SCORE = 0.5
