@@ -21,20 +21,12 @@ import math
 import re
 from collections.abc import Callable
 
+from forensics.facts.launch import launch_rows, ranks_per_host, server_config
+from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import (
-    Row,
-    attrs,
-    fmt_gib,
-    launch_rows,
-    make_finding,
-    rank_of,
-    ranks_per_host,
-    rows,
-    server_config,
-)
-from ._vllm import settings, vllm_runs
+from ._common import fmt_gib, make_finding
 from .fatal_other import failure_class
 from .vllm_host_memory import ranks_of
 
