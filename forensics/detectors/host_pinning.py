@@ -96,7 +96,7 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
                  + " failed: the host could not lock that much RAM. The per-rank HiCache pool (× the ranks on the "
                  "host) is larger than the memory available" + (f"; lower it to {flags[0].new}" if flags else "") + "."),
         evidence=fails[:4] + cfg.evidence_rows("hicache_size", "hicache_ratio"),
-        confidence="medium" if not reasons else "low",
+        confidence="high" if not reasons else "low",  # the failure, the host and the flags all stated
         confidence_reason="; ".join(reasons) or None,
         ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
         figures={"pin_failed_bytes": int(size) if size else None, "ranks_per_host": ranks},
