@@ -898,6 +898,8 @@ class _Scanner:
                 inner = classify_failure(exc.group(0)) if "cudaHost" in exc.group(0) else None
                 if inner is not None and inner[2].get("failure") == "host_register_refused":
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
+                elif inner is not None and inner[2].get("host_pinned"):
+                    attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
             if kind == "kv_exhausted":
                 facts = kv_exhausted_facts("\n".join(body))
                 facts.pop("phase") if "phase" in attrs else None  # the header said it already

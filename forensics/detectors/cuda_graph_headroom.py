@@ -125,9 +125,10 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
         return None  # weights_do_not_fit: the opposite direction
     # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
     ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception", "failure")
-            if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
-            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
-            or _cut_at_capture_allocation(r)]
+            if ((r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
+                or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
+                or _cut_at_capture_allocation(r))
+            and not attrs(r).get("host_pinned")]  # pinning host memory failed: SGL-HOST-007's, not the GPU's
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
