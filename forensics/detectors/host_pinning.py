@@ -21,14 +21,14 @@ import math
 import re
 from collections.abc import Callable
 
-from forensics.facts.launch import launch_rows, ranks_per_host, server_config
+from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding
 from .fatal_other import failure_class
-from .vllm_host_memory import ranks_of
+from .vllm_host_memory import lmcache_cpu_size, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -136,10 +136,10 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     Per-rank pools: SGLang's HiCache (``--hicache-size``/``--hicache-ratio`` per rank); vLLM's per-GPU
     ``--cpu-offload-gb`` (the UVA offloader logs each rank's ``Total CPU offloaded parameters``),
     ``--swap-space`` and ``--kv-offloading-size`` (total across the TP ranks), LMCache's
-    ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB, "CPU memory limit": NVIDIA Dynamo's LMCache integration page, vLLM's
-    examples/offline_inference/cpu_offload_lmcache.py; the vLLM connector builds one LMCacheEngine, with its
-    own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine instance``). PyTorch's pinned host allocator rounds each
-    block up to a power of two (failure_messages.md §2.4), so a rank's pinned share can exceed its setting.
+    ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB per worker: :func:`vllm_host_memory.lmcache_cpu_size`; the vLLM connector
+    builds one LMCacheEngine, with its own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine
+    instance``). PyTorch's pinned host allocator rounds each block up to a power of two (failure_messages.md
+    §2.4), so a rank's pinned share can exceed its setting.
     """
     victims = _victims_with_pools(tl)
     if not victims:
@@ -210,8 +210,8 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
     cfg = settings(tl, run)
     logged = [r for r in rows(tl, "host_pool") if attrs(r).get("per_rank")]
     set_flags = [(key, flag, words) for key, flag, words in _VLLM_POOL_FLAGS if (cfg.num(key) or 0) > 0]
-    lmcache = next((r for r in launch_rows(tl) if (attrs(r).get("env") or {}).get("LMCACHE_MAX_LOCAL_CPU_SIZE")), None)
-    if not logged and not set_flags and lmcache is None:
+    lmcache, lmcache_gb = lmcache_cpu_size(tl)
+    if not logged and not set_flags and not lmcache_gb:
         return None
     ranks, how = ranks_of(cfg)
     if ranks < 2 and any(_PARALLEL_TITLE.search(str(v.get("comm") or "")) for v in victims):
@@ -227,11 +227,10 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         if set_flags:
             key, flag, _w = set_flags[0]
             return [FlagChange(flag, cfg.text(key), str(gb), why)]
-        if lmcache is not None:
-            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", str(attrs(lmcache)["env"]["LMCACHE_MAX_LOCAL_CPU_SIZE"]),
-                               str(gb), why)]
+        if lmcache_gb:
+            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gb), why)]
         return [FlagChange("--cpu-offload-gb", None, str(gb), why + "; the offloaded share is set by "
                            "--cpu-offload-gb (per GPU)")]
     evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),
-                *([lmcache] if lmcache is not None else [])]
+                *([lmcache] if lmcache is not None and lmcache_gb else [])]
     return words, evidence, ranks, how, vllm_flags
