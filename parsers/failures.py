@@ -174,6 +174,17 @@ _EFAULT = re.compile(r"OSError: \[Errno 14\] Bad address")
 _MADVISE_CALL = re.compile(r"\bmadvise\(")
 
 
+#: failure_messages.md §2.1, ``out of memory``: "Look at the frames: ``CachingHostAllocator``/``pin_memory`` ⇒ host"
+#: — PyTorch's pinned allocator (``pin_memory=True``) calls ``cudaHostAlloc``, whose failure reads as the plain
+#: runtime OOM (§2.4)
+_PINNED_FRAMES = re.compile(r"pin_memory|CachingHostAllocator|cudaHostAlloc\b|\.pin_memory\(\)")
+
+
+def pinned_host_oom(kind: str, text: str) -> bool:
+    """Whether a runtime ``out of memory`` came from pinning host memory (its traceback shows the pinned path)."""
+    return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
+
+
 def populate_fault(text: str) -> bool:
     """Whether a traceback is madvise's prefault of a shared mapping failing with EFAULT (a tmpfs that cannot
     back it)."""
@@ -609,6 +620,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 kind, cols, attrs = "failure", {}, {"failure": "traceback_cut"}
             if attrs.get("failure") == "exception" and populate_fault("\n".join(lines[i:end + 1])):
                 attrs.update(failure="shm_exhausted", via="madvise_populate_efault")
+            if not attrs.get("host_pinned") and pinned_host_oom(kind, "\n".join(lines[i:end + 1])):
+                attrs.update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
             if frames:
                 attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
                 attrs["during"] = attrs.get("during") or _during(frames)
@@ -671,4 +684,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "populate_fault", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]

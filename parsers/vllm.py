@@ -36,7 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers.failures import oom_figures, populate_fault
+from parsers.failures import oom_figures, pinned_host_oom, populate_fault
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -453,6 +453,12 @@ class _Parser:
                  "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
         base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
         self.emit("exception", base, attrs)
+        if pinned_host_oom("cuda_error_oom", text) and _CUDA_ERR_OOM.search(text):
+            # the plain runtime OOM from the pinned host allocator (swap space, offload buffers): host memory
+            for row in self.rows[::-1]:
+                if row["kind"] == "cuda_error_oom" and tb["base"]["line"] <= (row.get("line") or 0) <= tb["last"]:
+                    row["attrs"].update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
+                    break
         if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
             self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
                       {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})

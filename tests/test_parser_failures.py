@@ -319,3 +319,17 @@ def test_madvise_prefault_with_efault_is_a_tmpfs_that_cannot_back_the_mapping() 
                 "    os.read(fd, n)\n"
                 "OSError: [Errno 14] Bad address\n")
     assert other["a"]["failure"] == "exception"
+
+
+def test_a_runtime_oom_inside_the_pinned_host_allocator_is_host_memory() -> None:
+    # failure_messages.md §2.1: frames through pin_memory / CachingHostAllocator ⇒ host, not the GPU
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/ring/buffers.py", line 88, in grow\n'
+            "    staging = torch.empty(nbytes, dtype=torch.uint8).pin_memory()\n"
+            "RuntimeError: CUDA error: out of memory\n")
+    assert r["kind"] == "cuda_error_oom" and r["a"]["host_pinned"]
+    gpu = one("Traceback (most recent call last):\n"
+              '  File "/srv/ring/buffers.py", line 91, in grow\n'
+              "    staging = torch.empty(nbytes, dtype=torch.uint8, device='cuda')\n"
+              "RuntimeError: CUDA error: out of memory\n")
+    assert not gpu["a"].get("host_pinned")
