@@ -27,6 +27,7 @@ PARSER_MODULES = (
     "ps",
     "fuser",
     "crash_snapshot",
+    "container_limits",
 )
 
 #: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,

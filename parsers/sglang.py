@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import classify as classify_failure
 from parsers.failures import oom_figures
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
@@ -628,6 +629,10 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
     if "CUDA error: out of memory" in msg:
         return _ev("cuda_error_oom", attrs={"message": msg[:2000]})
     if "cudaHostRegister failed" in msg or "cudaHostAlloc failed" in msg:
+        # one reader decides what a registration failure is (its rc: out of memory or a refused range)
+        found = classify_failure(msg)
+        if found is not None:
+            return _ev(found[0], found[1], found[2])
         return _ev("cuda_error_oom", attrs={"message": msg[:2000], "api": "cudaHostRegister"})
     m = _EXC_HEAD.match(msg)
     if m:
@@ -901,6 +906,11 @@ class _Scanner:
             if exc and kind != "server_args":
                 attrs["exception_type"] = exc.group(1)
                 attrs["exception_message"] = (exc.group(2) or "")[:2000]
+                inner = classify_failure(exc.group(0)) if "cudaHost" in exc.group(0) else None
+                if inner is not None and inner[2].get("failure") == "host_register_refused":
+                    attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
+                elif inner is not None and inner[2].get("host_pinned"):
+                    attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
             if kind == "kv_exhausted":
                 facts = kv_exhausted_facts("\n".join(body))
                 facts.pop("phase") if "phase" in attrs else None  # the header said it already

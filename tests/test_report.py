@@ -384,6 +384,17 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text
 
 
+def test_an_environment_setting_is_set_before_the_command_not_appended_as_a_flag() -> None:
+    from forensics.report.document import FlagRow, corrected_argv, is_env_setting
+
+    assert is_env_setting("SGLANG_WAIT_PORT_TIMEOUT") and not is_env_setting("--swap-space")
+    argv = ["LMCACHE_MAX_LOCAL_CPU_SIZE=100", "vllm", "serve", "m", "--tensor-parallel-size", "4"]
+    new, changed, old = corrected_argv(argv, [FlagRow("LMCACHE_MAX_LOCAL_CPU_SIZE", "100", "57", "", "r")])
+    assert new[0] == "LMCACHE_MAX_LOCAL_CPU_SIZE=57" and new[1:] == argv[1:] and changed == {0} and old == {0}
+    new, _c, _o = corrected_argv(argv[1:], [FlagRow("SGLANG_WAIT_PORT_TIMEOUT", "30", "120", "", "r")])
+    assert new[:2] == ["SGLANG_WAIT_PORT_TIMEOUT=120", "vllm"] and "SGLANG_WAIT_PORT_TIMEOUT" not in new
+
+
 def test_a_chart_needs_enough_samples_to_show_a_course():
     """Two host-memory samples are a sentence, not a chart; three are a chart."""
     from datetime import UTC, datetime, timedelta

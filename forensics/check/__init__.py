@@ -540,6 +540,8 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
                 done = True
         if not done and flag.startswith("--"):
             argv += [flag, new]
+        elif not done and flag.isupper():  # an environment variable: set before the program
+            argv.insert(0, f"{flag}={new}")
     return argv
 
 

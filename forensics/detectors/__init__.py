@@ -177,6 +177,8 @@ _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HO
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
+_link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),
+      "the ranks' host pools together exceed the host, so pinning them failed or the kernel killed a rank holding one")
 
 
 def _run_of(f: Finding) -> str | None:

@@ -129,9 +129,10 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     # a traceback that lost its message is read by its frames only when nothing else says what failed
     placeable = not _other_failure_named(tl)
     ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception", "failure")
-            if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
-            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
-            or (placeable and lost_message_stage(r) in ("graph_capture", "forward"))]
+            if ((r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
+                or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
+                or (placeable and lost_message_stage(r) in ("graph_capture", "forward")))
+            and not attrs(r).get("host_pinned")]  # pinning host memory failed: SGL-HOST-007's, not the GPU's
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")

@@ -229,7 +229,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     size_for_pow2 = pow2 in ("yes", "likely")
     new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
     plain_gb = largest_hicache_gb(per_rank_budget, False)
-    cap_name = "container --memory limit" if host.limit and capacity == host.limit else "host total"
+    stated = attrs(host.limit_row).get("limit_from") if host.limit_row is not None else None
+    cap_name = ((f"container limit, {stated}" if stated else "container --memory limit")
+                if host.limit and capacity == host.limit else "host total")
     old = cfg.flag_text("hicache_size") if req.source != "ratio" else None
     if old is None and req.source == "log":
         old = f"{req.per_rank / 1e9:g}"

@@ -66,7 +66,8 @@ def _during(run: list, row: dict) -> str | None:
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
-        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES]
+        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES
+                and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
         if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
             continue  # an OOM after a KV failure is the failure's, not the headroom's
         cfg = settings(tl, run)

@@ -90,6 +90,14 @@ def flag_key(flag: str) -> str:
     return flag.strip().lstrip("-").replace("_", "-").lower()
 
 
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def is_env_setting(flag: str) -> bool:
+    """An environment variable (``SGLANG_WAIT_PORT_TIMEOUT``), set before the command, not a flag of it."""
+    return bool(_ENV_NAME.match(flag))
+
+
 def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
     """Every remediation flag, once: the root cause's value wins, then severity order."""
     seen: dict[str, FlagRow] = {}
@@ -99,7 +107,7 @@ def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
                 continue
             key = flag_key(ch["flag"])
             if key not in seen:
-                flag = ch["flag"] if ch["flag"].startswith("-") else f"--{key}"
+                flag = ch["flag"] if ch["flag"].startswith("-") or is_env_setting(ch["flag"]) else f"--{key}"
                 old = ch.get("old")
                 seen[key] = FlagRow(flag=flag, old=None if old is None else str(old),
                                     new="" if ch.get("new") is None else str(ch["new"]),
@@ -288,6 +296,18 @@ def corrected_argv(argv: list[str], flags: list[FlagRow]) -> tuple[list[str], se
     old_marks: set[int] = set()
     origin = list(range(len(argv)))  # new index → old index (None for appended tokens)
     for ch in flags:
+        if is_env_setting(ch.flag):  # VAR=value before the program, replacing the one the command set
+            at = next((i for i, t in enumerate(new) if t.startswith(ch.flag + "=")), None)
+            if at is not None:
+                if origin[at] is not None:
+                    old_marks.add(origin[at])
+                new[at], origin[at] = f"{ch.flag}={ch.new}", None
+                if not ch.new:
+                    del new[at], origin[at]
+            elif ch.new:
+                new.insert(0, f"{ch.flag}={ch.new}")
+                origin.insert(0, None)
+            continue
         key = flag_key(ch.flag)
         hit = None
         for i, tok in enumerate(new):

@@ -280,14 +280,45 @@ def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece]
     t_score = transcript.looks_like_transcript(head)
     if best is not None and score >= t_score:
         try:
-            return [_Piece(_run_parser(best, text, f.name, None), 1, snapshot)], best
+            whole = _Piece(_run_parser(best, text, f.name, None), 1, snapshot)
         except NotThisFormat:
             pass
+        else:
+            return [whole, *_prose_in_unread(whole.result, text, f.name)], best
     pieces = _transcript_pieces(text, f.name)
     if pieces:
         fmts = sorted({p.result.source for p in pieces if p.result.source != "transcript"})
         return pieces, "transcript[" + ",".join(fmts) + "]"
     return [], None
+
+
+def _prose_in_unread(res: ParseResult, text: str, name: str) -> list[_Piece]:
+    """Sentences a format's parser left unread in a mixed paste (a kernel log with "we launched with --tp 8
+    --hicache-size 100" and "the host has 512 GB of RAM" under it): every segment goes to the parser it fits,
+    so the prose parser reads them, at its own (lower) weight.
+
+    Only when the parser listed every line it did not understand (a ticket-sized remainder): the cost stays
+    that of those lines, and a long log's unread lines are its own chatter, not a writer's sentences.
+    """
+    from parsers.launch import prose as launch_prose
+
+    unread = res.unrecognized_examples
+    if not unread or res.unrecognized != len(unread):
+        return []
+    keep = {n for n, _ in unread}
+    masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(text.split("\n")))
+    prose = launch_prose.parse(masked, name)
+    if not prose.events.height:
+        return []
+    read = {n for a, b in zip(prose.events.get_column("line").to_list(),
+                              prose.events.get_column("line_end").fill_null(prose.events.get_column("line")).to_list(), strict=True)
+            if a is not None for n in range(int(a), int(b or a) + 1)} & keep
+    # the lines the prose parser read are now recognised, by it, not the format's parser
+    res.recognized += len(read)
+    res.unrecognized -= len(read)
+    res.unrecognized_examples = [(n, ln) for n, ln in unread if n not in read]
+    prose.lines = prose.recognized = prose.unrecognized = 0
+    return [_Piece(prose, 1, None)]
 
 
 #: Kinds with which a format's own parser already reports a failure: the failure scan's row for a line
