@@ -18,12 +18,12 @@ import pytest
 from conftest import FUZZ_EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED
 
 from parsers import registry, transcript
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 FORMATS = sorted(registry.parsers())
 SMALL = 40  # examples per parser and property in the default suite
 
@@ -82,6 +82,11 @@ _TEXTS = st.one_of(
 )
 
 
+def _count_lines(text: str) -> int:
+    """Lines as a reader counts them: a last line without its newline is a line; "" has none."""
+    return text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+
+
 def check_parse(fmt: str, text: str) -> ParseResult | None:
     """The contract: NotThisFormat or a result in the event schema whose rows point at lines that exist."""
     mod = registry.get(fmt)
@@ -93,7 +98,9 @@ def check_parse(fmt: str, text: str) -> ParseResult | None:
         return None
     assert isinstance(res, ParseResult)
     assert dict(res.events.schema) == EVENT_SCHEMA
-    assert res.lines >= 0 and res.recognized >= 0 and res.unrecognized >= 0
+    # the inventory's arithmetic: every line of the input is counted once, as recognised or not
+    assert res.lines == _count_lines(text), (res.lines, _count_lines(text))
+    assert 0 <= res.recognized <= res.lines and res.unrecognized == res.lines - res.recognized
     assert len(res.unrecognized_examples) <= 20
     ev = res.events
     if ev.height:
