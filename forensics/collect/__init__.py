@@ -1102,6 +1102,27 @@ def read_cgroup_memory(folder: Path) -> list[str]:
     return lines or ["(no memory controller files)"]
 
 
+def unmatched(pattern: str) -> str | None:
+    """Why a ``--log``/``--add`` argument names no file we could read, or None when it names some.
+
+    >>> unmatched("/nonexistent/sglang.log")
+    'no such file'
+    >>> unmatched("/nonexistent/*.log")
+    'no file matches this pattern'
+    """
+    if os.path.isdir(pattern):
+        files = [p for p in Path(pattern).rglob("*") if p.is_file()]
+        if not files:
+            return "the folder holds no file"
+        return None if any(os.access(p, os.R_OK) for p in files) else "no file in the folder is readable"
+    if os.path.exists(pattern):
+        return None if os.access(pattern, os.R_OK) else "not readable (permission denied)"
+    if glob.has_magic(pattern):
+        return None if any(os.path.isfile(p) for p in glob.iglob(pattern, recursive=True)) else \
+            "no file matches this pattern"
+    return "no such file"
+
+
 def expand_paths(patterns: list[str], gap: Callable[[str], None], source: str) -> list[str]:
     """Files named by ``--log``/``--add`` arguments: files, folders (recursively) and globs."""
     out: list[str] = []
