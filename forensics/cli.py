@@ -148,6 +148,9 @@ def _writable_folder(option: str, folder: Path) -> None:
     """
     folder = folder.absolute()
     created = [p for p in (folder, *folder.parents) if not p.exists()]
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise Fail(f"{option}: cannot write the output there ({blocker} is a file, not a folder)", EXIT_USAGE)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):

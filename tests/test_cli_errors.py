@@ -20,7 +20,7 @@ LOG = "[2026-11-29 08:27:07 TP0] Load weight end. type=LlamaForCausalLM, dtype=t
 
 ERRORS = [
     # an output that cannot be written is named as the output, not blamed on the input
-    ("report {IN} -o {FILE}/out", 2, r"forensics: error: -o \S+/out: cannot write the output there \("),
+    ("report {IN} -o {FILE}/out", 2, r"forensics: error: -o \S+/out: cannot write the output there \(\S+/a-file is a file, not a folder\)$"),
     ("timeline {IN} -o {FILE}/t.parquet", 2, r"forensics: error: -o \S+/t\.parquet: cannot write the output there"),
     ("collect --safe-mode -o {FILE}/b.tar.gz", 2, r"forensics: error: -o \S+/b\.tar\.gz: cannot write the output there"),
     ("collect --safe-mode -o {DIR}", 2, r"forensics: error: -o \S+: is a directory; give the bundle's file name"),
@@ -39,6 +39,8 @@ ERRORS = [
     ("collect --log missing/sglang.log", 2, r"forensics: error: --log missing/sglang\.log: no such file$"),
     ("collect --add 'missing/*.txt'", 2, r"forensics: error: --add missing/\*\.txt: no file matches this pattern$"),
     ("collect --log {DIR}", 2, r"forensics: error: --log \S+: the folder holds no file$"),
+    ("check --model-config missing.json --cmd 'python -m sglang.launch_server --model-path m'", 3,
+     r"forensics: error: --model-config missing\.json: cannot read it \(No such file or directory\)$"),
     # every command that prints progress takes -q
     ("collect -q --safe-mode --budget 10 -o b.tar.gz", 0, r"^$"),
 ]
