@@ -30,9 +30,8 @@ SMALL = 40  # examples per parser and property in the default suite
 _SUFFIXES = {".txt", ".log", ".csv", ".xml", ".sh", ".yaml", ".json", ".md", ""}
 
 
-def _corpus() -> list[str]:
-    """Real-format texts: our own fixtures always, the shared samples when they are there."""
-    roots = [REPO / "fixtures", SHARED / "research_samples", SHARED / "sglang_real_logs"]
+def _corpus(*roots: Path) -> list[str]:
+    """Real-format texts under ``roots`` (those that exist)."""
     texts = []
     for root in roots:
         if not root.exists():
@@ -43,7 +42,10 @@ def _corpus() -> list[str]:
     return texts
 
 
-CORPUS = _corpus()
+#: Our own fixtures: every format has some here, so a fresh clone (no ../shared) tests every parser.
+OWN = _corpus(REPO / "fixtures")
+#: The fuzz corpus: ours, plus the shared samples when they are there.
+CORPUS = OWN + _corpus(SHARED / "research_samples", SHARED / "sglang_real_logs")
 
 # Text that trips tokenisers: format prefixes, separators, stray structure, odd code points.
 _NOISE = st.sampled_from([
@@ -148,10 +150,11 @@ def test_transcript_split_never_raises(text):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_parser_reads_its_own_format_truncated_and_crlf(fmt):
-    """Each format's own fixtures, cut at every 1/16th and turned CRLF, still parse."""
+    """Each format's own fixtures (ours: the repository's, never only ../shared's), cut at every 1/16th
+    and turned CRLF, still parse."""
     mod = registry.get(fmt)
-    own = [t for t in CORPUS if mod.sniff(t[: registry.SNIFF_BYTES]) >= registry.MIN_SCORE]
-    assert own, f"no fixture sniffs as {fmt}"
+    own = [t for t in OWN if mod.sniff(t[: registry.SNIFF_BYTES]) >= registry.MIN_SCORE]
+    assert own, f"no fixture of ours sniffs as {fmt}"
     for text in own[:6]:
         for k in range(17):
             cut = text[: len(text) * k // 16]
