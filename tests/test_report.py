@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import report_fixture as rf
+from shared_data import SHARED, SKIP_REASON
 
 from forensics import report
 from forensics.model import Timeline
@@ -337,10 +338,10 @@ def test_write_outputs_does_not_follow_symlinks_out(tmp_path):
 
 def test_real_logs_render(tmp_path):
     """The real SGLang logs and seeds through the integrator's timeline, when both are here."""
-    if not (rf.SHARED / "sglang_real_logs").is_dir():
-        pytest.skip("shared samples absent")
+    if not (SHARED / "sglang_real_logs").is_dir():
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     timeline = pytest.importorskip("forensics.timeline")
-    tl = timeline.build_timeline([str(rf.SHARED / "sglang_real_logs" / "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")])
+    tl = timeline.build_timeline([str(SHARED / "sglang_real_logs" / "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")])
     table = report.startup_table(tl)
     ranks = [r.rank for r in table]
     if not ranks:

@@ -714,8 +714,11 @@ class _Run:
 
     def store(self, src: Source, cap: Captured, argv: list[str] | None, snapshot: int, dest: str,
               **extra: object) -> dict:
+        # a probe asks about this host's software (which sglang is installed?): its output is read for
+        # the answer only, so a failed probe is a gap in the inventory, never evidence (docs/bundle.md)
         entry = self.bundle.add_bytes(dest, cap.data, src.id, src.format, cap, argv, snapshot,
-                                      sensitivity=src.sensitivity, original_bytes=cap.original_bytes, **extra)
+                                      sensitivity=src.sensitivity, original_bytes=cap.original_bytes,
+                                      role="probe" if src.version_of else None, **extra)
         if cap.stderr:
             err_cap = Captured(rc=cap.rc, started=cap.started, ended=cap.ended, timed_out=cap.timed_out,
                                abandoned=cap.abandoned)
@@ -941,7 +944,7 @@ class _Run:
             kind = f"regular file, {e.get('size')} bytes" if e.get("regular") else "not a file"
             fd_lines.append(f"{fd} -> {e['target']} ({kind})")
             if fd in ("1", "2") and e.get("regular"):
-                path = self.log_from_fd(pid, fd, e)
+                path = self.log_from_fd(pid, fd, e, engine)
                 if path and path not in logs:
                     logs.append(path)
         if fd_lines:
@@ -960,7 +963,7 @@ class _Run:
             "localtime": info.get("localtime"), "logs": logs,
         })
 
-    def log_from_fd(self, pid: int, fd: str, e: dict) -> str | None:
+    def log_from_fd(self, pid: int, fd: str, e: dict, engine: str) -> str | None:
         identity: tuple[int, int] | str = (e["dev"], e["ino"]) if "ino" in e else e["target"]
         if identity in self.log_identities:
             return self.log_identities[identity]
@@ -969,8 +972,9 @@ class _Run:
             return None
         name = os.path.basename(e["target"].replace(" (deleted)", "")) or f"pid{pid}-fd{fd}.log"
         # read through the fd link: it reaches the open file even inside another mount namespace
-        entry = self.bundle.add_file(f"logs/{name}", self.opts.proc_root / str(pid) / "fd" / fd, "sglang-log",
-                                     "sglang", self.opts.max_log_bytes, origin=e["target"], pid=pid, fd=int(fd))
+        # the engine discovery found is the format hint (report decides by content, docs/bundle.md)
+        entry = self.bundle.add_file(f"logs/{name}", self.opts.proc_root / str(pid) / "fd" / fd, f"{engine}-log",
+                                     engine, self.opts.max_log_bytes, origin=e["target"], pid=pid, fd=int(fd))
         if entry is None:
             return None
         self.log_identities[identity] = entry["path"]
@@ -1000,7 +1004,7 @@ class _Run:
                 self.note_truncation(entry)
 
     def user_logs(self, src: Source) -> None:
-        self.user_files(self.opts.logs, "logs", "log", "sglang")
+        self.user_files(self.opts.logs, "logs", "log", None)  # any engine's log: content decides its format
 
     def added(self, src: Source) -> None:
         self.user_files(self.opts.adds, "added", "add", None)
@@ -1126,6 +1130,27 @@ def read_cgroup_memory(folder: Path) -> list[str]:
             lines.append(f"{name}:")
             lines += ["  " + v for v in values]
     return lines or ["(no memory controller files)"]
+
+
+def unmatched(pattern: str) -> str | None:
+    """Why a ``--log``/``--add`` argument names no file we could read, or None when it names some.
+
+    >>> unmatched("/nonexistent/sglang.log")
+    'no such file'
+    >>> unmatched("/nonexistent/*.log")
+    'no file matches this pattern'
+    """
+    if os.path.isdir(pattern):
+        files = [p for p in Path(pattern).rglob("*") if p.is_file()]
+        if not files:
+            return "the folder holds no file"
+        return None if any(os.access(p, os.R_OK) for p in files) else "no file in the folder is readable"
+    if os.path.exists(pattern):
+        return None if os.access(pattern, os.R_OK) else "not readable (permission denied)"
+    if glob.has_magic(pattern):
+        return None if any(os.path.isfile(p) for p in glob.iglob(pattern, recursive=True)) else \
+            "no file matches this pattern"
+    return "no such file"
 
 
 def expand_paths(patterns: list[str], gap: Callable[[str], None], source: str) -> list[str]:

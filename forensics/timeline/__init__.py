@@ -158,11 +158,9 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
     peeled = envelopes.peel(head[: head.rfind("\n") + 1] or head)
     wrapped = peeled is not None and any(not s.raw for s in peeled.streams)
-    fmt = art.get("format") if art else None
-    if not (fmt and registry.get(fmt) is not None):
-        if wrapped:
-            head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
-        fmt, _score = registry.best_format(head)
+    if wrapped:
+        head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
+    fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
     if fmt != "sglang":
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
@@ -264,16 +262,33 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
     return out
 
 
+def hinted_format(hint: str | None, head: str) -> str | None:
+    """The manifest's format for a file when its content does not say otherwise, else None.
+
+    Formats are decided by content everywhere (a loose file, a folder, a bundle): a manifest's label
+    is the collector's expectation, e.g. a log found through an SGLang process's stdout, and a wrong
+    one (a vLLM log given with ``--log`` to an older collector labelled SGLang) must not override
+    the content. The hint holds when no sniffer is sure of the content, or when the hinted parser's
+    sniffer scores at least as high as the best (docs/bundle.md).
+    """
+    if not hint or registry.get(hint) is None:
+        return None
+    best, score = registry.best_format(head)
+    if best is None or best == hint or registry.sniff_scores(head).get(hint, 0.0) >= score:
+        return hint
+    return None
+
+
 def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:
     """Parse one file; returns the pieces and the format label for the inventory."""
     snapshot = art.get("snapshot") if art else None
-    fmt = art.get("format") if art else None
-    if fmt and registry.get(fmt) is not None:
+    head = text[: registry.SNIFF_BYTES]
+    fmt = hinted_format(art.get("format") if art else None, head)
+    if fmt is not None:
         try:
             return [_Piece(_run_parser(fmt, text, f.name, _argv_command(art)), 1, snapshot)], fmt
         except NotThisFormat:
             pass  # the manifest's word is a hint; content decides
-    head = text[: registry.SNIFF_BYTES]
     best, score = registry.best_format(head)
     from parsers import transcript
 
@@ -466,6 +481,21 @@ def _resolve_time(frame: pl.DataFrame, facts: Facts, tz: str | None, capture: da
         .when(has_cap).then(pl.lit("capture"))
         .otherwise(pl.lit("none")),
     )
+
+
+#: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
+PROBE_FORMAT = "collector probe"
+
+
+def is_probe(art: dict | None) -> bool:
+    """Is this manifest artifact one of the collector's probes (a version query), not evidence?
+
+    The manifest says so (``role: probe``); bundles written before that field name their version
+    probes ``version-*`` (docs/bundle.md).
+    """
+    if not art:
+        return False
+    return art.get("role") == "probe" or str(art.get("source") or "").startswith("version-")
 
 
 def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
@@ -790,6 +820,14 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                             truncated=bool(art and art.get("truncated")),
                             rc=art.get("rc") if art else None, error=art.get("error") if art else None)
         artifacts.append(artifact)
+        if is_probe(art):
+            # the collector's own question (which sglang is installed?): its answer is in the manifest's
+            # versions, its failure in the gaps; a traceback in it is the probe's, never the server's
+            artifact.format = PROBE_FORMAT
+            artifact.lines = 0 if f.streamed else _count_lines(next(iter_text([f]))[1])
+            coverage.append({"file": f.name, "format": PROBE_FORMAT, "lines": artifact.lines,
+                             "recognized": artifact.lines, "unrecognized": 0, "cut_lines": 0})
+            continue
         text = None if f.streamed else next(iter_text([f]))[1]
         if text is not None:
             artifact.lines = _count_lines(text)
