@@ -108,7 +108,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                     rows.append(_row(i + 1, ln, q, "kubectl describe: Limits.memory"))
     if not rows and not recognized:
         raise NotThisFormat("no cgroup or container memory limit in this text")
-    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=recognized)
+    # a final newline ends the last line; it does not start another
+    n_lines = len(lines) - 1 if lines and lines[-1] == "" else len(lines)
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n_lines, recognized=min(recognized, n_lines))
 
 
 __all__ = ["FORMAT", "parse", "sniff"]

@@ -84,5 +84,5 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         rows.append({"line": 1, "kind": "host_pool_io", "ts": ts, "ts_basis": "source-utc" if ts else None,
                      "pid": _int(rec.get("pid")), "text": f"host-pool transfer {rec.get('kind')}",
                      "attrs": {k: v for k, v in rec.items() if isinstance(v, bool | int | float | str)}})
-    n = text.count("\n") + 1
+    n = len(text.splitlines())
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=n)
