@@ -115,7 +115,6 @@ def mapping(rows: list[Row], tables: dict[str, dict]) -> tuple[dict[str, tuple[s
     for r in rows:
         nd = tables.get(r.ref, {}).get("not_diagnostic", {})
         local = f"§{r.section} «{r.key}»"
-        stale += [f"{r.ref} {k}" for k in ()]  # (kept simple: not_diagnostic keys checked below)
         cases = by_row.get(r.id)
         if cases:
             xf = [c for c in cases if c.get("xfail")]
@@ -172,10 +171,12 @@ def render(reference: Path = REFERENCE, tables: Path = TABLES) -> tuple[str, lis
     extra = [c for c in cases_of(loaded) if c.get("source")]
     if extra:
         lines += ["## Engine messages the references lack", "",
-                  "| Case | Source | Status | Rule |", "|---|---|---|---|"]
+                  "Read in the engines' sources (file and release in the table); each case's text is ours.", "",
+                  "| Case | Source | Mechanism | Status | Rule |", "|---|---|---|---|---|"]
         for c in extra:
             s = f"xfail: {c['xfail']}" if c.get("xfail") else "rule"
-            lines.append(f"| {c['name']} | {c['source']} | {s} | {c['rule']} |")
+            cells = [c["name"], c["source"], c.get("mechanism", ""), s, f"{c['rule']} ({c['category']})"]
+            lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
         lines.append("")
     return "\n".join(lines), unmapped, stale
 
