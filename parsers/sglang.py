@@ -687,6 +687,10 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
     return None
 
 
+#: "KV pool holds {P} tokens, fewer than --context-length {C}. …" (0.5.23, failure_messages.md §6.1)
+_POOL_BELOW_CONTEXT = re.compile(r"KV pool holds (\d{1,12}) tokens, fewer than --context-length (\d{1,12})\b")
+
+
 def _other(msg: str) -> list[Event] | None:
     if msg.startswith("The server is fired up and ready to roll"):
         return _ev("server_ready")
@@ -712,6 +716,12 @@ def _other(msg: str) -> list[Event] | None:
         return _notice("hicache_cleared")
     if msg.startswith("HiCache host KV pool") and "smaller than the device pool" in msg:
         return _notice("hicache_smaller_than_device", message=msg[:500])
+    if msg.startswith("KV pool holds ") and "fewer than --context-length" in msg:
+        # 0.5.23's start-up warning states the pool and the context itself (failure_messages.md §6.1)
+        m = _POOL_BELOW_CONTEXT.match(msg)
+        if m:
+            return _ev("kv_sizing", {"tokens": int(m.group(1))},
+                       {"context_len": int(m.group(2)), "warning": "pool_below_context"})
     if msg.startswith("max_total_tokens=") and "profiled value" in msg:
         ints = [int(x) for x in _INTS.findall(msg[:300]) if len(x) < 15]
         return _ev("kv_sizing", {"tokens": ints[-1] if ints else None},

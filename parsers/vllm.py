@@ -36,6 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import classify as classify_failure
 from parsers.failures import oom_figures
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
@@ -192,6 +193,12 @@ _TB_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|
 _EXC_HEAD = re.compile(r"^([A-Za-z_][\w.]*+)(?:[:(] ?(.*))?$")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
 
+
+
+def _refused_request(message: str | None) -> bool:
+    """A ``ValueError`` that is a request refused for its length (failure_messages.md §6.2)."""
+    got = classify_failure(message or "") if message and "length" in message else None
+    return got is not None and got[2].get("failure") == "request_refused"
 
 class _ExcMatch:
     def __init__(self, name: str, msg: str | None) -> None:
@@ -572,6 +579,11 @@ class _Parser:
         em = _EXC_LINE.match(stripped)
         if em and (headered or ":" in stripped):
             self.recognized += 1
+            if _refused_request(em.group(2)):
+                # the API server refused one request as too long (failure_messages.md §6.2): the client's
+                # error, logged; the engine serves on, so it is no exception of the engine's
+                self.emit("log", base, {"message": stripped[:2000]})
+                return
             self.emit("exception", base, {"exception_type": em.group(1), "exception_message": em.group(2),
                                           "during": _phase_of_text(stripped) or self.phase.get(stream)})
             return
