@@ -92,7 +92,8 @@ def test_row(case: dict, how: str, tmp_path: Path) -> None:
     assert mine[0]["category"] == case["category"], report
     if case.get("root", True):
         assert doc["root_cause"] == case["rule"], f"root {doc['root_cause']}; {report}"
-    said = json.dumps(mine[0], ensure_ascii=False)
+    # what the finding says (its evidence quotes the input, so it proves nothing about the figures)
+    said = json.dumps({k: v for k, v in mine[0].items() if k != "evidence"}, ensure_ascii=False)
     for fig in case.get("figures", []):
         assert fig in said, f"{fig!r} not in the {case['rule']} finding: {mine[0]['summary']}"
     for rule in case.get("forbid", []):
