@@ -15,7 +15,8 @@ import report_fixture as rf
 
 from forensics import report
 from forensics.model import Timeline
-from forensics.report import plots
+from forensics.report import document, plots
+from forensics.report import text as report_text
 from forensics.resources import templates_dir
 from parsers.schema import rows_to_frame
 
@@ -75,9 +76,9 @@ def test_headline_names_root_cause_ranks_and_gpus(html):
     # ranks 0..7 from the root cause, GPUs from all findings: 0, 2 and 3
     ranks = sorted({r for f in doc["findings"] for r in f["ranks"]})
     gpus = sorted({g for f in doc["findings"] for g in f["gpus"]})
-    assert f"<dt>Affected ranks</dt><dd>{report.ranges(ranks)}</dd>" in html
-    assert f"<dt>Affected GPUs</dt><dd>{report.ranges(gpus)}</dd>" in html
-    assert report.ranges(gpus) == "0, 2–3"
+    assert f"<dt>Affected ranks</dt><dd>{report_text.ranges(ranks)}</dd>" in html
+    assert f"<dt>Affected GPUs</dt><dd>{report_text.ranges(gpus)}</dd>" in html
+    assert report_text.ranges(gpus) == "0, 2–3"
     assert "No fuser output in the bundle" in html  # confidence_reason of a finding
 
 
@@ -248,13 +249,13 @@ def test_markdown_names_root_cause_evidence_flags_and_cleanup():
 
 
 def test_corrected_argv_forms():
-    F = report.FlagRow
-    new, changed, old = report.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
+    F = document.FlagRow
+    new, changed, old = document.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
                                               [F("--a", "1", "9", "", "r"), F("--b", "2", "8", "", "r"),
                                                F("--d", None, "7", "", "r"), F("--c", None, "", "", "r")])
     assert new == ["x", "--a", "9", "--b=8", "--d", "7"]
     assert changed == {2, 3, 4, 5} and old == {1, 2, 3, 4}
-    new, _, _ = report.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
+    new, _, _ = document.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
     assert new == ["x", "--hicache_size", "48"]
 
 
