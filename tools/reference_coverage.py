@@ -159,6 +159,18 @@ def render(reference: Path = REFERENCE, tables: Path = TABLES) -> tuple[str, lis
         "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".",
         "",
     ]
+    needs: dict[tuple[str, str], list[str]] = {}
+    for c in cases_of(loaded):
+        if c.get("xfail"):
+            where = f" ({', '.join(c['xfail_in'])} only)" if c.get("xfail_in") else ""
+            need = c["xfail"].removeprefix("needs: ")
+            needs.setdefault((c["category"], need), []).append(f"{c['ref']}:{c['name']}{where}")
+    if needs:
+        lines += ["## What remains", "",
+                  "The mechanisms the xfail cases still need, by the category their cause belongs to, each with "
+                  "the cases that show it:", ""]
+        lines += [f"- **{cat}**: {need} — {', '.join(names)}" for (cat, need), names in sorted(needs.items())]
+        lines.append("")
     for stem in sorted({r.ref for r in rows}):
         lines += [f"## {stem}.md", "", "| Row | Status | Rule / reason |", "|---|---|---|"]
         for r in rows:
