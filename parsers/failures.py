@@ -206,6 +206,10 @@ _REFUSE_CTX = re.compile(
     r"is longer than the maximum model length of (\d+)|Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)"
 )
 _KV_LEAK = re.compile(r"(?:Pool )?Mem(?:ory)? Leak Detected|memory leak detected", re.I)
+#: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
+#: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
+_USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
+                          r"the following arguments are required: .{1,500})$")
 _STARTUP = re.compile(r"failed to start workers|Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
                       r"Initialization failed|failed to initiali[sz]e", re.I)
 
@@ -468,6 +472,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                "message": msg[:2000]}
     if died and _STARTUP.search(head):
         return "failure", {}, {"failure": "startup_failed", "message": msg[:500]}
+    if (ue := _USAGE_ERROR.match(head)) is not None:
+        # the command line never became a server: a start-up failure that names what was refused
+        return "failure", {}, {"failure": "startup_failed", "usage_error": ue.group(1)[:500], "message": msg[:500]}
     return None
 
 
