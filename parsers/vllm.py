@@ -195,6 +195,10 @@ _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
 
 
 
+#: the multi-API-server supervisor on a child's death (vllm_formats.md §3.6, ``v1/utils.py`` 0.20+)
+_SUPERVISED_DIED = re.compile(r"\bProcess (\S{1,100}) \(PID: (\d{1,10})\) died with exit code (-?\d{1,4})")
+
+
 def _refused_request(message: str | None) -> bool:
     """A ``ValueError`` that is a request refused for its length (failure_messages.md §6.2)."""
     got = classify_failure(message or "") if message and "length" in message else None
@@ -880,6 +884,12 @@ class _Parser:
             return True
         if _SWAP_ABORT.search(s):
             emit("swap_exhausted", base, {})
+            return True
+        m = _SUPERVISED_DIED.search(s)
+        if m:
+            code = _int(m.group(3))
+            emit("rank_dead", base, {"process_name": m.group(1), "exit_code": code, "worker_pid": _int(m.group(2))},
+                 code=code)
             return True
         for needle, mid in _NOTICES:
             if needle in s:
