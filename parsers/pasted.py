@@ -12,7 +12,8 @@ module removes those two markers, line for line (the line count and numbers stay
   goes. A traceback's frames are indented two spaces under a non-blank line, never a block.
 
 An indented block needs at least two non-blank lines, so one indented line (a ``free`` header)
-stays as it is; a quote marker goes even on a single line.
+stays as it is, and a block whose lines are mostly YAML (``key: value``, ``- item``: a manifest,
+where the indentation is the meaning) stays too; a quote marker goes even on a single line.
 
 >>> unwrap("Log:\\n\\n    [2025-01-01 10:00:00 TP0] x\\n      File \\"a.py\\", line 1, in f\\n\\nThanks")
 'Log:\\n\\n[2025-01-01 10:00:00 TP0] x\\n  File "a.py", line 1, in f\\n\\nThanks'
@@ -31,6 +32,8 @@ import re
 _QUOTE = re.compile(r"^ {0,3}>(?: >){0,3}(?: |$)")  # not ">>>": a Python prompt in a transcript
 _QUOTED = _QUOTE
 _INDENTED = re.compile(r"^(?: {4}|\t)")
+#: a line of a YAML mapping or list (a manifest's nesting is its meaning: never dedented)
+_YAMLISH = re.compile(r"^\s*(?:- |[\w.\-\"']{1,200}:(?:\s|$))")
 _MIN_LINES = 2
 
 
@@ -62,7 +65,7 @@ def _blocks(lines: list[str]) -> None:
         while j < n and (not lines[j].strip() or _INDENTED.match(lines[j])):
             j += 1
         body = [lines[k] for k in range(i, j) if lines[k].strip()]
-        if len(body) >= _MIN_LINES:
+        if len(body) >= _MIN_LINES and 2 * sum(1 for x in body if _YAMLISH.match(x)) <= len(body):
             cut = min(len(x) - len(x.lstrip(" \t")) for x in body)
             for k in range(i, j):
                 lines[k] = lines[k][cut:] if lines[k].strip() else ""

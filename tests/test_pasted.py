@@ -32,5 +32,7 @@ def test_text_that_only_looks_pasted_stays() -> None:
     repl = ">>> import torch\n>>> torch.cuda.mem_get_info()\n(1024, 2048)\n"
     free = "               total        used        free\nMem:       2063720     1020000     1043720\n"
     one_line = "Log:\n\n    Load weight begin. avail mem=78.50 GB\n\nend\n"
-    for text in (repl, free, one_line):
+    manifest = ("spec:\n  containers:\n    - name: sglang\n\n      args:\n        - --tp-size\n        - \"8\"\n"
+                "      resources:\n        limits:\n          memory: 400Gi\n")
+    for text in (repl, free, one_line, manifest):
         assert unwrap(text) == text
