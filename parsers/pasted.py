@@ -35,6 +35,8 @@ _INDENTED = re.compile(r"^(?: {4}|\t)")
 #: a line of a YAML mapping or list (a manifest's nesting is its meaning: never dedented)
 _YAMLISH = re.compile(r"^\s*(?:- |[\w.\-\"']{1,200}:(?:\s|$))")
 _MIN_LINES = 2
+#: an indented line right after an empty one: where a code block can start (plain substrings: fast)
+_BLOCK_AFTER_BLANK = ("\n\n    ", "\n\n\t", "\r\n\r\n    ", "\r\n\r\n\t")
 
 
 def _quotes(lines: list[str]) -> None:
@@ -74,7 +76,8 @@ def _blocks(lines: list[str]) -> None:
 
 def unwrap(text: str) -> str:
     """``text`` with quote markers and code-block indentation taken off pasted log lines."""
-    if "\n>" not in text and not text.startswith((">", " ")) and "\n    " not in text and "\n\t" not in text:
+    # most logs have neither (a traceback's 4-space lines follow a non-blank line): no copy is made
+    if "\n>" not in text and not text.startswith((">", " ", "\t")) and not any(b in text for b in _BLOCK_AFTER_BLANK):
         return text
     lines = text.split("\n")
     _quotes(lines)
