@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from .elision import is_elision
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -91,7 +92,7 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
-_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\s*$')
+_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
 _OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
@@ -128,7 +129,7 @@ _NO_DEVICE = re.compile(
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
 _WORKSPACE = re.compile(
-    r"AlignedAl(?:lo|oa)cator|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
+    r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
     r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
 )
 _WS_NEED = re.compile(r"(?:with size|need) (\d+)")
@@ -197,13 +198,25 @@ _PROC_FRAGMENT = re.compile(r"^Process (\d+) (?:has |\.\.\.\s*|\S+ )?(\d+(?:\.\d
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 
 # --- request refusals (§6) ---
-_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
+_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)|"
+                        # the scheduler's silent truncation (0.3.6–0.4.0 "Truncated!!!"; 0.4.3+ with the figures), §6.1
+                        r"Request length is longer than the KV cache pool size or the max context length\. Truncated"
+                        r"(?:!!!|\. len\(req\.origin_input_ids\)=(\d+), max_req_input_len=(\d+))")
+#: a multimodal prompt whose expanded tokens pass the context (SGLang 0.3.6 image form, 0.4.0+ "after expanding"), §6.1
+_REFUSE_MM = re.compile(r"Image request length is longer than the KV cache pool size or the max context length|"
+                        r"Multimodal prompt is too long after expanding multimodal tokens\.(?: After expanding "
+                        r"[\w.()\[\]]{0,60}=(\d+) >= (?:[\w.]{0,40}=)?(\d+))?")
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
+#: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
+#: its escapes keeps ``model\'s`` (failure_messages.md §9: unescape collectors' JSON before matching)
 _REFUSE_CTX = re.compile(
-    r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)|"
-    r"maximum context length is (\d+) tokens|exceeds the model's maximum context length of (\d+) tokens|"
-    r"is longer than the maximum model length of (\d+)|Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)"
+    r"The input \((?P<n1>\d+) tokens\) is longer than the model\\?'s context length \((?P<c1>\d+) tokens\)|"
+    r"maximum context length is (?P<c2>\d+) tokens(?:\. However, (?:you requested|your request has) (?P<n2>\d+))?|"
+    r"exceeds the model\\?'s maximum context length of (?P<c3>\d+) tokens(?:\. You requested a total of (?P<n3>\d+))?|"
+    r"\(length (?P<n4>\d+)\)(?: plus the number of requested output tokens \(at least 1\))? is longer than the maximum "
+    r"model length of (?P<c4>\d+)|is longer than the maximum model length of (?P<c5>\d+)|"
+    r"Input prompt \((?P<n6>\d+) tokens\) is too long and exceeds limit of (?P<c6>\d+)"
 )
 _KV_LEAK = re.compile(r"(?:Pool )?Mem(?:ory)? Leak Detected|memory leak detected", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
@@ -251,7 +264,7 @@ def line_context(line: str) -> dict[str, Any]:
 #: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
-    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|"
+    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
 )
@@ -439,16 +452,22 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "port_in_use", "port": _int(p.group(1)) if p else None, "message": msg[:500]}
     if (rk := _REFUSE_KV.search(head)) is not None:
         # SGLang: K = min(C − 1, max_total_num_tokens − 1) − 5 (failure_messages.md §6.1)
-        return "failure", {"tokens": _int(rk.group(1))}, {
-            "failure": "request_refused", "limit_tokens": _int(rk.group(2)), "reveals": "kv_pool", "message": msg[:500]}
+        asked, limit = _int(rk.group(1) or rk.group(3)), _int(rk.group(2) or rk.group(4))
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "limit_tokens": limit, "reveals": "kv_pool", "message": msg[:500]}
+    if (rm := _REFUSE_MM.search(head)) is not None:
+        return "failure", {"tokens": _int(rm.group(1))} if rm.group(1) else {}, {
+            "failure": "request_refused", "limit_tokens": _int(rm.group(2)), "reveals": "context_length",
+            "multimodal": True, "message": msg[:500]}
     if (rb := _REFUSE_BLOCKS.search(head)) is not None:
         return "failure", {"tokens": _int(rb.group(1))}, {"failure": "request_refused", "reveals": "kv_pool",
                                                           "message": msg[:500]}
     if (rc := _REFUSE_CTX.search(head)) is not None:
-        nums = [_int(g) for g in rc.groups() if g]
-        return "failure", {}, {"failure": "request_refused", "reveals": "context_length",
-                               "limit_tokens": max(n for n in nums if n is not None) if nums else None,
-                               "message": msg[:500]}
+        named = rc.groupdict()
+        limit = next((_int(v) for k, v in named.items() if k[0] == "c" and v), None)
+        asked = next((_int(v) for k, v in named.items() if k[0] == "n" and v), None)
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
     if (gb := _GPU_BUSY.search(head)) is not None:
@@ -492,6 +511,28 @@ def _during(frames: list[tuple[str, str]]) -> str | None:
         if any(n in funcs for n in needles):
             return stage
     return None
+
+
+def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
+    """The stage a traceback's (path, function) frames pass through: ``graph_capture``, ``memory_pool``,
+    ``weight_load``, ``forward`` or ``init`` (what detectors read when the exception line itself was lost).
+
+    >>> stage_of_frames([("x/tp_worker.py", "forward_batch_generation"), ("x/model_runner.py", "forward_extend")])
+    'forward'
+    """
+    return _during(frames)
+
+
+def stops_at_allocation(text: str) -> bool:
+    """Whether a traceback's last lines allocate device memory (``torch.empty(``, ``.cuda()``, an ``alloc…(`` call).
+
+    >>> stops_at_allocation('  File "x.py", line 3, in init\\n    self.buf = torch.zeros(\\n')
+    True
+    >>> stops_at_allocation('  File "x.py", line 9, in call_begin_forward\\n    wrapper.begin_forward(\\n')
+    False
+    """
+    tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
+    return bool(_ALLOCATION.search("\n".join(tail)))
 
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
@@ -538,7 +579,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 fm = _FRAME.match(inner)
                 if fm:
                     frames.append((fm.group(1), fm.group(2)))
-                elif not (_FRAME_LIKE.match(lines[j]) or inner.startswith(("File ", "^", "~"))) or _EXC_LINE.match(inner):
+                elif not (_FRAME_LIKE.match(lines[j]) or is_elision(inner) or inner.startswith(("File ", "^", "~"))) \
+                        or _EXC_LINE.match(inner):
                     break
                 j += 1
             found = classify(strip_prefix(lines[j])) if j < n else None

@@ -103,6 +103,8 @@ _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
+    # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
+    r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"
 )
 _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
@@ -606,7 +608,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling")):
+                                "Error in memory profiling", "on startup is less than desired")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -839,6 +841,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
+            if "on startup is less than desired" in s and self._profile(s, base):
+                return True  # §3.3, raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -962,6 +966,9 @@ class _Parser:
                     attrs[names[h.group(4)]] = _gib(h.group(3))
                 elif h.group(5) is not None:
                     attrs["kv_cache_bytes"] = _gib(h.group(5)) if h.group(6) == "GiB" else _int(h.group(5))
+                elif h.group(7) is not None:
+                    key = "kv_cache_memory_to_fit_bytes" if h.group(8) == "fit" else "kv_cache_memory_to_fill_bytes"
+                    attrs[key] = _int(h.group(7))
             self.emit("memory_profile", base, attrs, total_bytes=attrs["total_gpu_bytes"],
                       free_bytes=attrs["free_gpu_bytes"], ratio=attrs.get("gpu_memory_utilization"),
                       bytes=attrs.get("kv_cache_bytes"))
@@ -1026,6 +1033,8 @@ _SNIFF_STRONG = (
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
     "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
     "Task was killed due to the node running low on memory",
+    # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
+    "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -250,3 +250,32 @@ def test_frames_without_header_or_message_are_a_cut_traceback() -> None:
     assert r["a"]["failure"] == "traceback_cut" and r["a"]["during"] == "graph_capture"
     assert r["a"]["stops_at_allocation"] is True
     assert failures.parse('  File "/x/a.py", line 1, in f\n    g()\n').events.height == 0  # one frame is no traceback
+
+
+@pytest.mark.parametrize("text, asked, limit", [
+    ("The input (9120 tokens) is longer than the model's context length (8192 tokens).", 9120, 8192),
+    # a JSON error body pasted with its escape kept
+    ('{"object":"error","message":"The input (70001 tokens) is longer than the model\\\'s context length (65536 '
+     'tokens).","code":400}', 70001, 65536),
+    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, "
+     "1000 in the completion).", 5000, 4096),
+    ("The decoder prompt (length 140000) is longer than the maximum model length of 131072. Make sure", 140000, 131072),
+])
+def test_context_refusal_separates_the_request_from_the_limit(text: str, asked: int, limit: int) -> None:
+    r = one(text)
+    assert r["a"]["reveals"] == "context_length"
+    assert (r["tokens"], r["a"]["limit_tokens"]) == (asked, limit)
+
+
+@pytest.mark.parametrize("mark", ["[... trimmed ...]", "...", "<snip>", "(truncated)", "[...]", "-- 14 lines omitted --"])
+def test_an_elided_traceback_is_one_failure_with_its_message(mark: str) -> None:
+    """Whatever mark the writer left where they cut frames out, the traceback goes on to its exception line."""
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/sglang/srt/managers/scheduler.py", line 900, in event_loop_normal\n'
+            "    result = self.run_batch(batch)\n"
+            f"{mark}\n"
+            '  File "/srv/sglang/srt/model_executor/model_runner.py", line 1500, in forward_extend\n'
+            "    return self.model.forward(\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total capacity of "
+            "44.39 GiB of which 1.07 GiB is free.\n")
+    assert r["kind"] == "cuda_oom" and r["line"] == 1 and r["line_end"] == 7

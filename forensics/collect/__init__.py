@@ -607,10 +607,11 @@ class Bundle:
         return entry
 
     def add_bytes(self, rel: str, data: bytes, source: str, fmt: str | None, cap: Captured,
-                  argv: list[str] | None = None, snapshot: int = 0, **extra: object) -> dict:
+                  argv: list[str] | None = None, snapshot: int = 0,
+                  transform: Callable[[bytes], tuple[bytes, Counter[str]]] | None = None, **extra: object) -> dict:
         rel = self.unique(rel)
         self.taken.add(rel)
-        out, counts = self.transform(data)
+        out, counts = (transform or self.transform)(data)
         dst = self.staging / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(out)
@@ -790,7 +791,36 @@ class _Run:
             return
         self.say(f"collect: {src.id} …")
         {"uptime": self.uptime, "container": self.container, "cgroup_memory": self.cgroup_memory,
-         "sglang": self.sglang, "logs": self.user_logs, "added": self.added}[src.builtin](src)
+         "sglang": self.sglang, "logs": self.user_logs, "added": self.added,
+         "crash_artifacts": self.crash_artifacts}[src.builtin](src)
+
+    def crash_artifacts(self, src: Source) -> None:
+        """The engines' crash dumps and flight-recorder files the discovered processes name (capped)."""
+        from parsers.safe_pickle import UnsafePickle, looks_like_pickle
+
+        from . import crash_artifacts
+
+        for found in crash_artifacts.find(self.processes, self.opts.proc_root, self.gap):
+            if self.remaining() <= 0.05:
+                self.gap(f"{src.id}: {found.origin}: skipped: budget exhausted")
+                continue
+            cap = Captured(rc=0, started=utc_stamp())
+            try:
+                data = found.path.read_bytes()[: crash_artifacts.MAX_FILE_BYTES]
+            except OSError as exc:
+                self.gap(f"{src.id}: {found.origin}: {_os_error(exc)}")
+                continue
+            transform = None
+            if self.opts.redact and looks_like_pickle(data[:2]):
+                try:  # a text substitution would break the pickle's length prefixes: rewrite its strings
+                    data = crash_artifacts.redact_pickle(data, redact_bytes)
+                except UnsafePickle as exc:
+                    self.gap(f"{src.id}: {found.origin}: not collected, cannot be redacted: {exc}")
+                    continue
+                transform = _no_redaction
+            cap.ended = utc_stamp()
+            self.bundle.add_bytes(found.dest, data, src.id, None, cap, transform=transform, origin=found.origin,
+                                  sensitivity=src.sensitivity)
 
     def text_artifact(self, src: Source, text: str, started: str) -> None:
         cap = Captured(rc=0, started=started, ended=utc_stamp())

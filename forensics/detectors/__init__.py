@@ -21,24 +21,32 @@ from forensics.model import SEVERITY_RANK, Finding, Timeline
 from . import (
     _prose,
     context_sizing,
+    crash_requests,
     cuda_graph_headroom,
     fatal_other,
+    flight_recorder,
     hang,
     held_at_start,
     host_memory_not_reclaimed,
     host_pinning,
     kernel_oom_killer,
+    kernel_resources,
     kv_cache_capacity,
+    memory_balance,
     missing_facts,
     model_fit,
     nccl_timeout,
     per_rank_overallocation,
     rendezvous,
+    request_refusals,
     shm_exhausted,
+    stacks,
     stranded_context,
+    vllm_accounting,
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
+    vllm_start_memory,
     weights_do_not_fit,
     xid,
 )
@@ -52,6 +60,7 @@ DETECTORS = (
     kernel_oom_killer,
     xid,
     nccl_timeout,
+    flight_recorder,
     kv_cache_capacity,
     context_sizing,
     model_fit,
@@ -63,6 +72,11 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    vllm_accounting,
+    request_refusals,
+    memory_balance,
+    kernel_resources,
+    vllm_start_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -73,6 +87,8 @@ CAUSE_PRIORITY = (
     "SGL-HOST-009",
     "VLLM-HOST-001",
     "SGL-GPU-006",
+    "SGL-GPU-010",
+    "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
     "VLLM-KV-002",
@@ -86,6 +102,8 @@ CAUSE_PRIORITY = (
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-NCCL-006",
+    "SGL-NCCL-008",
+    "SGL-NCCL-007",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
@@ -138,9 +156,17 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST
       "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-GPU-006", "SGL-GPU-007",
+       "SGL-KV-002", "SGL-KV-004", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-006", "SGL-XID-001", "SGL-XID-003",
+       "SGL-NCCL-006"), ("SGL-NCCL-007",),
+      "the rank that failed is the one the flight recorder shows never entering the collective")
+_link(("SGL-NCCL-008", "SGL-NCCL-007"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-005"),
+      "the flight recorder shows why the collective never completed")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
+_link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+      "the rank raised in its distributed set-up over the memory check, and the others waited for it")
 _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
@@ -278,6 +304,9 @@ def _detect(tl: Timeline) -> list[Finding]:
     for det in DETECTORS:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
+    crash_requests.annotate(findings, tl)  # a serving-time failure names the requests in flight
+    stacks.annotate(findings, tl)  # a hang says where each rank was
+    flight_recorder.advise(findings, tl)  # a collective timeout without dumps: how to get them
     fill_implied_ranks(tl, findings)
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:

@@ -73,6 +73,48 @@ def _is_binary(data: bytes) -> bool:
     return looks_binary(data[:8192])
 
 
+def _read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | None] | None:
+    """(result, format, error) for a file a binary parser claims (parsers.registry), else None."""
+    from parsers.safe_pickle import MAX_BYTES, UnsafePickle
+
+    fmt = registry.best_binary_format(f.head(registry.SNIFF_BYTES))
+    if fmt is None:
+        return None
+    if f.nbytes > MAX_BYTES:
+        return None, fmt, f"{f.nbytes:,} bytes, over the {MAX_BYTES:,}-byte limit for a pickle; not read"
+    data = bytes(f.data) if not f.streamed else b"".join(f.chunks())
+    try:
+        return registry.binary_parsers()[fmt].parse_bytes(data, f.name), fmt, None
+    except UnsafePickle as e:
+        return None, fmt, f"not read: {e}"
+    except NotThisFormat:
+        return None
+
+
+def _stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+    """Stack and input dumps in a text (parsers.stack_dumps), stamped with the record before them (the
+    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
+    from parsers import stack_dumps
+
+    found = stack_dumps.parse(text, name).events  # four substring tests when the text holds neither dump
+    if found.is_empty():
+        return None, set()
+    read = {n for a, b in found.select("line", "line_end").iter_rows() for n in range(a, (b or a) + 1)}
+    for p in parts:
+        if p.height:
+            for a, b, kind in p.select("line", "line_end", "kind").iter_rows():
+                if kind != "log" and a is not None:
+                    read.difference_update(range(a, (b or a) + 1))
+    stamped = [p.select("line", "ts", "ts_local", "ts_basis").filter(pl.col("ts").is_not_null()
+                                                                     | pl.col("ts_local").is_not_null())
+               for p in parts if p.height]
+    if not stamped:
+        return found, read
+    before = pl.concat(stamped, how="vertical").sort("line").unique("line", keep="last", maintain_order=True)
+    joined = found.drop("ts", "ts_local", "ts_basis").sort("line").join_asof(before, on="line", strategy="backward")
+    return joined.select(found.columns), read
+
+
 def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
     """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
     if not frame.height:
@@ -720,6 +762,18 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         text = None if f.streamed else next(iter_text([f]))[1]
         if text is not None:
             artifact.lines = _count_lines(text)
+        binary = _read_binary(f)
+        if binary is not None:  # an engine's own crash artifact (a pickle): read as data, never executed
+            res, artifact.format, artifact.error = binary
+            if artifact.error:
+                facts.gaps.append(f"{f.name}: {artifact.error}")
+            lines = res.lines if res is not None else 0
+            coverage.append({"file": f.name, "format": artifact.format, "lines": lines, "recognized": lines,
+                             "unrecognized": 0, "cut_lines": 0, "binary": True})
+            if res is not None:
+                emit(_resolve_time(_shift(res.events, 1, None), facts, tz, None),
+                     _Sampler(f.nbytes) if sink is not None else None)
+            continue
         if _is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0,
@@ -774,7 +828,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
             if models.height:
                 parts.append(_resolve_time(models, facts, tz, capture))
+            stacks, stack_lines = _stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
+            if stacks is not None:
+                parts.append(stacks)
+                recognized += len(stack_lines)
             extra, newly = _failure_rows(text, f.name, parts)
+            newly = newly | stack_lines
             if extra is not None:
                 parts.append(_resolve_time(extra, facts, tz, capture))
                 recognized += len(newly)
