@@ -271,6 +271,10 @@ _REFUSE_CTX = re.compile(
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
 #: ``SWA Pool Mem Leak Detected!``)
 _KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
+#: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
+#: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
+_USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
+                          r"the following arguments are required: .{1,500})$")
 _STARTUP = re.compile(r"Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
                       r"Initialization failed|failed to initiali[sz]e", re.I)
 
@@ -543,6 +547,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                "message": msg[:2000]}
     if died and _STARTUP.search(head):
         return "failure", {}, {"failure": "startup_failed", "message": msg[:500]}
+    if (ue := _USAGE_ERROR.match(head)) is not None:
+        # the command line never became a server: a start-up failure that names what was refused
+        return "failure", {}, {"failure": "startup_failed", "usage_error": ue.group(1)[:500], "message": msg[:500]}
     return None
 
 

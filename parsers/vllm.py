@@ -36,6 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import classify as classify_failure
 from parsers.failures import oom_figures, pinned_host_oom, populate_fault
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
@@ -206,6 +207,16 @@ _TB_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|
 _EXC_HEAD = re.compile(r"^([A-Za-z_][\w.]*+)(?:[:(] ?(.*))?$")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
 
+
+
+#: the multi-API-server supervisor on a child's death (vllm_formats.md §3.6, ``v1/utils.py`` 0.20+)
+_SUPERVISED_DIED = re.compile(r"\bProcess (\S{1,100}) \(PID: (\d{1,10})\) died with exit code (-?\d{1,4})")
+
+
+def _refused_request(message: str | None) -> bool:
+    """A ``ValueError`` that is a request refused for its length (failure_messages.md §6.2)."""
+    got = classify_failure(message or "") if message and "length" in message else None
+    return got is not None and got[2].get("failure") == "request_refused"
 
 class _ExcMatch:
     def __init__(self, name: str, msg: str | None) -> None:
@@ -595,6 +606,11 @@ class _Parser:
         em = _EXC_LINE.match(stripped)
         if em and (headered or ":" in stripped):
             self.recognized += 1
+            if _refused_request(em.group(2)):
+                # the API server refused one request as too long (failure_messages.md §6.2): the client's
+                # error, logged; the engine serves on, so it is no exception of the engine's
+                self.emit("log", base, {"message": stripped[:2000]})
+                return
             self.emit("exception", base, {"exception_type": em.group(1), "exception_message": em.group(2),
                                           "during": _phase_of_text(stripped) or self.phase.get(stream)})
             return
@@ -908,6 +924,12 @@ class _Parser:
             return True
         if _SWAP_ABORT.search(s):
             emit("swap_exhausted", base, {})
+            return True
+        m = _SUPERVISED_DIED.search(s)
+        if m:
+            code = _int(m.group(3))
+            emit("rank_dead", base, {"process_name": m.group(1), "exit_code": code, "worker_pid": _int(m.group(2))},
+                 code=code)
             return True
         for needle, mid in _NOTICES:
             if needle in s:

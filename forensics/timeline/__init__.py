@@ -30,7 +30,7 @@ from forensics.inputs.rotation import member_examples
 from forensics.model import Artifact, Facts, Timeline, json_safe
 from forensics.progress import byte_task
 from forensics.redact import redact_frame, redact_text
-from parsers import bulkscan, registry
+from parsers import bulkscan, pasted, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
 Progress = Callable[[str], None]
@@ -869,6 +869,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         else:
             if text is None:
                 text = next(iter_text([f]))[1]
+            text = pasted.unwrap(text)  # a log quoted or indented in a ticket reads as the log (same lines)
             n_lines = _count_lines(text)
             artifact.lines = n_lines
             from forensics.timeline.envelope_rows import read_enveloped
