@@ -147,7 +147,8 @@ _WD_OP = re.compile(r"OpType=(\w+)")
 _STORE = re.compile(
     r"waiting for clients\. \d+/\d+ clients joined|client socket has (?:timed out|failed to connect)|"
     r"TCP client failed to connect|DistStoreError|DistNetworkError|store based barrier|failed to pass monitoredBarrier|"
-    r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms"
+    r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
+    r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
 _JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 

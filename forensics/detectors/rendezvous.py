@@ -19,8 +19,25 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import Row, attrs, launch_rows, make_finding, rows
 from .fatal_other import failure_class
 
-_STORE_SETUP = re.compile(r"init_torch_distributed|init_process_group|_store_based_barrier|TCPStore|"
-                          r"waitForInput: socket .* timed out|in rendezvous\b")
+#: What c10d and its store raise when the rendezvous does not complete (failure_messages.md §4.6; PyTorch
+#: ``torch/csrc/distributed/c10d/socket.cpp`` ``waitForInput: socket {} timed out after {}ms``, ``TCPStore.cpp``,
+#: ``distributed_c10d.py`` ``_store_based_barrier``). Read on a failure's own message, never on its frames: a
+#: traceback through ``init_torch_distributed`` that raises something else (SGLang's memory-imbalance check,
+#: an OOM) is not a rendezvous that failed.
+_STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
+                            r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
+                            r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined")
+_CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
+
+
+def _failure_line(row: Row) -> str:
+    """The line that says what failed: a traceback's exception line (its last line that is not a cut marker),
+    a one-line failure's text."""
+    lines = [ln for ln in (row.get("text") or "").splitlines() if ln.strip() and not _CUT.match(ln)]
+    if not lines:
+        return ""
+    last = lines[-1]
+    return "" if last.lstrip().startswith(("File \"", "raise ", "return ")) or last[:1].isspace() else last
 
 
 def _flag(row: Row, key: str) -> str | None:
@@ -69,7 +86,7 @@ def _never_met(tl: Timeline) -> list[Finding]:
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
     # a rank that failed inside the process-group set-up, or c10d's store socket timing out, is the same wait
     store += [r for r in rows(tl, "scheduler_exception", "failure", "nccl_watchdog", "exception")
-              if r not in store and _STORE_SETUP.search(r.get("text") or "")]
+              if r not in store and _STORE_MESSAGE.search(_failure_line(r))]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []
