@@ -34,6 +34,23 @@ def test_nccl_timeout_after_a_crash_is_a_consequence():
     assert fired(findings)["SGL-NCCL-002"].consequence_of == "SGL-GPU-001"
 
 
+def _p2p_flags(*extra: dict) -> set[str]:
+    findings = nccl_timeout.detect(timeline(*extra, *(_watchdog(r, 9000) for r in (0, 1, 2, 3))))
+    return {c.flag for f in findings for c in f.remediation.flags}
+
+
+def test_one_node_collective_hang_proposes_the_p2p_test_only_when_no_rank_failed_first():
+    one_node = {"kind": "server_args", "attrs": {"args": {"tp_size": 4, "nnodes": 1}}}
+    assert _p2p_flags(one_node) == {"NCCL_P2P_DISABLE", "--disable-custom-all-reduce"}
+    # a rank that ran out of memory first is what the others waited on: P2P is not the suspect
+    oom = {"kind": "cuda_oom", "rank": "TP2", "tp_rank": 2, "gpu": 2, "bytes": 2 * GIB, "free_bytes": GIB // 2}
+    assert _p2p_flags(one_node, oom) == set()
+    # ranks over two nodes wait on the network between them, not on peer-to-peer inside one
+    assert _p2p_flags({"kind": "server_args", "attrs": {"args": {"tp_size": 8, "nnodes": 2}}}) == set()
+    # nothing says where the ranks run: no guess
+    assert _p2p_flags() == set()
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 
