@@ -51,6 +51,17 @@ def test_one_node_collective_hang_proposes_the_p2p_test_only_when_no_rank_failed
     assert _p2p_flags() == set()
 
 
+def test_a_peer_that_ran_out_of_memory_explains_its_closed_nccl_connections():
+    crash = {"kind": "cuda_oom", "rank": "TP2", "tp_rank": 2, "gpu": 2, "bytes": 2 * GIB, "free_bytes": GIB // 2}
+    closed = {"kind": "failure", "text": "gpu-a:901:944 [0] NCCL WARN socketProgress: Connection closed by remote peer "
+              "gpu-b<39112>", "attrs": {"failure": "nccl_error"}}
+    tl = timeline({"kind": "prefill_batch", "tokens": 8192, "ratio": 0.5}, crash, closed)
+    findings, root = run_all(tl)
+    transport = fired(findings)["SGL-NCCL-007"]
+    assert root == "SGL-GPU-001" and transport.consequence_of == "SGL-GPU-001"
+    assert transport.confidence == "low"  # a peer went away: the message alone does not say whether it or the link
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 

@@ -29,6 +29,7 @@ from . import (
     missing_facts,
     model_fit,
     nccl_timeout,
+    nccl_transport,
     per_rank_overallocation,
     rendezvous,
     shm_exhausted,
@@ -50,6 +51,7 @@ DETECTORS = (
     kernel_oom_killer,
     xid,
     nccl_timeout,
+    nccl_transport,
     kv_cache_capacity,
     context_sizing,
     model_fit,
@@ -84,6 +86,7 @@ CAUSE_PRIORITY = (
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-NCCL-006",
+    "SGL-NCCL-007",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
@@ -136,6 +139,11 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST
       "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-NCCL-006"),
+      ("SGL-NCCL-007",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
+_link(("SGL-NCCL-007",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+      "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
