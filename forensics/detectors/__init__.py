@@ -33,6 +33,7 @@ from . import (
     per_rank_overallocation,
     rendezvous,
     shm_exhausted,
+    stalled,
     stranded_context,
     vllm_headroom,
     vllm_host_memory,
@@ -60,6 +61,7 @@ DETECTORS = (
     host_pinning,
     rendezvous,
     hang,
+    stalled,
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
@@ -91,6 +93,7 @@ CAUSE_PRIORITY = (
     "SGL-NCCL-003",
     "SGL-NCCL-004",
     "SGL-NCCL-005",
+    "SGL-NCCL-008",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-008",
@@ -98,6 +101,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-003",
     "SGL-HOST-005",
     "VLLM-HOST-002",
+    "SGL-RUN-003",
     "SGL-RUN-001",
 )
 
