@@ -96,9 +96,15 @@ def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
     ray = [m for r in texts if (m := _RAY_TAG.match(r.get("text") or "")) is not None]
     if any(m.group(1) for m in ray):
         return True
-    if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args):
+    if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args) or channel_transports(tl) & {"P2P", "SHM"}:
         return False
     return None
+
+
+def channel_transports(tl: Timeline) -> set[str]:
+    """The transports NCCL's channel lines name (``Channel 00 : 0[0] -> 1[1] via P2P/IPC``): P2P and SHM join GPUs
+    of one node, NET the nodes (failure_messages.md §4.1, NCCL INFO lines)."""
+    return {str(t) for r in rows(tl, "nccl_info") if (t := attrs(r).get("transport"))}
 
 
 def rank_failures(tl: Timeline) -> list[Row]:
@@ -119,7 +125,9 @@ def transport_test(tl: Timeline, cfg: ServerConfig) -> list[FlagChange]:
     for r in launch_rows(tl):
         env.update(attrs(r).get("env") or {})
     flags = []
-    if str(env.get("NCCL_P2P_DISABLE", "0")) != "1":
+    # channels that already go through shared memory: NCCL does not use P2P, only the custom all-reduce does
+    nccl_p2p_off = channel_transports(tl) == {"SHM"}
+    if str(env.get("NCCL_P2P_DISABLE", "0")) != "1" and not nccl_p2p_off:
         flags.append(FlagChange(
             "NCCL_P2P_DISABLE", env.get("NCCL_P2P_DISABLE"), "1",
             "every rank on one node and none failed first: the collective waited on CUDA peer-to-peer between the "

@@ -47,7 +47,7 @@ from ._common import (
 )
 from ._vllm import settings as vllm_settings
 from ._vllm import vllm_runs
-from .nccl_timeout import transport_test
+from .nccl_timeout import channel_transports, transport_test
 
 #: silence past c10d's default NCCL timeout (600 s) is past every start-up wait the engines time out on their own
 STALL_S = 600.0
@@ -247,7 +247,11 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if world > 1 and st["order"] >= STAGES["memory_profile"][0]:
         cfg = server_config(tl, run)
         flags = transport_test(tl, cfg)
-        if flags:
+        if flags and channel_transports(tl) == {"SHM"}:
+            summary += (" Every rank is on one node and none failed, and NCCL's channels already go through shared "
+                        "memory (NCCL did not use P2P between these GPUs): the engine's custom all-reduce, which "
+                        "still uses CUDA peer-to-peer, is the suspect (PCIe P2P under ACS or an IOMMU).")
+        elif flags:
             summary += (" Every rank is on one node and none failed: the GPUs' peer-to-peer path (PCIe P2P under ACS "
                         "or an IOMMU) is the suspect.")
     if world > 1:
