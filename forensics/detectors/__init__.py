@@ -84,6 +84,7 @@ CAUSE_PRIORITY = (
     "VLLM-GPU-001",
     "SGL-KV-002",
     "SGL-XID-003",
+    "SGL-XID-004",
     "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
@@ -122,7 +123,7 @@ _link(("SGL-HOST-001",), ("SGL-HOST-002",),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-008"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
       "schedulers killed while pinning or unpinning their large host pools hang in uninterruptible sleep and keep "
@@ -139,7 +140,7 @@ _link(("SGL-HOST-007", "SGL-HOST-009"), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NC
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
-       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-005",),
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-005",),
       "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
