@@ -62,6 +62,20 @@ def test_a_peer_that_ran_out_of_memory_explains_its_closed_nccl_connections():
     assert transport.confidence == "low"  # a peer went away: the message alone does not say whether it or the link
 
 
+def test_a_startup_timeout_right_after_loading_asks_for_a_longer_dist_timeout_only_then():
+    args = {"kind": "server_args", "attrs": {"args": {"tp_size": 8, "nnodes": 2, "node_rank": 1}}}
+    loaded = {"kind": "weight_load_end", "rank": "TP8", "tp_rank": 8}
+    pool = {"kind": "kv_cache_allocated", "rank": "TP8", "tp_rank": 8}
+
+    def dist_timeouts(*lifecycle: dict) -> list[str]:
+        findings = nccl_timeout.detect(timeline(args, *lifecycle, _watchdog(8, 2), _watchdog(9, 2)))
+        return [c.new for f in findings for c in f.remediation.flags if c.flag == "--dist-timeout"]
+
+    assert dist_timeouts(loaded) == ["1800"]
+    assert dist_timeouts(loaded, pool) == []  # the pool was sized: the collective was a later one
+    assert dist_timeouts() == []  # nothing was loaded: a rendezvous or network problem
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 

@@ -30,6 +30,7 @@ from ._common import (
     Row,
     ServerConfig,
     attrs,
+    before,
     iter_runs,
     launch_rows,
     make_finding,
@@ -151,14 +152,42 @@ def detect(tl: Timeline) -> list[Finding]:
     for ref, run in iter_runs(tl):  # each run with its own world size
         mine = [r for r in of_kind(run, "nccl_watchdog") if _seq(r) is not None]
         seen |= {(r["file"], r["line"]) for r in mine}
-        out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run))] if mine else []
+        out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]
     if rest:
         out += _detect_run(tl, rest, server_config(tl))
     return out
 
 
-def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig) -> list[Finding]:
+#: SGLang's start-up records after the weights are loaded (sglang_formats.md §3)
+_AFTER_LOAD = ("kv_cache_allocated", "memory_pool_end", "cuda_graph_begin", "cuda_graph_end", "server_ready",
+               "prefill_batch", "decode_batch")
+#: c10d's process-group timeout before torch 2.2 and a common explicit value (failure_messages.md §4.4)
+LONG_DIST_TIMEOUT_S = 1800
+
+
+def waited_after_load(run: list[Row] | None, hits: list[Row]) -> bool:
+    """The run's ranks logged ``Load weight end`` and nothing of a later stage before the collective timed out: the
+    collective that waited is the first one after loading (SGLang all-reduces the ranks' free memory before it
+    sizes the KV pool), so the ranks it waited on had not finished loading — on slower storage, another node, or
+    failed while loading."""
+    if not run:
+        return False
+    first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    loaded = of_kind(run, "weight_load_end")
+    later = [r for r in of_kind(run, *_AFTER_LOAD) if before(first, r) is not True]
+    return bool(loaded) and not later
+
+
+def _load_wait_flag(cfg: ServerConfig, timeout_s: float | None) -> FlagChange:
+    old = cfg.num("dist_timeout")
+    wait = max(float(LONG_DIST_TIMEOUT_S), 2 * (old or timeout_s or 0))
+    return FlagChange("--dist-timeout", cfg.flag_text("dist_timeout"), f"{wait:g}",
+                      "the ranks that finished loading gave up waiting for ranks still loading: a process-group "
+                      "timeout longer than the slowest rank's load lets it finish (fix slow storage first)")
+
+
+def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row] | None = None) -> list[Finding]:
     by_rule: dict[str, list[Row]] = {}
     for r in hits:
         by_rule.setdefault(phase_of(_seq(r) or 0), []).append(r)
@@ -170,7 +199,20 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig) -> list[Findin
         seqs = sorted({_seq(r) for r in group if _seq(r) is not None})
         ops = sorted({str(attrs(r).get("op_type")) for r in group if attrs(r).get("op_type")})
         silent = sorted(set(range(world)) - set(ranks)) if world and ranks and len(ranks) < world else []
-        if rule_id == "SGL-NCCL-001" and p2p_flags:
+        after_load = rule_id == "SGL-NCCL-001" and waited_after_load(run, group)
+        if after_load:
+            timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+                       f"{', '.join(map(str, ranks)) or '?'}, the first collective after they finished loading the "
+                       "weights (the free-memory all-reduce before the KV pool): the ranks they waited on had not "
+                       "finished loading — slower storage or a slower node, or a rank that failed while loading.")
+            actions = ["Read the log of the ranks not seen here (the other node's): a traceback or OOM while loading "
+                       "is the cause; shard progress at seconds per shard means slow storage.",
+                       "Put the weights on local NVMe (or warm the page cache) on every node; give --dist-timeout "
+                       "room for the slowest node's load."]
+            # SGLang's --dist-timeout sets the process group's timeout (vLLM has no such flag)
+            flags = [_load_wait_flag(cfg, timeout)] if any(r.get("source") == "sglang" for r in run or []) else []
+        elif rule_id == "SGL-NCCL-001" and p2p_flags:
             summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}, one of the first collectives, with every rank on one node "
                        "and none failing first: the GPUs could not reach each other over their peer-to-peer path "
@@ -211,6 +253,6 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig) -> list[Findin
             figures={"seq_nums": seqs, "op_types": ops, "reporting_ranks": ranks, "silent_ranks": silent,
                      "timeout_s": max((float(attrs(r).get("timeout_s") or 0) for r in group), default=None) or None},
             actions=actions,
-            flags=p2p_flags,
+            flags=flags if after_load else p2p_flags,
         ))
     return out
