@@ -93,6 +93,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
+    "VLLM-NCCL-001",
     "SGL-NCCL-005",
     "SGL-NCCL-008",
     "SGL-NCCL-001",
@@ -123,7 +124,8 @@ _link(("SGL-HOST-001",), ("SGL-HOST-002",),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-008"),
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-008",
+                                                      "VLLM-NCCL-001"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
       "schedulers killed while pinning or unpinning their large host pools hang in uninterruptible sleep and keep "
@@ -147,7 +149,7 @@ _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
        "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-NCCL-006"),
       ("SGL-NCCL-007",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
-_link(("SGL-NCCL-007",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+_link(("SGL-NCCL-007",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
       "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
@@ -160,6 +162,9 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
+_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
+       "VLLM-HOST-002"), ("VLLM-NCCL-001",),
+      "a worker that failed first never returned from its step, so the engine's call to it timed out")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 

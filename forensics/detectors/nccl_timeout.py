@@ -73,8 +73,11 @@ _SPANS_NODES = re.compile(r"\bvia NET/|this process group spans across nodes|NET
 _RANK_FAILED = frozenset({"oom_killed", "ray_oom", "host_oom", "illegal_memory_access", "ecc_error", "nvlink_error",
                           "launch_failure", "cuda_error", "shm_exhausted", "device_unavailable"})
 #: What the watchdog's own teardown prints after a collective timed out (failure_messages.md §4.4-4.5)
+#: and what vLLM's engine prints when a worker's step never returned (vllm_formats.md §3.6: the RPC timeout, then
+#: the generic EngineDeadError of every vLLM death)
 _WATCHDOG_WORDS = re.compile(r"[Ww]atchdog|DistBackendError|NCCL communicator was aborted|collective operation timeout|"
-                             r"NCCL work|ProcessGroupNCCL")
+                             r"NCCL work|ProcessGroupNCCL|RPC call to \w+ timed out|EngineDeadError|"
+                             r"EngineCore encountered")
 
 
 #: Ray's prefix on a relayed line; Ray adds ``, ip=A.B.C.D`` only for an actor on another node than the driver
