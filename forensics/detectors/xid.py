@@ -92,6 +92,12 @@ def _count(value: Any) -> int:
         return 0
 
 
+def _section(a: dict[str, Any], key: str) -> dict[str, Any]:
+    """An ``nvidia-smi -q`` section as a dict (it is ``N/A`` text on GPUs without it)."""
+    v = a.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def gpu_memory_faults(row: Row) -> list[str]:
     """What a GPU's nvidia-smi counters say about its memory failing (system_formats.md §2.1-2.3): uncorrectable
     ECC errors since the driver loaded (volatile; the aggregate is history), a row remap pending (it needs a reset)
@@ -105,16 +111,16 @@ def gpu_memory_faults(row: Row) -> list[str]:
     a = attrs(row)
     out = []
     volatile = _count(a.get("ecc_uncorrected_volatile"))
-    volatile += sum(_count(v) for k, v in (a.get("ecc_errors") or {}).items()
+    volatile += sum(_count(v) for k, v in _section(a, "ecc_errors").items()
                     if k.startswith("Volatile") and ("Uncorr" in k or "Double Bit" in k) and not k.endswith("Total"))
     if volatile:
         out.append(f"{volatile} uncorrectable ECC error{'s' if volatile > 1 else ''} since the driver loaded")
-    remap = a.get("remapped_rows") or {}
+    remap = _section(a, "remapped_rows")
     if _yes(a.get("remapped_rows_failure")) or _yes(remap.get("Remapping Failure Occurred")):
         out.append("a row remapping failed")
     if _yes(a.get("remapped_rows_pending")) or _yes(remap.get("Pending")):
         out.append("a row remap is pending (applied at the next GPU reset)")
-    retired = a.get("retired_pages") or {}
+    retired = _section(a, "retired_pages")
     if _yes(a.get("retired_pages_pending")) or any(_yes(v) for k, v in retired.items() if k.startswith("Pending")):
         out.append("pages are pending retirement")
     return out
