@@ -155,10 +155,10 @@ def evidence_files(case: Case) -> list[Path]:
 
 def analyse(files: list[Path]) -> dict:
     """The findings document ``forensics report`` would write for these files."""
-    from forensics.cli import _analyse
+    from forensics.analysis import analyse
 
     with contextlib.redirect_stderr(io.StringIO()):
-        _tl, doc = _analyse(files, None, quiet=True)
+        _tl, doc = analyse(files, None, quiet=True)
     return doc
 
 

@@ -58,11 +58,11 @@ def _say(msg: str) -> None:
 
 def _version_cb(value: bool) -> None:
     if value:
-        from parsers import _bulkscan
+        from parsers import bulkscan
 
         typer.echo(f"forensics {__version__}")
         # the first question when a big input parses slowly: is the compiled scanner in use?
-        typer.echo("native scanner: " + ("in use" if _bulkscan.available() else f"not in use ({_bulkscan.why_not or 'FORENSICS_NATIVE=0'})"))
+        typer.echo("native scanner: " + ("in use" if bulkscan.available() else f"not in use ({bulkscan.why_not or 'FORENSICS_NATIVE=0'})"))
         raise typer.Exit()
 
 
@@ -98,20 +98,6 @@ def _severity_threshold(name: str | None) -> str | None:
     return n
 
 
-def _release_free_memory() -> None:
-    """Hand the allocators' cached free pages back before the analysis builds its rows: after a big
-    input's parse they hold ~60 MB that would otherwise add to the analysis's peak (report on 4 GB
-    went past 512 MB)."""
-    import contextlib
-    import ctypes
-
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    with contextlib.suppress(AttributeError, OSError):  # glibc only; elsewhere the allocator decides
-        ctypes.CDLL(None).malloc_trim(0)
-
-
 def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], dict[str, str]]:
     """``--host NAME=PATH`` values as {path: name}; a PATH not among the INPUTs is read too."""
     from forensics.timeline.hosts import parse_host_specs
@@ -122,28 +108,6 @@ def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], d
         raise Fail(str(e), EXIT_USAGE) from None
     given = {str(p).rstrip("/") for p in inputs}
     return [*inputs, *(Path(p) for p in hosts if p not in given)], hosts
-
-
-def _analyse(inputs: list[Path], tz: str | None, quiet: bool = False, spill: Path | None = None,
-             hosts: dict[str, str] | None = None):
-    from forensics.report.findings import to_document
-
-    from .detectors import run_all
-    from .detectors._common import release
-    from .progress import for_stderr
-    from .timeline import build_timeline
-
-    progress = for_stderr(quiet)  # a bar per big file on a terminal, plain lines otherwise
-    try:
-        tl = build_timeline(inputs, tz=tz, progress=progress, spill_dir=spill, hosts=hosts)
-    finally:
-        if progress is not None:
-            progress.close()
-    _release_free_memory()
-    findings, root = run_all(tl)
-    doc = to_document(findings, root, tl)
-    release(tl)
-    return tl, doc
 
 
 def _write_report(tl, doc, out: str, formats: set[str]) -> list[Path]:
@@ -210,7 +174,9 @@ def report(
         raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
     # a big input's timeline.parquet is streamed into a temporary folder next to the output
     inputs, hosts = _host_overrides(host, inputs)
-    tl, doc = _analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent, hosts)
+    from .analysis import analyse
+
+    tl, doc = analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent, hosts)
     written = _write_report(tl, doc, output, fmts)
     if not quiet:
         _say(_headline(doc))
@@ -390,7 +356,9 @@ def demo(
     from .resources import example_bundle
 
     bundle = example_bundle()
-    tl, doc = _analyse([bundle], None, quiet=True)
+    from .analysis import analyse
+
+    tl, doc = analyse([bundle], None, quiet=True)
     written = _write_report(tl, doc, output, set(ALL_FORMATS))
     _say(_headline(doc))
     out = Path(output).resolve()

@@ -7,6 +7,7 @@ Findings serialise to DESIGN.md §4 (``findings.json`` schema_version 1).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -57,6 +58,18 @@ class HostFacts:
     gpus: list[int] = field(default_factory=list)  # GPU indexes nvidia-smi listed
     gpu_memory_bytes: int | None = None  # one GPU's memory
     container_limit_bytes: int | None = None  # a docker/k8s/Slurm memory limit of the launch
+
+    def as_dict(self) -> dict[str, Any]:
+        """This host's facts for findings.json ``input.hosts`` (no manifest, no file list: those are elsewhere)."""
+        return {
+            "how": self.how, "paths": list(self.input_paths), "collected_at": iso_z(self.collected_at),
+            "utc_offset_s": self.utc_offset_s, "boot_time": iso_z(self.boot_time),
+            "sglang_version": self.sglang_version, "versions": dict(sorted(self.versions.items())),
+            "gaps": list(self.gaps), "tag": self.tag, "clock_skew_s": self.clock_skew_s,
+            "clock_skew_from": self.clock_skew_from, "topology": dict(self.topology), "ram_bytes": self.ram_bytes,
+            "gpus": list(self.gpus), "gpu_memory_bytes": self.gpu_memory_bytes,
+            "container_limit_bytes": self.container_limit_bytes,
+        }
 
 
 @dataclass
@@ -206,3 +219,18 @@ def iso_z(ts: Any) -> str | None:
     if ts.tzinfo is not None:
         ts = ts.astimezone(timezone.utc).replace(tzinfo=None)
     return ts.isoformat(timespec="microseconds" if ts.microsecond else "seconds") + "Z"
+
+
+def json_safe(value: Any) -> Any:
+    """JSON-safe and stable: floats rounded to 6 places, NaN/inf → None, tuples/sets → lists."""
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else round(value, 6)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return [json_safe(v) for v in sorted(value, key=str)]
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return str(value)

@@ -24,7 +24,7 @@ import pytest
 import zstandard
 
 from forensics import rules
-from forensics.cli import _analyse
+from forensics.analysis import analyse
 from forensics.fleet import FleetUsageError, expand_inputs, identify, run_fleet
 from forensics.fleet.dataset import FINDINGS_SCHEMA, INCIDENTS_SCHEMA
 from forensics.fleet.index import build_view
@@ -116,7 +116,7 @@ def test_each_incident_is_analysed_by_reports_function(fleet) -> None:
         folder = out / row["report"]
         doc = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
         assert (folder / "report.html").is_file() and (folder / "summary.md").is_file()
-        _tl, direct = _analyse([b.path], None, quiet=True)
+        _tl, direct = analyse([b.path], None, quiet=True)
         assert doc["root_cause"] == direct["root_cause"] == row["root_cause_rule"]
         assert [f["rule_id"] for f in doc["findings"]] == [f["rule_id"] for f in direct["findings"]]
         mine = fnd.filter(pl.col("incident_id") == row["incident_id"])
@@ -156,7 +156,7 @@ def test_tagged_bundles_are_one_incident(fleet) -> None:
     row = tagged.row(0, named=True)
     assert sorted(row["inputs"]) == sorted(str(p.absolute()) for p in fleet["pair"])
     assert len(set(row["input_sha256"])) == 2
-    _tl, direct = _analyse(fleet["pair"], None, quiet=True)
+    _tl, direct = analyse(fleet["pair"], None, quiet=True)
     assert row["root_cause_rule"] == direct["root_cause"]
 
 
@@ -345,7 +345,7 @@ def test_real_incident_corpus(tmp_path) -> None:
     inc = _incidents(tmp_path / "out")
     assert inc.height == len(cases)
     for case in cases[:: max(1, len(cases) // 8)]:
-        _tl, direct = _analyse([case], None, quiet=True)
+        _tl, direct = analyse([case], None, quiet=True)
         assert _row_of(inc, case)["root_cause_rule"] == direct["root_cause"], case.name
     html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert html.count('href="incidents/') == len(cases)

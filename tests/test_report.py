@@ -15,7 +15,8 @@ import report_fixture as rf
 
 from forensics import report
 from forensics.model import Timeline
-from forensics.report import plots
+from forensics.report import document, plots
+from forensics.report import text as report_text
 from forensics.resources import templates_dir
 from parsers.schema import rows_to_frame
 
@@ -75,9 +76,9 @@ def test_headline_names_root_cause_ranks_and_gpus(html):
     # ranks 0..7 from the root cause, GPUs from all findings: 0, 2 and 3
     ranks = sorted({r for f in doc["findings"] for r in f["ranks"]})
     gpus = sorted({g for f in doc["findings"] for g in f["gpus"]})
-    assert f"<dt>Affected ranks</dt><dd>{report.ranges(ranks)}</dd>" in html
-    assert f"<dt>Affected GPUs</dt><dd>{report.ranges(gpus)}</dd>" in html
-    assert report.ranges(gpus) == "0, 2–3"
+    assert f"<dt>Affected ranks</dt><dd>{report_text.ranges(ranks)}</dd>" in html
+    assert f"<dt>Affected GPUs</dt><dd>{report_text.ranges(gpus)}</dd>" in html
+    assert report_text.ranges(gpus) == "0, 2–3"
     assert "No fuser output in the bundle" in html  # confidence_reason of a finding
 
 
@@ -248,13 +249,13 @@ def test_markdown_names_root_cause_evidence_flags_and_cleanup():
 
 
 def test_corrected_argv_forms():
-    F = report.FlagRow
-    new, changed, old = report.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
+    F = document.FlagRow
+    new, changed, old = document.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
                                               [F("--a", "1", "9", "", "r"), F("--b", "2", "8", "", "r"),
                                                F("--d", None, "7", "", "r"), F("--c", None, "", "", "r")])
     assert new == ["x", "--a", "9", "--b=8", "--d", "7"]
     assert changed == {2, 3, 4, 5} and old == {1, 2, 3, 4}
-    new, _, _ = report.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
+    new, _, _ = document.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
     assert new == ["x", "--hicache_size", "48"]
 
 
@@ -324,12 +325,12 @@ def test_findings_json_names_every_component_version(tmp_path) -> None:
     """vLLM's version (and any other component's) reaches findings.json, not only SGLang's."""
     import json
 
-    from forensics.cli import _analyse
+    from forensics.analysis import analyse
 
     log = tmp_path / "vllm.log"
     log.write_text("INFO 11-30 09:00:01 [api_server.py:1024] vLLM API server version 0.9.1\n"
                    "INFO 11-30 09:00:02 [api_server.py:1025] args: Namespace(model='acme/m')\n")
-    _tl, doc = _analyse([log], None, quiet=True)
+    _tl, doc = analyse([log], None, quiet=True)
     assert json.loads(json.dumps(doc))["input"]["versions"].get("vllm") == "0.9.1"
 
 
@@ -337,13 +338,13 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     """Random bytes are listed as binary, and the summary says nothing was text, not that no rule matched."""
     import random
 
-    from forensics.cli import _analyse
+    from forensics.analysis import analyse
     from forensics.report import write_outputs
 
     blob = tmp_path / "blob.bin"
     rng = random.Random(7)
     blob.write_bytes(bytes(rng.randrange(256) for _ in range(4096)))
-    tl, doc = _analyse([blob], None, quiet=True)
+    tl, doc = analyse([blob], None, quiet=True)
     (md,) = write_outputs(doc, tl, tmp_path / "out", {"md"})
     text = md.read_text(encoding="utf-8")
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text

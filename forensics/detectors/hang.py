@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row, attrs, before, rank_of
+from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.vllm import settings as vllm_settings
+from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, before, iter_runs, make_finding, of_kind, rank_of, server_config, tag_run
-from ._vllm import settings as vllm_settings
-from ._vllm import vllm_runs
+from ._common import make_finding, tag_run
 from .nccl_timeout import rank_failures, transport_test
 
 #: the worker calls whose timeout means a step did not return (vllm_formats.md §3.6)
@@ -35,10 +38,10 @@ def _stuck_dumps(run: list[Row]) -> list[Row]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _sglang(tl) + _vllm(tl)
+    return _sglang(tl) + _vllm_steps(tl)
 
 
-def _vllm(tl: Timeline) -> list[Finding]:
+def _vllm_steps(tl: Timeline) -> list[Finding]:
     out = []
     for run in vllm_runs(tl):
         # the record, or the same TimeoutError as a traceback's last line

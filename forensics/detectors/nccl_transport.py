@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, make_finding, rows
+from ._common import make_finding
 from .nccl_timeout import rank_failures
 
 _IB_COMPLETION = re.compile(r"NET/IB : Got completion from peer (\S+) with (?:status=|error )(\d+)")

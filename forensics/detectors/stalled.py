@@ -30,23 +30,15 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from forensics.facts.launch import server_config
+from forensics.facts.lifecycle import group_snapshots, is_sglang_process
+from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
+from forensics.facts.runs import iter_runs
+from forensics.facts.vllm import settings as vllm_settings
+from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, Timeline, iso_z
 
-from ._common import (
-    Row,
-    attrs,
-    group_snapshots,
-    is_sglang_process,
-    iter_runs,
-    make_finding,
-    rank_of,
-    rows,
-    server_config,
-    tag_run,
-    to_number,
-)
-from ._vllm import settings as vllm_settings
-from ._vllm import vllm_runs
+from ._common import make_finding, tag_run
 from .nccl_timeout import channel_transports, transport_test
 
 #: silence past c10d's default NCCL timeout (600 s) is past every start-up wait the engines time out on their own

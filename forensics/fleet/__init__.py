@@ -1,7 +1,7 @@
 """`forensics fleet`: many incidents at once, each through exactly the analysis `report` runs.
 
     inputs (paths, folders of bundles, globs) ─► identify (sha256, manifest tag) ─► incidents
-      ─► per incident, in a process pool or as Ray tasks: _analyse → report folder + findings partition
+      ─► per incident, in a process pool or as Ray tasks: analysis.analyse → report folder + findings partition
       ─► incidents.parquet (driver) ─► index.html
 
 The per-incident task (:func:`analyse_incident`) is a plain function of picklable arguments that
@@ -382,17 +382,17 @@ def analyse_incident(spec: dict[str, Any], out_dir: str, tz: str | None = None,
     }
     if row["error"]:
         return row
-    from forensics.cli import Fail, _analyse
+    from forensics.analysis import analyse
     from forensics.inputs import InputError
     from forensics.report import write_outputs
 
     report_dir = out / "incidents" / inc_id
     try:
-        tl, doc = _analyse([Path(p) for p in spec["inputs"]], tz, quiet=True, spill=out / "incidents")
+        tl, doc = analyse([Path(p) for p in spec["inputs"]], tz, quiet=True, spill=out / "incidents")
         facts = _incident_facts(tl, doc)
         write_outputs(doc, tl, report_dir, set(formats))
         gpu_ids = _gpu_identities(tl)
-    except (InputError, Fail, OSError, ValueError, MemoryError) as e:
+    except (InputError, OSError, ValueError, MemoryError) as e:
         row["error"] = _one_line(e)
         return row
     except Exception as e:  # noqa: BLE001 - a bug on one input must not end a thousand-incident run

@@ -213,20 +213,20 @@ def render_index(out_dir: Path) -> str:
     import plotly.offline
     from markupsafe import Markup
 
-    from forensics.report import _env
+    from forensics.report import template_env
 
     out_dir = Path(out_dir)
     view = build_view(read_incidents(out_dir), read_findings(out_dir), out_dir)
     plotlyjs = re.sub(r"</(script)", r"<\\/\1", plotly.offline.get_plotlyjs(), flags=re.IGNORECASE)
     from forensics import __version__
 
-    return _env(True).get_template("fleet.html.j2").render(v=view, plotlyjs=Markup(plotlyjs), version=__version__)
+    return template_env(True).get_template("fleet.html.j2").render(v=view, plotlyjs=Markup(plotlyjs), version=__version__)
 
 
 def write_index(out_dir: Path) -> Path:
-    from forensics.report import _write_atomic
+    from forensics.report import write_atomic
 
     target = Path(out_dir) / "index.html"
     text = render_index(out_dir)
-    _write_atomic(target, lambda p: p.write_text(text, encoding="utf-8", newline="\n"))
+    write_atomic(target, lambda p: p.write_text(text, encoding="utf-8", newline="\n"))
     return target

@@ -16,41 +16,25 @@ True
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from forensics import __version__
-from forensics.model import Finding, HostFacts, Timeline, iso_z
+from forensics.model import Finding, Timeline, iso_z, json_safe
 
 SCHEMA_VERSION = 1
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe and stable: floats rounded to 6 places, NaN/inf → None, tuples/sets → lists."""
-    if isinstance(value, bool) or value is None or isinstance(value, int | str):
-        return value
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else round(value, 6)
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, set | frozenset):
-        return [_clean(v) for v in sorted(value, key=str)]
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return str(value)
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
     d = f.to_dict()
     d["evidence"] = sorted(d["evidence"], key=lambda e: (e["file"], e["line"], e.get("text") or ""))
-    return _clean(d)
+    return json_safe(d)
 
 
 def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -> dict[str, Any]:
     """The findings document for one analysed input."""
     facts = tl.facts
     coverage = sorted(
-        (_clean(dict(c)) for c in tl.coverage),
+        (json_safe(dict(c)) for c in tl.coverage),
         key=lambda c: (str(c.get("file")), str(c.get("format"))),
     )
     inp: dict[str, Any] = {
@@ -63,7 +47,7 @@ def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -
     if facts.versions:  # every component version the input states (vllm, torch, driver, …), added to schema 1
         inp["versions"] = {str(k): str(v) for k, v in sorted(facts.versions.items())}
     if facts.hosts:  # several hosts: ``host`` is the root cause's; each host's own facts beside it
-        inp["hosts"] = {name: _clean(host_dict(h)) for name, h in sorted(facts.hosts.items())}
+        inp["hosts"] = {name: json_safe(h.as_dict()) for name, h in sorted(facts.hosts.items())}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "forensics", "version": __version__},
@@ -72,16 +56,6 @@ def to_document(findings: list[Finding], root_cause: str | None, tl: Timeline) -
         "findings": [finding_dict(f) for f in findings],
         "coverage": coverage,
     }
-
-
-def host_dict(h: HostFacts) -> dict[str, Any]:
-    """One host's facts for findings.json ``input.hosts`` (no manifest, no file list: those are elsewhere)."""
-    return {"how": h.how, "paths": list(h.input_paths), "collected_at": iso_z(h.collected_at),
-            "utc_offset_s": h.utc_offset_s, "boot_time": iso_z(h.boot_time), "sglang_version": h.sglang_version,
-            "versions": dict(sorted(h.versions.items())), "gaps": list(h.gaps), "tag": h.tag,
-            "clock_skew_s": h.clock_skew_s, "clock_skew_from": h.clock_skew_from, "topology": dict(h.topology),
-            "ram_bytes": h.ram_bytes, "gpus": list(h.gpus), "gpu_memory_bytes": h.gpu_memory_bytes,
-            "container_limit_bytes": h.container_limit_bytes}
 
 
 def dumps_document(doc: dict[str, Any]) -> str:
