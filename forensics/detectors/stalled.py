@@ -215,6 +215,9 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     behind = sorted(lagging)
     waits = st["waits_on"] if world > 1 else st["waits_on"].replace(f"{_RANKS}' collectives", "its own work") \
         .replace(f"{_RANKS} finishing their load", "its own set-up")
+    addr = server_config(tl, run).get("dist_init_addr")
+    if addr and st["order"] <= STAGES["dist_init_end"][0]:
+        waits = waits.replace("(--dist-init-addr, the TCPStore", f"(--dist-init-addr {addr}, the TCPStore")
     if st["how"] == "silence":
         how = f"its last stamped line is {_duration(st['silent_s'])} before {st['end_words']}, and nothing says it exited"
     elif st["how"] == "engine_waits":
