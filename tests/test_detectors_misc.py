@@ -76,6 +76,16 @@ def test_a_startup_timeout_right_after_loading_asks_for_a_longer_dist_timeout_on
     assert dist_timeouts() == []  # nothing was loaded: a rendezvous or network problem
 
 
+def test_the_post_load_barrier_names_the_ranks_that_never_arrived():
+    from forensics.detectors import rendezvous
+
+    gloo = {"kind": "failure", "text": "[rank0]:[E1119 15:39:47.9 ProcessGroupGloo.cpp:143] Ranks 5, 7 failed to pass "
+            "monitoredBarrier in 480000 ms", "attrs": {"failure": "store_timeout"}}
+    findings = rendezvous.detect(timeline({"kind": "weight_load_end", "rank": "TP0", "tp_rank": 0}, gloo))
+    assert [f.rule_id for f in findings] == ["SGL-NCCL-005"]  # not "the nodes never met": they met, then waited
+    assert findings[0].ranks == [5, 7] and findings[0].figures["absent_ranks"] == [5, 7]
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 
