@@ -32,7 +32,7 @@ from typing import Any
 
 from forensics.facts.launch import server_config
 from forensics.facts.lifecycle import group_snapshots, is_sglang_process
-from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
+from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
@@ -74,10 +74,15 @@ STAGES: dict[str, tuple[int, str, str]] = {
                        "the warm-up request's forward: the first collectives of serving"),
     "hicache_alloc": (72, "the host cache's allocation", "pinning host memory"),
     "uvicorn": (75, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "http_access": (76, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "prefill_batch": (78, "the warm-up request's decode", "the warm-up's decode steps: collectives across the ranks"),
 }
 _REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
 #: rows that say the run got to serve (idle afterwards is health)
-_SERVING = ("server_ready", "prefill_batch", "decode_batch", "engine_metrics", "http_access")
+_SERVING = ("server_ready", "decode_batch", "engine_metrics")
+#: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
+#: → a ``Prefill batch`` on TP0 → ready): more than that is traffic, so the server was serving
+_WARMUP_BATCHES, _WARMUP_REQUESTS = 1, 2
 #: rows that say the run failed: other rules explain those
 _FAILED = ("failure", "scheduler_exception", "exception", "cuda_oom", "cuda_error_oom", "rank_dead", "engine_dead",
            "init_failed", "nccl_watchdog", "watchdog_timeout", "ranks_not_loaded", "kv_cache_too_small", "kv_no_room",
@@ -160,11 +165,12 @@ EVERY_RANK = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_l
               "memory_pool_end", "kv_memory")
 
 
-def _lagging(run: list[Row]) -> dict[int, tuple[str, Row]]:
-    """Ranks whose last stage is behind the furthest rank's: rank → (its last stage, the row that says so)."""
-    last: dict[int, tuple[int, str, Row]] = {}
+def _lagging(run: list[Row]) -> dict[str, tuple[str, Row]]:
+    """Ranks whose last stage is behind the furthest rank's: its label (``TP3``, ``PP1 TP0``) → (its last stage, the
+    row that says so)."""
+    last: dict[str, tuple[int, str, Row]] = {}
     for r in run:
-        st, rank = _stage_of(r), rank_of(r)
+        st, rank = _stage_of(r), rank_label(r)
         if st is None or rank is None or r.get("kind") not in EVERY_RANK:
             continue
         if rank not in last or st[0] >= last[rank][0]:
@@ -175,8 +181,15 @@ def _lagging(run: list[Row]) -> dict[int, tuple[str, Row]]:
     return {k: (v[1], v[2]) for k, v in sorted(last.items()) if v[0] < top}
 
 
+def _served(run: list[Row]) -> bool:
+    """The run reached ready or served traffic beyond SGLang's one warm-up request."""
+    kinds = [r.get("kind") for r in run]
+    return (any(k in _SERVING for k in kinds) or kinds.count("prefill_batch") > _WARMUP_BATCHES
+            or kinds.count("http_access") > _WARMUP_REQUESTS)
+
+
 def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
-    if any(r.get("kind") in _SERVING for r in run) or any(r.get("kind") in _FAILED for r in run):
+    if _served(run) or any(r.get("kind") in _FAILED for r in run):
         return None
     staged = [r for r in run if _stage_of(r) is not None]
     if not staged:
@@ -212,7 +225,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     rule = "SGL-NCCL-008" if world > 1 else "SGL-RUN-003"
     row = st["row"]
     lagging = _lagging(run)
-    behind = sorted(lagging)
+    behind = sorted({x for _s, r in lagging.values() if (x := rank_of(r)) is not None})
     waits = st["waits_on"] if world > 1 else st["waits_on"].replace(f"{_RANKS}' collectives", "its own work") \
         .replace(f"{_RANKS} finishing their load", "its own set-up")
     addr = server_config(tl, run).get("dist_init_addr")
@@ -230,8 +243,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     opening = ("The server came up but its first requests never finished" if st["order"] == _REQUESTS[0]
                else f"The server stopped at {st['stage']} and never became ready")
     summary = f"{opening} ({world} rank{'s' if world > 1 else ''}): {how}. That stage waits on {waits}."
-    for rank, (stage, _r) in lagging.items():
-        summary += f" Rank {rank} got only as far as {stage}: it is the one the others wait on."
+    for label, (stage, _r) in lagging.items():
+        summary += f" {label} got only as far as {stage}: it is the one the others wait on."
     reasons = []
     if st["how"] == "requests_unfinished":
         reasons.append("how long the requests had been waiting is not in the input: a later snapshot (the "
@@ -275,7 +288,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         ranks=behind,
         figures={"stage": st["stage"], "waits_on": waits, "silent_s": round(st["silent_s"], 1)
                  if st["silent_s"] is not None else None, "evidence_of_stall": st["how"], "ranks": world,
-                 "lagging_ranks": behind or None, "last_line": f"{row.get('file')}:{row.get('line')}"},
+                 "lagging_ranks": sorted(lagging) or None, "last_line": f"{row.get('file')}:{row.get('line')}"},
         flags=flags,
         actions=actions,
     )
