@@ -200,6 +200,15 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
                                                   "reproduce with another attention backend or with speculative "
                                                   "decoding off to find the kernel; report it with the driver and "
                                                   "engine versions.")
+        elif crashes and not app and SEVERITY_RANK[finding.severity] <= SEVERITY_RANK["high"] \
+                and not rows(tl, "cuda_oom", "cuda_error_oom"):
+            # the GPU failed (bus, memory, GSP): the rank on it died of that, and the launcher's SIGQUIT followed
+            quits = rows(tl, "sigquit")
+            finding.summary += (f" A rank of the server died in the same incident ({_crash_words(crashes[0])})"
+                                + (" and the launcher got SIGQUIT" if quits else "")
+                                + ": on a GPU that failed, that death is the Xid's consequence, not another fault.")
+            finding.evidence = finding.evidence + [evidence_of(r) for r in [*crashes[:2], *quits[:1]]]
+            finding.figures["crash_lines"] = [f"{r.get('file')}:{r.get('line')}" for r in crashes[:5]]
         out.append(finding)
     if noise:
         codes = sorted(noise)
