@@ -86,6 +86,13 @@ def test_the_post_load_barrier_names_the_ranks_that_never_arrived():
     assert findings[0].ranks == [5, 7] and findings[0].figures["absent_ranks"] == [5, 7]
 
 
+def test_a_gloo_peer_that_closed_its_connection_is_a_peer_gone_not_nodes_that_never_met():
+    closed = {"kind": "failure", "text": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+              "[10.3.1.22]:27114", "attrs": {"failure": "store_timeout"}}
+    findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, closed))
+    assert root == "SGL-NCCL-007" and "SGL-NCCL-003" not in fired(findings)
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 

@@ -9,8 +9,8 @@ The status is the verbs work-completion status (``enum ibv_wc_status``, rdma-cor
 before 2.19 printed it as ``with error 12, opcode 0, len 0, vendor err 129``. Retry-exceeded (12) means the peer's
 adapter never acknowledged: the link or the peer node is down, or the RoCE path drops packets (GID index, PFC /
 lossless configuration, MTU). Flushed (5) is a queue pair already in error — the echo of an earlier failure.
-``socketProgress: Connection closed by remote peer`` and ``remote process exited or there was a network error``
-say a peer went away: a peer that died first (an OOM, a crash) explains them, else the network does.
+``socketProgress: Connection closed by remote peer``, ``remote process exited or there was a network error`` and
+Gloo's ``Connection closed by peer`` / ``Connection reset by peer`` say a peer went away: a peer that died first (an OOM, a crash) explains them, else the network does.
 
 >>> status_of("NET/IB : Got completion from peer 10.0.0.2<1234> with status=12 opcode=0 len=0 vendor err 129 (Recv)")
 12
@@ -34,7 +34,9 @@ _VENDOR = re.compile(r"vendor err (\d+)")
 _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to open device|"
                         r"socketProgress: Connection closed by remote peer|Socket recv failed while polling|"
                         r"\[Proxy Service \d+\] Failed to execute operation|"
-                        r"remote process exited or there was a network error|ncclRemoteError")
+                        r"remote process exited or there was a network error|ncclRemoteError|"
+                        # Gloo's side of the same (failure_messages.md §4.6): a peer's connection went away
+                        r"Connection closed by peer|Connection reset by peer")
 
 #: enum ibv_wc_status (rdma-core libibverbs/verbs.h): the completion statuses NCCL reports
 WC_STATUS = {
@@ -60,7 +62,7 @@ def status_of(text: str) -> int | None:
 
 def _transport_rows(tl: Timeline) -> list[Row]:
     return [r for r in rows(tl, "failure", "nccl_error", "nccl_info")
-            if (attrs(r).get("failure") in ("nccl_error", None) or r.get("kind") != "failure")
+            if (attrs(r).get("failure") in ("nccl_error", "store_timeout", None) or r.get("kind") != "failure")
             and (_IB_COMPLETION.search(r.get("text") or "") or _TRANSPORT.search(r.get("text") or ""))]
 
 

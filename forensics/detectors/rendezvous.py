@@ -39,6 +39,9 @@ _BARRIER_FAILED = re.compile(r"Ranks? ((?:\d+(?:, ?)?){1,512}) failed to pass mo
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
+
+
 def _failure_line(row: Row) -> str:
     """The line that says what failed: a traceback's exception line (its last line that is not a cut marker),
     a one-line failure's text."""
@@ -98,6 +101,8 @@ def _never_met(tl: Timeline) -> list[Finding]:
               if r not in store and _STORE_MESSAGE.search(_failure_line(r))]
     # a monitored barrier that some ranks did not pass: the ranks met, then some did not arrive (SGL-NCCL-005)
     store = [r for r in store if "monitoredBarrier" not in (r.get("text") or "")]
+    # a peer's connection closed or reset: the ranks had met (SGL-NCCL-007 reads it)
+    store = [r for r in store if not _PEER_GONE.search(r.get("text") or "")]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []
