@@ -294,20 +294,32 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     )
 
 
+def _relaunched(run: list[Row], later_runs: dict[str, int]) -> bool:
+    """A later run starts in the same log: this one ended (it was stopped and the server launched again), so its
+    end is not a silence."""
+    return any(int(r.get("run") or 0) < later_runs.get(r.get("file") or "", -1) for r in run[:1])
+
+
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple] = set()
-    for ref, run in iter_runs(tl):
+    runs = iter_runs(tl)
+    vruns = vllm_runs(tl)
+    last_run: dict[str, int] = {}
+    for r in [row for _ref, rs in runs for row in rs[:1]] + [rs[0] for rs in vruns if rs]:
+        f = r.get("file") or ""
+        last_run[f] = max(last_run.get(f, 0), int(r.get("run") or 0))
+    for ref, run in runs:
         files = {r.get("file") for r in run}
         # lines the run's rows leave out: the HTTP server's, requests served, NCCL's
         run = sorted([*run, *(r for r in rows(tl, "uvicorn", "http_access", "nccl_info")
                               if r.get("file") in files and int(r.get("run") or 0) == ref.key[1])], key=_order)
-        st = _stall(tl, run)
         seen |= {_order(r) for r in run}
+        st = None if _relaunched(run, last_run) else _stall(tl, run)
         if st is not None:
             out.append(tag_run(_finding(tl, run, st), ref))
-    for run in vllm_runs(tl):
-        if any(_order(r) in seen for r in run):
+    for run in vruns:
+        if any(_order(r) in seen for r in run) or _relaunched(run, last_run):
             continue
         st = _stall(tl, run)
         if st is not None:
