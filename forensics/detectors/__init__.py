@@ -148,7 +148,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
-       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-NCCL-006"),
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004",
+       "SGL-NCCL-006"),
       ("SGL-NCCL-007",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
 _link(("SGL-NCCL-007",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
       "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
