@@ -34,7 +34,7 @@ _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", r
 
 #: Gloo on rank 0 when ``monitored_barrier(wait_all_ranks=True)`` times out (failure_messages.md §4.6), as SGLang's
 #: post-load barrier calls it (model_runner ``load_model``: ``UNBALANCED_MODEL_LOADING_TIMEOUT_S``)
-_BARRIER_FAILED = re.compile(r"Ranks? ((?:\d+(?:, ?)?){1,512}) failed to pass monitoredBarrier")
+_BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredBarrier")  # one class: linear
 #: and on the other ranks, which did reach it (the culprit is named only in rank 0's log)
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
