@@ -137,6 +137,8 @@ _WS_NEED = re.compile(r"(?:with size|need) (\d+)")
 _NCCL = re.compile(
     r"NCCL error in: |ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError|ncclInvalidUsage|"
     r"unhandled (?:cuda|system) error|NCCL Error \d+:|NCCL error: |NCCL WARN (?:Cuda failure|Call to|NET/)|"
+    # NCCL misc/socket.cc and proxy.cc WARNs: a peer's socket that would not connect or closed (§4.1)
+    r"NCCL WARN (?:socket\w{0,40}: |\[Proxy Service \d+\] Failed)|"
     r"NCCL communicator was aborted|remote process exited or there was a network error"
 )
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"

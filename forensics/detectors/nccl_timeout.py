@@ -67,7 +67,9 @@ _RANK_FAILED = frozenset({"oom_killed", "ray_oom", "host_oom", "illegal_memory_a
 #: the generic EngineDeadError of every vLLM death)
 _WATCHDOG_WORDS = re.compile(r"[Ww]atchdog|DistBackendError|NCCL communicator was aborted|collective operation timeout|"
                              r"NCCL work|ProcessGroupNCCL|RPC call to \w+ timed out|EngineDeadError|"
-                             r"EngineCore encountered")
+                             r"EngineCore encountered|"
+                             # NCCL's own failure surfacing in the rank (§4.3); an OOM inside NCCL is its own row
+                             r"NCCL error|ncclSystemError|ncclRemoteError|unhandled system error")
 
 
 #: Ray's prefix on a relayed line; Ray adds ``, ip=A.B.C.D`` only for an actor on another node than the driver

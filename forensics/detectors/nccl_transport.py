@@ -30,6 +30,10 @@ from .nccl_timeout import rank_failures
 
 _IB_COMPLETION = re.compile(r"NET/IB : Got completion from peer (\S+) with (?:status=|error )(\d+)")
 _VENDOR = re.compile(r"vendor err (\d+)")
+#: a peer's NCCL socket that would not connect (NCCL misc/socket.cc ``socketStartConnect: Connect to %s failed : %s``,
+#: strerror; failure_messages.md §4.1 ``Call to {syscall} failed : {strerror}``)
+_CONNECT = re.compile(r"socketStartConnect: Connect to (\S+) failed : ([^\n]{1,120})|"
+                      r"Call to connect (?:failed|returned) ?: ?([^\n]{1,120})")
 #: the other documented transport failures (failure_messages.md §4.1, §4.2 code 6)
 _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to open device|"
                         r"socketProgress: Connection closed by remote peer|Socket recv failed while polling|"
@@ -63,7 +67,8 @@ def status_of(text: str) -> int | None:
 def _transport_rows(tl: Timeline) -> list[Row]:
     return [r for r in rows(tl, "failure", "nccl_error", "nccl_info")
             if (attrs(r).get("failure") in ("nccl_error", "store_timeout", None) or r.get("kind") != "failure")
-            and (_IB_COMPLETION.search(r.get("text") or "") or _TRANSPORT.search(r.get("text") or ""))]
+            and (_IB_COMPLETION.search(r.get("text") or "") or _TRANSPORT.search(r.get("text") or "")
+                 or _CONNECT.search(r.get("text") or ""))]
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -75,7 +80,15 @@ def detect(tl: Timeline) -> list[Finding]:
     vendor = sorted({int(m.group(1)) for r in hits if (m := _VENDOR.search(r.get("text") or ""))})
     first = [s for s in statuses if s in _FIRST_FAILURES]
     died = rank_failures(tl)
-    if statuses:
+    connects = [m for r in hits if (m := _CONNECT.search(r.get("text") or ""))]
+    if connects and not statuses:
+        m = connects[0]
+        where, why = (m.group(1), m.group(2)) if m.group(1) else (None, m.group(3))
+        summary = (f"NCCL could not connect to a peer's socket{f' at {where}' if where else ''} ({why.strip()}): a "
+                   "firewall between the nodes (NCCL uses its own ephemeral TCP ports besides the rendezvous port), "
+                   "the wrong network interface for NCCL (NCCL_SOCKET_IFNAME), or a peer that is not listening — the "
+                   "collectives over that link cannot start.")
+    elif statuses:
         what = "; ".join(f"status {s}: {WC_STATUS.get(s, 'see enum ibv_wc_status')}" for s in statuses)
         summary = (f"NCCL's InfiniBand/RoCE transport failed: work completions from peer "
                    f"{', '.join(peers[:3]) or '?'} came back in error ({what}). The collectives that use that link "
@@ -90,19 +103,31 @@ def detect(tl: Timeline) -> list[Finding]:
         reasons.append("a rank failed on its own as well: which came first decides between the fabric and the peer")
     if statuses and not first:
         reasons.append("only flushed completions are in the input: the error that put the queue pair in error is not")
-    if not statuses:
+    if not statuses and not connects:
         reasons.append("the message says a peer went away, not whether the peer or the network failed")
+    if connects and not statuses:
+        reasons.append("a refused or unreachable connection does not say which of firewall, interface or peer: "
+                       "`nc -zv` from one node to the other's NCCL port, and the interface NCCL chose (NCCL INFO "
+                       "'NET/Socket : Using'), would")
+    actions = ["Test the fabric between the two hosts outside the engine: `ibstat` / `ibv_devinfo` (port state, "
+               "link layer), `ib_write_bw` between them, then nccl-tests' all_reduce_perf over both nodes.",
+               "On RoCE: the GID index (NCCL_IB_GID_INDEX, `show_gids`), lossless Ethernet (PFC/ECN) on every switch "
+               "port, the same MTU end to end; NCCL_IB_HCA naming the adapters that are cabled.",
+               "Read the peer's log for the moment of the first error: a peer that crashed or was killed first is "
+               "the cause, and this error its echo."]
+    if connects and not statuses:
+        actions[:2] = ["From each node to the other: `nc -zv <peer> <port>` on the port the WARN names; open the "
+                       "ports between the nodes or stop the host firewall there (`iptables -S`, `firewall-cmd "
+                       "--list-all`, `ufw status`) — pinging proves nothing, NCCL's ports are TCP.",
+                       "Pin NCCL and Gloo to the interface that routes between the nodes (NCCL_SOCKET_IFNAME, "
+                       "GLOO_SOCKET_IFNAME), the same on every node; check `NCCL INFO NET/Socket : Using` for the one "
+                       "NCCL chose."]
     return [make_finding(
         "SGL-NCCL-007",
         summary=summary,
         evidence=hits[:6],
-        confidence="high" if first and not died else "medium" if first or statuses else "low",
+        confidence="high" if first and not died else "medium" if first or statuses or connects else "low",
         confidence_reason="; ".join(reasons) or None,
         figures={"wc_statuses": statuses or None, "vendor_errors": vendor or None, "peers": peers or None},
-        actions=["Test the fabric between the two hosts outside the engine: `ibstat` / `ibv_devinfo` (port state, "
-                 "link layer), `ib_write_bw` between them, then nccl-tests' all_reduce_perf over both nodes.",
-                 "On RoCE: the GID index (NCCL_IB_GID_INDEX, `show_gids`), lossless Ethernet (PFC/ECN) on every switch "
-                 "port, the same MTU end to end; NCCL_IB_HCA naming the adapters that are cabled.",
-                 "Read the peer's log for the moment of the first error: a peer that crashed or was killed first is "
-                 "the cause, and this error its echo."],
+        actions=actions,
     )]
