@@ -16,6 +16,11 @@ uses the same P2P path (vllm_formats.md §3.8 and rule T: ``--disable-custom-all
 hosts with failing P2P). ``NCCL_P2P_DISABLE=1`` (NCCL falls back to shared memory) and
 ``--disable-custom-all-reduce`` are then the test that tells a transport hang from a peer that hung.
 
+A start-up collective whose ranks logged ``Load weight end`` and nothing later is the first collective after
+loading (SGLang all-reduces the ranks' free memory before it sizes the KV pool): the ranks it waited on had not
+finished loading. SGLang's ``--dist-timeout`` (server_args ``dist_timeout``, seconds, handed to
+``init_process_group``'s timeout) then needs room for the slowest node's load.
+
 >>> phase_of(3), phase_of(1580)
 ('SGL-NCCL-001', 'SGL-NCCL-002')
 """
