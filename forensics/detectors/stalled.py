@@ -12,7 +12,9 @@ just stops, until a timeout fires (c10d's 600 s NCCL default, failure_messages.m
 A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
 
 * **silence measured**: the run's last line is at least :data:`STALL_S` before the end of the evidence (the
-  bundle's collection time, or a later line of another file) and the server was not seen exiting;
+  bundle's collection time, or a later line of another file) and the server was not seen exiting, or before
+  an operator stopped it by hand (SGLang's ``SIGTERM received`` record, sglang_formats.md §7; a Ctrl-C's
+  ``KeyboardInterrupt``);
 * **the engine saying it waits**: vLLM's ``No available shared memory broadcast block found in 60 seconds``
   (vllm_formats.md §3.8, "the hang signature") repeated :data:`WAIT_REPEATS` times after the last stage;
 * **requests that never finish**: the offline requests' bar (``Processed prompts``, one update per finished
@@ -188,8 +190,16 @@ def _served(run: list[Row]) -> bool:
             or kinds.count("http_access") > _WARMUP_REQUESTS)
 
 
+def _stopped_by_hand(r: Row) -> bool:
+    """SIGTERM or Ctrl-C: someone stopped the server (and what its processes print as they go)."""
+    return r.get("kind") in ("sigterm", "sigquit") or "KeyboardInterrupt" in (r.get("text") or "")
+
+
 def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
-    if _served(run) or any(r.get("kind") in _FAILED for r in run):
+    stops = [r for r in run if _stopped_by_hand(r)]
+    if _served(run) or any(r.get("kind") in _FAILED for r in run if r not in stops) or \
+            (stops and not any(r.get("kind") == "sigterm" or "KeyboardInterrupt" in (r.get("text") or "")
+                               for r in stops)):
         return None
     staged = [r for r in run if _stage_of(r) is not None]
     if not staged:
@@ -198,12 +208,16 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
     tail = max(run, key=_order)
     waits_rows = [r for r in run if r.get("kind") == "shm_wait" and _order(r) > _order(last_row)]
-    stamped = [t for r in run if (t := _stamp_of(r, tl)) is not None]
+    first_stop = min(stops, key=_order) if stops else None
+    stamped = [t for r in run if (t := _stamp_of(r, tl)) is not None and (first_stop is None or _order(r) < _order(first_stop))]
     end, end_words = _evidence_end(tl)
+    if first_stop is not None:  # stopped by hand: the silence ends where someone gave up on it
+        end = _stamp_of(first_stop, tl)
+        end_words = f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})"
     silent_s = (end - max(stamped)).total_seconds() if end is not None and stamped else None
     out: dict[str, Any] = {"row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
                            "end_words": end_words, "waits": waits_rows}
-    if silent_s is not None and silent_s >= STALL_S and not _server_gone(tl):
+    if silent_s is not None and silent_s >= STALL_S and (first_stop is not None or not _server_gone(tl)):
         out["how"] = "silence"
     elif len(waits_rows) >= WAIT_REPEATS:
         out["how"] = "engine_waits"
@@ -232,7 +246,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if addr and st["order"] <= STAGES["dist_init_end"][0]:
         waits = waits.replace("(--dist-init-addr, the TCPStore", f"(--dist-init-addr {addr}, the TCPStore")
     if st["how"] == "silence":
-        how = f"its last stamped line is {_duration(st['silent_s'])} before {st['end_words']}, and nothing says it exited"
+        how = f"its last stamped line is {_duration(st['silent_s'])} before {st['end_words']}" + \
+            ("" if "by hand" in st["end_words"] else ", and nothing says it exited")
     elif st["how"] == "engine_waits":
         how = (f"the engine logged {len(st['waits'])} times that it found no shared-memory broadcast block: its "
                "workers stopped answering")
