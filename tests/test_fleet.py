@@ -369,3 +369,29 @@ def test_two_hundred_bundles(tmp_path) -> None:
     assert Counter(ok.get_column("root_cause_category")) == Counter(_category(b.root_cause) for b in made)
     proc = _cli(str(tmp_path / "b"), "-o", str(out))
     assert proc.returncode == 0 and _incidents(out).equals(inc)
+
+
+def test_plotly_js_is_written_once_for_the_whole_dataset(fleet) -> None:
+    """Twenty incidents' pages load the dataset's one plotly.js instead of carrying 4.6 MB each."""
+    from forensics.report import PLOTLY_JS
+
+    out = fleet["out"]
+    shared = out / PLOTLY_JS
+    assert shared.is_file() and shared.stat().st_size > 1_000_000
+    pages = sorted(out.glob("incidents/*/report.html"))
+    assert len(pages) >= 20
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert f'<script src="../../{PLOTLY_JS}"></script>' in html
+        assert page.stat().st_size < shared.stat().st_size / 10, page
+    assert f'<script src="{PLOTLY_JS}"></script>' in (out / "index.html").read_text(encoding="utf-8")
+    assert [p.name for p in out.rglob("*.js")] == [PLOTLY_JS]
+
+
+def test_a_single_report_stays_one_self_contained_file(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "forensics.cli", "report", str(ROOT / "fixtures" / "seed_bundle"),
+                           "-o", str(tmp_path), "-q", "--format", "html"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "<script src=" not in html and "Plotly" in html

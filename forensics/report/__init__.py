@@ -31,8 +31,12 @@ from markupsafe import Markup
 from forensics.model import SEVERITY_RANK, Timeline
 from forensics.report.catalog import RuleInfo, rule_info
 from forensics.report.document import (
-    cleanup_actions,
+    MAX_NEXT_STEPS,
+    LaunchFix,
+    actionable_gaps,
+    grouped_steps,
     launch_fix,
+    next_steps,
     normalise_document,
     ordered_findings,
     root_finding,
@@ -40,6 +44,7 @@ from forensics.report.document import (
 from forensics.report.plots import Plots, timeline_plots
 from forensics.report.startup import STARTUP_STAGES, startup_table
 from forensics.report.text import (
+    figure_label,
     fmt_figure,
     human_bytes,
     inline_md,
@@ -94,12 +99,18 @@ def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
         basis = [(b or "none", n) for b, n in counts.iter_rows()]
     coverage = doc.get("coverage") or (tl.coverage if tl is not None else [])
     examples = tl.unrecognized_examples if tl is not None else {}
-    cov_rows = []
+    artifacts = {a.path: a for a in (tl.artifacts if tl is not None else [])}
+    files = []  # one row per file: how it was collected (state, bytes) and how it was read (coverage)
     for c in coverage:
         lines, rec = int(c.get("lines") or 0), int(c.get("recognized") or 0)
-        cov_rows.append({**c, "share": f"{100.0 * rec / lines:.1f} %" if lines else "—",
-                         "examples": list(examples.get(c.get("file"), []))[:20]})
-    artifacts = list(tl.artifacts) if tl is not None else []
+        a = artifacts.pop(c.get("file"), None)
+        files.append({**c, "share": f"{100.0 * rec / lines:.1f} %" if lines else "—",
+                      "examples": list(examples.get(c.get("file"), []))[:20], "state": _artifact_state(a),
+                      "bytes": a.bytes if a else None, "segments": len(a.segments) if a else 0})
+    for a in artifacts.values():  # collected but not read line by line (binary, empty, skipped)
+        files.append({"file": a.path, "format": a.format, "lines": a.lines, "recognized": None,
+                      "unrecognized": None, "share": "—", "examples": [], "state": _artifact_state(a),
+                      "bytes": a.bytes, "segments": len(a.segments)})
     return {
         "paths": [str(p) for p in inp.get("paths") or (facts.input_paths if facts else [])],
         "host": inp.get("host") or (facts.host if facts else None),
@@ -110,9 +121,20 @@ def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
         "notes": notes,
         "clocks": clocks,
         "ts_basis": basis,
-        "artifacts": artifacts,
-        "coverage": cov_rows,
+        "files": files,
     }
+
+
+def _artifact_state(a: Any) -> str:
+    """What went wrong collecting or reading one file, in words ("ok" when nothing did)."""
+    if a is None:
+        return "ok"
+    parts = [w for w, on in (("timed out", a.timed_out), ("truncated", a.truncated)) if on]
+    if a.rc is not None and a.rc != 0:
+        parts.append(f"exit {a.rc}")
+    if a.error:
+        parts.append(str(a.error))
+    return "; ".join(parts) or "ok"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +154,7 @@ def template_env(autoescape: bool) -> jinja2.Environment:
     env.filters.update(visible=visible, slug=slug, md_text=md_text, md_code=md_code, md_fence=md_fence,
                        md_action=md_action, inline_md=inline_md,
                        human_bytes=human_bytes, ranges=ranges, script_json=script_json)
-    env.globals.update(fmt_figure=fmt_figure)
+    env.globals.update(fmt_figure=fmt_figure, figure_label=figure_label)
     return env
 
 
@@ -197,30 +219,61 @@ def findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
     return out
 
 
-def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any) -> str:
-    """The self-contained HTML report (plotly.js inline, no network)."""
+def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEPS) -> list[tuple[str, list[dict]]]:
+    """The grouped next steps: relaunching with the corrected flags comes first when there are any."""
+    steps = next_steps(doc, limit - 1 if fix.flags else limit)
+    if fix.flags:
+        shown = ", ".join(f"`{r.flag} {r.new}`" if r.new else f"without `{r.flag}`" for r in fix.flags[:3])
+        more = f" and {len(fix.flags) - 3} more" if len(fix.flags) > 3 else ""
+        what = "the corrected command" if fix.new_argv else "these flags changed"
+        steps.insert(0, {"group": "fix", "text": f"Relaunch with {what}: {shown}{more} — see What to change.",
+                         "rule_id": fix.flags[0].rule_id, "commands": []})
+    return grouped_steps(steps)
+
+
+#: The file name of plotly.js when several pages share one copy (``forensics fleet``).
+PLOTLY_JS = "plotly.min.js"
+
+
+def inline_plotlyjs() -> Markup:
+    """plotly.js for an inline ``<script>``: it carries no ``</script`` today; make sure it never ends our
+    element early."""
     import plotly.offline
 
+    return Markup(re.sub(r"</(script)", r"<\\/\1", plotly.offline.get_plotlyjs(), flags=re.IGNORECASE))
+
+
+def write_plotlyjs(folder: Path) -> Path:
+    """One copy of plotly.js in ``folder`` for pages that load it with ``<script src>`` (a fleet's many
+    reports: 4.6 MB once instead of in every page)."""
+    import plotly.offline
+
+    target = _target(Path(folder), PLOTLY_JS)
+    write_atomic(target, lambda p: p.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8", newline="\n"))
+    return target
+
+
+def render_html(doc: dict[str, Any], tl: Timeline | None, catalog: Any, plotlyjs_src: str | None = None) -> str:
+    """The HTML report: self-contained (plotly.js inline, no network), or, with ``plotlyjs_src``, loading
+    the one copy of plotly.js at that relative path (see :func:`write_plotlyjs`)."""
     doc = normalise_document(doc)
 
     plots: Plots = timeline_plots(tl) if tl is not None else Plots([], ["No timeline was given."])
     fix = launch_fix(doc, tl)
-    plotlyjs = plotly.offline.get_plotlyjs()
-    # plotly.js carries no "</script" today; make sure it never ends our element early.
-    plotlyjs = re.sub(r"</(script)", r"<\\/\1", plotlyjs, flags=re.IGNORECASE)
     return template_env(True).get_template("report.html.j2").render(
         doc=doc,
         tool=doc.get("tool") or {},
         head=_headline(doc),
         findings=findings_view(doc, catalog),
         fix=fix,
-        actions=cleanup_actions(doc),
+        step_groups=report_steps(doc, fix),
         plots=plots,
         startup=startup_table(tl),
         stages=[name for name, _ in STARTUP_STAGES],
         inv=inventory(doc, tl),
         hosts=host_sections(doc, tl),
-        plotlyjs=Markup(plotlyjs),
+        plotlyjs=None if plotlyjs_src else inline_plotlyjs(),
+        plotlyjs_src=plotlyjs_src,
     )
 
 
@@ -239,6 +292,18 @@ def _summary_lines(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _distinct_evidence(items: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """Each cited line once, whichever findings cite it."""
+    seen: set[tuple[str, Any]] = set()
+    out = []
+    for f, e in items:
+        key = (e.get("file"), e.get("line"))
+        if key not in seen:
+            seen.add(key)
+            out.append((f, e))
+    return out
+
+
 def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = None) -> str:
     """summary.md: at most 25 lines for a ticket; the same input gives the same bytes."""
     doc = normalise_document(doc)
@@ -247,13 +312,15 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
     for f in findings:
         for e in f.get("evidence") or []:
             evidence.append((f, e))
+    fix = launch_fix(doc, tl)
     text = template_env(False).get_template("summary.md.j2").render(
         doc=doc,
         head=_headline(doc),
         findings=findings,
-        evidence=evidence[:3],
-        fix=launch_fix(doc, tl),
-        actions=cleanup_actions(doc)[:3],
+        evidence=_distinct_evidence(evidence)[:3],
+        fix=fix,
+        step_groups=report_steps(doc, fix, limit=5),
+        gaps=actionable_gaps(doc.get("input", {}).get("gaps") or []),
         rule_title=lambda rid: (rule_info(catalog, rid) or RuleInfo(rid, rid, None, None, [])).title,
     )
     return _summary_lines(text)
@@ -325,10 +392,11 @@ def write_atomic(target: Path, write) -> None:
 
 
 def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set[str] | list[str] | str,
-                  catalog: Any = None) -> list[Path]:
+                  catalog: Any = None, plotlyjs_src: str | None = None) -> list[Path]:
     """Write the asked formats into ``out_dir`` (created if needed); returns the paths written.
 
-    ``catalog`` defaults to ``forensics.rules.load_catalog()`` when that is available.
+    ``catalog`` defaults to ``forensics.rules.load_catalog()`` when that is available; ``plotlyjs_src``
+    makes report.html load a shared plotly.js instead of carrying its own.
     """
     wanted = normalise_formats(formats)
     out_dir = Path(out_dir)
@@ -345,15 +413,15 @@ def write_outputs(doc: dict[str, Any], tl: Timeline, out_dir: Path, formats: set
 
             write_atomic(target, lambda p: write_parquet(tl, p))
         else:
-            text = _render_text(fmt, doc, tl, catalog)
+            text = _render_text(fmt, doc, tl, catalog, plotlyjs_src)
             write_atomic(target, lambda p, t=text: p.write_text(t, encoding="utf-8", newline="\n"))
         written.append(target)
     return written
 
 
-def _render_text(fmt: str, doc: dict[str, Any], tl: Timeline, catalog: Any) -> str:
+def _render_text(fmt: str, doc: dict[str, Any], tl: Timeline, catalog: Any, plotlyjs_src: str | None = None) -> str:
     if fmt == "html":
-        return render_html(doc, tl, catalog)
+        return render_html(doc, tl, catalog, plotlyjs_src)
     if fmt == "md":
         return render_markdown(doc, catalog, tl)
     if fmt == "json":

@@ -107,18 +107,114 @@ def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
     return list(seen.values())
 
 
-def cleanup_actions(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """Remediation actions of all findings, once each, with the commands they contain."""
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
+#: How many next steps a report lists: an on-call engineer reads a short list; the rest stays under
+#: each finding.
+MAX_NEXT_STEPS = 8
+#: The groups of next steps, in the order they are done.
+STEP_GROUPS = (("fix", "Fix"), ("confirm", "Confirm first"), ("clean", "Clean up"))
+_CLEANUP_RE = re.compile(r"\b(?:kill|pkill|killall|fuser\s+-k|gpu-reset|reboot|ipcrm|rm\s|umount|holders?|"
+                         r"stop the container|release|free the|still hold)", re.I)
+_CONFIRM_RE = re.compile(r"^\s*(?:before (?:relaunching|restarting),?\s*)?(?:to confirm|confirm|check|verify|look for|"
+                         r"find (?:out|what)|read|see whether)\b", re.I)
+_ALTERNATIVE_RE = re.compile(r"^\s*(?:or|alternatively|otherwise)\b", re.I)
+_PLACEHOLDER_RE = re.compile(r"<[^<>\s]*>|\bN\b|\{[^{}]*\}")
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9_.-]+")
+_STOP_WORDS = frozenset(("the", "a", "an", "of", "to", "and", "or", "when", "with", "from", "in", "on", "for", "it",
+                         "its", "is", "are", "be", "by", "that", "this", "then", "not", "no", "their", "them",
+                         "each", "all", "any", "still", "before", "after"))
+
+
+def step_group(text: str) -> str | None:
+    """``fix``, ``confirm`` or ``clean`` for one remediation action; None for an alternative ("Or lower …"),
+    which belongs under its finding, not in the short list.
+
+    >>> [step_group(t) for t in ("Set --hicache-size per rank.", "To confirm: host RAM — `free -g`",
+    ...                          "Kill the holders with SIGKILL", "Or lower --max-running-requests")]
+    ['fix', 'confirm', 'clean', None]
+    """
+    if _ALTERNATIVE_RE.match(text):
+        return None
+    if _CONFIRM_RE.match(text):
+        return "confirm"
+    if _CLEANUP_RE.search(text):
+        return "clean"
+    return "fix"
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD_RE.findall(text.lower()) if w not in _STOP_WORDS}
+
+
+def _same_step(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two actions that say the same: a shared command, or (when one of them names no command) mostly the
+    same words."""
+    if set(a["commands"]) & set(b["commands"]):
+        return True
+    if a["commands"] and b["commands"]:  # different commands: different steps, however alike the words
+        return False
+    wa, wb = _words(a["text"]), _words(b["text"])
+    return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+
+
+def complete_commands(text: str) -> list[str]:
+    """The commands of an action that can be run as they stand: no ``<placeholder>`` left to fill and
+    not a bare program name (``docker kill`` with no container named is not a command).
+
+    >>> complete_commands("kill from the host — `docker kill <ctr>`, `nvidia-smi --gpu-reset -i 0,2`, `docker kill`")
+    ['nvidia-smi --gpu-reset -i 0,2']
+    """
+    out = []
+    for c in action_commands(text):
+        words = c.split()
+        if _PLACEHOLDER_RE.search(c) or len(words) < 2 or (words[0] in ("docker", "podman", "kubectl") and len(words) < 3):
+            continue
+        out.append(c)
+    return out
+
+
+def next_steps(doc: dict[str, Any], limit: int = MAX_NEXT_STEPS) -> list[dict[str, Any]]:
+    """The short list of what to do, grouped (fix, confirm first, clean up), each said once.
+
+    Actions come from the findings in report order (root cause first); an action that repeats an earlier
+    one (same command, or mostly the same words) is dropped, alternatives stay under their finding, and
+    at most ``limit`` steps are listed — the root cause's first. Each step is ``{"group", "text",
+    "rule_id", "commands"}``; ``commands`` are only those complete enough to copy and run.
+    """
+    picked: list[dict[str, Any]] = []
     for f in ordered_findings(doc):
         for action in (f.get("remediation") or {}).get("actions") or []:
             text = str(action)
-            if text in seen:
+            group = step_group(text)
+            if group is None:
                 continue
-            seen.add(text)
-            out.append({"text": text, "rule_id": f.get("rule_id"), "commands": action_commands(text)})
-    return out
+            step = {"group": group, "text": text, "rule_id": f.get("rule_id"), "commands": complete_commands(text)}
+            step["_all"] = action_commands(text)
+            if any(_same_step({"text": text, "commands": step["_all"]}, {"text": p["text"], "commands": p["_all"]})
+                   for p in picked):
+                continue
+            picked.append(step)
+    picked = picked[:limit]
+    rank = {g: i for i, (g, _) in enumerate(STEP_GROUPS)}
+    picked.sort(key=lambda s: rank[s["group"]])  # stable: within a group, the findings' order
+    for s in picked:
+        s.pop("_all", None)
+    return picked
+
+
+def actionable_gaps(gaps: list[str]) -> list[str]:
+    """The gaps worth a reader's attention first: what failed or was not there, not what was skipped on
+    purpose or could not apply (a probe skipped because its device is absent says nothing is missing).
+
+    >>> actionable_gaps(["kernel: no source worked (dmesg: permission denied)", "fuser: skipped: no device"])
+    ['kernel: no source worked (dmesg: permission denied)']
+    """
+    return [g for g in gaps if not re.search(r":\s*skipped\b|\bnot applicable\b", g, re.I)]
+
+
+def grouped_steps(steps: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``[(heading, steps)]`` for the groups that have any, in :data:`STEP_GROUPS` order."""
+    return [(title, [s for s in steps if s["group"] == g]) for g, title in STEP_GROUPS
+            if any(s["group"] == g for s in steps)]
 
 
 _COMMAND_WORDS = ("sudo", "kill", "pkill", "killall", "fuser", "nvidia-smi", "systemctl", "docker", "echo",
