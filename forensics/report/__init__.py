@@ -35,6 +35,7 @@ from forensics.report.document import (
     LaunchFix,
     actionable_gaps,
     grouped_steps,
+    is_env,
     launch_fix,
     next_steps,
     normalise_document,
@@ -223,7 +224,8 @@ def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEP
     """The grouped next steps: relaunching with the corrected flags comes first when there are any."""
     steps = next_steps(doc, limit - 1 if fix.flags else limit)
     if fix.flags:
-        shown = ", ".join(f"`{r.flag} {r.new}`" if r.new else f"without `{r.flag}`" for r in fix.flags[:3])
+        shown = ", ".join(f"`{r.flag}={r.new}`" if r.new and is_env(r.flag) else f"`{r.flag} {r.new}`" if r.new
+                          else f"without `{r.flag}`" for r in fix.flags[:3])
         more = f" and {len(fix.flags) - 3} more" if len(fix.flags) > 3 else ""
         what = "the corrected command" if fix.new_argv else "these flags changed"
         steps.insert(0, {"group": "fix", "text": f"Relaunch with {what}: {shown}{more} — see What to change.",
