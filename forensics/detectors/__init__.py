@@ -168,6 +168,9 @@ _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HO
 _link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
        "VLLM-HOST-002"), ("VLLM-NCCL-001",),
       "a worker that failed first never returned from its step, so the engine's call to it timed out")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "VLLM-HOST-001",
+       "SGL-GPU-006", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-008", "SGL-RUN-003"),
+      "the start-up stalled where that failure left it: the stage's wait never ended")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from forensics.facts.launch import server_config
-from forensics.facts.lifecycle import group_snapshots, is_sglang_process
+from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
 from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
 from forensics.facts.vllm import settings as vllm_settings
@@ -208,16 +208,27 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
     tail = max(run, key=_order)
     waits_rows = [r for r in run if r.get("kind") == "shm_wait" and _order(r) > _order(last_row)]
-    first_stop = min(stops, key=_order) if stops else None
-    stamped = [t for r in run if (t := _stamp_of(r, tl)) is not None and (first_stop is None or _order(r) < _order(first_stop))]
+    # a kill typed in a transcript or the kernel's OOM kill of the server also ended the wait (what each proves is
+    # another rule's; here it only bounds the silence, and without a stamp it cannot be measured)
+    stops += [e for e in end_events(tl) if e.get("kind") in ("command", "oom_kill") and e not in stops]
+    first_stop = min(stops, key=lambda r: (_stamp_of(r, tl) is None,
+                                            _stamp_of(r, tl) or datetime.min.replace(tzinfo=UTC), _order(r))) \
+        if stops else None
+    stop_at = _stamp_of(first_stop, tl) if first_stop is not None else None
+    stamped = [t for r in run if r not in stops and (t := _stamp_of(r, tl)) is not None
+               and (first_stop is None or (stop_at is not None and t <= stop_at)
+                    or (stop_at is None and r.get("file") == first_stop.get("file") and _order(r) < _order(first_stop)))]
     end, end_words = _evidence_end(tl)
-    if first_stop is not None:  # stopped by hand: the silence ends where someone gave up on it
+    if first_stop is not None:  # stopped: the silence ends where someone (or the kernel) ended the wait
         end = _stamp_of(first_stop, tl)
-        end_words = f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})"
+        end_words = (f"the kernel killed it ({first_stop.get('file')}:{first_stop.get('line')})"
+                     if first_stop.get("kind") == "oom_kill" else
+                     f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})")
     silent_s = (end - max(stamped)).total_seconds() if end is not None and stamped else None
     out: dict[str, Any] = {"row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
                            "end_words": end_words, "waits": waits_rows}
-    if silent_s is not None and silent_s >= STALL_S and (first_stop is not None or not _server_gone(tl)):
+    if silent_s is not None and silent_s >= STALL_S and first_stop is None and not _server_gone(tl) or \
+            silent_s is not None and silent_s >= STALL_S and first_stop is not None and end is not None:
         out["how"] = "silence"
     elif len(waits_rows) >= WAIT_REPEATS:
         out["how"] = "engine_waits"
@@ -267,7 +278,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "silence" and not tl.facts.collected_at:
         reasons.append("the silence is measured against another file's later line, not a snapshot of the host")
     flags, actions = [], []
-    if world > 1 and st["order"] >= STAGES["memory_profile"][0]:
+    if world > 1 and st["order"] >= STAGES["memory_profile"][0] and row.get("kind") != "hicache_alloc":
         cfg = server_config(tl, run)
         flags = transport_test(tl, cfg)
         if flags and channel_transports(tl) == {"SHM"}:
