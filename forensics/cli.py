@@ -6,6 +6,7 @@ unsafe. Errors are one line on stderr, never a traceback (FORENSICS_DEBUG=1 show
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -25,8 +26,35 @@ from . import __version__
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 ALL_FORMATS = ("html", "md", "json", "sarif", "parquet")
 
+class _WordsArgument(typer.core.TyperArgument):
+    """A positional argument as --help shows it to a person: ``INPUT...``, ``[FILE]...``, never typer's
+    ``{INPUT}...`` or ``INPUT <list[Path]>``."""
+
+    def _words(self) -> str:
+        return (self.metavar or (self.name or "ARG").upper()) + ("..." if self.nargs != 1 else "")
+
+    def get_usage_pieces(self, ctx) -> list[str]:
+        return [self._words() if self.required else f"[{self._words()}]"]
+
+    def get_help_record(self, ctx) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return None if record is None else (self._words() if self.required else f"[{self._words()}]", record[1])
+
+
+class _Commands(typer.core.TyperGroup):
+    """The command group; every command's positional arguments read as words in --help."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            for param in command.params:
+                if type(param) is typer.core.TyperArgument:
+                    param.__class__ = _WordsArgument
+
+
 app = typer.Typer(
     name="forensics",
+    cls=_Commands,
     help=(
         "Post-incident forensics for LLM inference hosts (SGLang, vLLM).\n\n"
         "Run `forensics collect` on the host right after the incident (every command it runs is "
@@ -96,6 +124,59 @@ def _severity_threshold(name: str | None) -> str | None:
     if n not in SEVERITIES:
         raise Fail(f"--fail-on: unknown severity {name!r}; choose from {', '.join(SEVERITIES)} or none", EXIT_USAGE)
     return n
+
+
+def _zone_option(tz: str | None) -> str | None:
+    """``--tz`` checked before any input is read: a zone that does not exist is a usage error."""
+    import zoneinfo
+
+    if tz is None:
+        return None
+    try:
+        zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise Fail(f"--tz {tz!r}: not a time zone; give an IANA name such as Asia/Shanghai, Europe/Berlin or UTC",
+                   EXIT_USAGE) from None
+    return tz
+
+
+def _writable_folder(option: str, folder: Path) -> None:
+    """Fail now, naming the output, when ``folder`` cannot be created or written (not after the analysis).
+
+    A probe that leaves nothing behind: the folders it had to create are removed again, so a run that
+    then fails on its input leaves no empty output folder.
+    """
+    folder = folder.absolute()
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise Fail(f"{option}: cannot write the output there ({blocker} is a file, not a folder)", EXIT_USAGE)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise Fail(f"{option}: cannot write the output there ({e.strerror or type(e).__name__})", EXIT_USAGE) from None
+    finally:
+        for p in created:  # deepest first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+
+
+def _output_error(option: str, e: OSError) -> Fail:
+    where = f" {e.filename}" if e.filename else ""
+    return Fail(f"{option}: could not write{where} ({e.strerror or type(e).__name__})", EXIT_USAGE)
+
+
+def _nothing_recognised(coverage: list[dict]) -> str | None:
+    """The one line to say when no file of the input held anything recognised as evidence, else None."""
+    from .report import unrecognised_input
+
+    read = unrecognised_input(coverage)
+    if read is None:
+        return None
+    listed = "; ".join(read[:5]) + (f"; and {len(read) - 5} more" if len(read) > 5 else "")
+    return f"nothing in the input was recognised as evidence (a log, a launch command, a host snapshot): read {listed}"
 
 
 def _host_overrides(specs: list[str], inputs: list[Path]) -> tuple[list[Path], dict[str, str]]:
@@ -170,16 +251,28 @@ def report(
     """
     fmts = _parse_formats(formats)
     threshold = _severity_threshold(fail_on)
+    tz = _zone_option(tz)
     if output == "-" and len(fmts) != 1:
         raise Fail("-o -: choose exactly one --format to write to stdout", EXIT_USAGE)
+    if output != "-":
+        if Path(output).exists() and not Path(output).is_dir():
+            raise Fail(f"-o {output}: exists and is not a directory", EXIT_USAGE)
+        _writable_folder(f"-o {output}", Path(output))
     # a big input's timeline.parquet is streamed into a temporary folder next to the output
     inputs, hosts = _host_overrides(host, inputs)
     from .analysis import analyse
 
     tl, doc = analyse(inputs, tz, quiet, None if output == "-" else Path(output).absolute().parent, hosts)
-    written = _write_report(tl, doc, output, fmts)
+    try:
+        written = _write_report(tl, doc, output, fmts)
+    except OSError as e:
+        raise _output_error(f"-o {output}", e) from None
+    empty = _nothing_recognised(doc.get("coverage") or [])
+    if empty:
+        _say(f"forensics: {empty}")  # said even with -q: it is the answer, not progress
     if not quiet:
-        _say(_headline(doc))
+        if not empty:
+            _say(_headline(doc))
         for p in written:
             _say(f"wrote {p}")
     raise typer.Exit(_exit_for(doc, threshold))
@@ -197,11 +290,15 @@ def timeline(
 
     One row per event, each with its file and 1-based line, timestamps in UTC.
     """
+    from .progress import for_stderr
     from .timeline import build_timeline, write_parquet
 
+    tz = _zone_option(tz)
     spill = None if output == "-" else Path(output).absolute().parent
-    from .progress import for_stderr
-
+    if output != "-":
+        if Path(output).is_dir():
+            raise Fail(f"-o {output}: is a directory; give a file name", EXIT_USAGE)
+        _writable_folder(f"-o {output}", Path(output).absolute().parent)
     progress = for_stderr(quiet)
     inputs, hosts = _host_overrides(host, inputs)
     try:
@@ -216,10 +313,13 @@ def timeline(
             sys.stdout.buffer.write(p.read_bytes())
         return
     out = Path(output)
-    if out.is_dir():
-        raise Fail(f"-o {output}: is a directory; give a file name", EXIT_USAGE)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(tl, out)
+    try:
+        write_parquet(tl, out)
+    except OSError as e:
+        raise _output_error(f"-o {output}", e) from None
+    empty = _nothing_recognised(tl.coverage)
+    if empty:
+        _say(f"forensics: {empty}")
     if not quiet:
         unrec = sum(c["unrecognized"] for c in tl.coverage)
         _say(f"wrote {out}: {tl.n_events:,} events from {len(tl.coverage)} file(s), {unrec:,} unrecognised line(s)")
@@ -241,6 +341,7 @@ def collect(
     max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
     tag: str = typer.Option(None, "--tag", metavar="TAG",
                             help="Incident tag shared by every node's bundle (in the bundle's name and manifest)."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
 ) -> None:
     """Gather the evidence on this host into one bundle.
 
@@ -248,7 +349,7 @@ def collect(
     Every command is bounded by --timeout and the run by --budget; what could not be read is
     recorded in the manifest. Read-only: it never kills or changes anything.
     """
-    from .collect import CollectOptions, check_tag
+    from .collect import CollectOptions, check_tag, unmatched
     from .collect import collect as run_collect
 
     if tag is not None:
@@ -256,15 +357,32 @@ def collect(
             check_tag(tag)
         except ValueError as e:
             raise Fail(str(e), EXIT_USAGE) from None
+    # a path the user named and that is not there is a mistake to fix before the run, not a gap
+    for option, patterns in (("--log", log), ("--add", add)):
+        for pattern in patterns:
+            why = unmatched(pattern)
+            if why:
+                raise Fail(f"{option} {pattern}: {why}", EXIT_USAGE)
+    if output and output != "-":
+        out = Path(output)
+        if out.is_dir():
+            raise Fail(f"-o {output}: is a directory; give the bundle's file name (e.g. {out / 'incident.tar.gz'})",
+                       EXIT_USAGE)
+        _writable_folder(f"-o {output}", out.absolute().parent)
+    elif output is None:
+        _writable_folder("the current folder (the default -o)", Path.cwd())
 
     opts = CollectOptions(
         output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
         logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
         budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
-        max_log_bytes=max_log_bytes, progress=_say, tag=tag,
+        max_log_bytes=max_log_bytes, progress=None if quiet else _say, tag=tag,
     )
-    path = run_collect(opts)
-    if str(path) != "-":
+    try:
+        path = run_collect(opts)
+    except OSError as e:
+        raise _output_error(f"-o {output}" if output else "the bundle (in the current folder)", e) from None
+    if str(path) != "-" and not quiet:
         _say(f"wrote {path}")
 
 
@@ -281,7 +399,7 @@ def _size_option(name: str, value: str | None) -> int | None:
 
 @app.command()
 def check(
-    files: list[str] = typer.Argument(None, metavar="[FILE]...",
+    files: list[str] = typer.Argument(None, metavar="FILE",
                                       help="Launch script, compose file, Kubernetes manifest, Slurm script, engine "
                                            "config YAML, or - for stdin."),
     cmd: str = typer.Option(None, "--cmd", metavar="TEXT", help="The launch command as one string."),
@@ -355,11 +473,17 @@ def demo(
     """Report on the example incident shipped with the package."""
     from .resources import example_bundle
 
+    if Path(output).exists() and not Path(output).is_dir():
+        raise Fail(f"-o {output}: exists and is not a directory", EXIT_USAGE)
+    _writable_folder(f"-o {output}", Path(output))
     bundle = example_bundle()
     from .analysis import analyse
 
     tl, doc = analyse([bundle], None, quiet=True)
-    written = _write_report(tl, doc, output, set(ALL_FORMATS))
+    try:
+        written = _write_report(tl, doc, output, set(ALL_FORMATS))
+    except OSError as e:
+        raise _output_error(f"-o {output}", e) from None
     _say(_headline(doc))
     out = Path(output).resolve()
     typer.echo(f"Demo report of the seed incident written to {out}")
@@ -409,8 +533,10 @@ def fleet(
             day = date.fromisoformat(since)
         except ValueError:
             raise Fail(f"--since {since!r}: not a day (YYYY-MM-DD)", EXIT_USAGE) from None
+    tz = _zone_option(tz)
     if output.exists() and not output.is_dir():
         raise Fail(f"-o {output}: exists and is not a directory", EXIT_USAGE)
+    _writable_folder(f"-o {output}", output)
     try:
         result = run_fleet(inputs, output, workers=workers, ray=ray, since=day, tz=tz,
                            formats=tuple(f for f in ALL_FORMATS if f in fmts), say=None if quiet else _say)

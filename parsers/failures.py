@@ -33,6 +33,7 @@ from typing import Any
 
 import polars as pl
 
+from .elision import is_elision
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -63,6 +64,7 @@ CLASSES = {
     "kv_pool_leak": "an engine's KV pool self-check found leaked slots",
     "health_check": "the health check failed",
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
+    "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
     "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
@@ -91,7 +93,7 @@ _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
-_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\[\.\.\.|^\s*$')
+_FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
 _OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
@@ -114,10 +116,18 @@ _RUNTIME_OOM = re.compile(
     r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure (?:2 )?'out of memory'|Failed to CUDA (?:c|m)alloc(?: async)? (\d+) bytes|"
     r"HSA_STATUS_ERROR_OUT_OF_RESOURCES|CUDA driver error: out of memory"
 )
+#: SGLang's HiCache host pool registration (0.5.15+, chunked 0.5.23: failure_messages.md §2.4); ``rc`` is the CUDA
+#: runtime's error code: 2 = cudaErrorMemoryAllocation (the kernel would not lock that much RAM), 1 =
+#: cudaErrorInvalidValue (the driver refused the range), which is not a memory shortage by itself
 _HOST_REGISTER = re.compile(r"cudaHost(?:Register|Alloc) failed(?: \(rc=(\d+)[^)]*\))?")
+_RC_OUT_OF_MEMORY = 2
 _REG_SIZE = re.compile(r"\bsize=(\d+)")
 _REG_TOTAL = re.compile(r"\btotal=(\d+)")
+#: ROCclr's queue-abort callback (ROCm/clr rocclr/device/rocm/rocdevice.cpp, ``callbackQueue``) ends the
+#: HSA_STATUS_ERROR_OUT_OF_RESOURCES line with ``Code: 0x1008 Available Free mem : N MB`` in newer ROCm; a paste that
+#: wraps the long line puts it on the next one. Values past 2^40 MB are an unsigned underflow, not a figure.
 _AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", re.I)
+_AVAIL_FREE_BOGUS_MB = 1 << 40
 _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
 _ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
@@ -128,7 +138,7 @@ _NO_DEVICE = re.compile(
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
 _WORKSPACE = re.compile(
-    r"AlignedAl(?:lo|oa)cator|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
+    r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
     r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
 )
 _WS_NEED = re.compile(r"(?:with size|need) (\d+)")
@@ -159,6 +169,32 @@ _SHM = re.compile(
     r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
     r"insufficient shared memory|out of shared memory|Unexpected bus error encountered in worker"
 )
+#: madvise(2), EFAULT: "advice is MADV_POPULATE_READ or MADV_POPULATE_WRITE, and populating (prefaulting) page
+#: tables failed because a SIGBUS would have been generated on actual access" — a shared file mapping (a tmpfs
+#: file in /dev/shm) whose filesystem cannot back the pages: the SIGBUS of a full /dev/shm, returned to the caller
+#: (vLLM's KV-offload region, vllm/v1/kv_offload/cpu/shared_offload_region.py, prefaults with
+#: ``mmap_obj.madvise(MADV_POPULATE_WRITE, …)``; Python raises ``OSError: [Errno 14] Bad address``)
+_EFAULT = re.compile(r"OSError: \[Errno 14\] Bad address")
+_MADVISE_CALL = re.compile(r"\bmadvise\(")
+
+
+#: failure_messages.md §2.1, ``out of memory``: "Look at the frames: ``CachingHostAllocator``/``pin_memory`` ⇒ host"
+#: — PyTorch's pinned allocator (``pin_memory=True``) calls ``cudaHostAlloc``, whose failure reads as the plain
+#: runtime OOM (§2.4)
+_PINNED_FRAMES = re.compile(r"pin_memory|CachingHostAllocator|cudaHostAlloc\b|\.pin_memory\(\)")
+
+
+def pinned_host_oom(kind: str, text: str) -> bool:
+    """Whether a runtime ``out of memory`` came from pinning host memory (its traceback shows the pinned path)."""
+    return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
+
+
+def populate_fault(text: str) -> bool:
+    """Whether a traceback is madvise's prefault of a shared mapping failing with EFAULT (a tmpfs that cannot
+    back it)."""
+    return bool(_EFAULT.search(text) and _MADVISE_CALL.search(text))
+
+
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
@@ -193,23 +229,52 @@ _HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate
 _PORT = re.compile(r"Address already in use|is (?:already )?used by a process already|port \S+ is (?:already )?in use|"
                    r"\[Errno 98\]|bind\(\) failed", re.I)
 _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
+#: SGLang's ``wait_port_available`` (python/sglang/srt/utils/network.py): ``ValueError: {port_name} at {port} is not
+#: available in {timeout_s} seconds. {port_name} is used by a process already. {process.name()=}'
+#: {process.cmdline()=} {process.status()=} {pid=}`` — the wait (SGLANG_WAIT_PORT_TIMEOUT, default 30 s) and the holder
+_PORT_WAIT = re.compile(r"(\w*port\w*) at (\d{2,5}) is not available in (\d+) seconds")
+_PORT_HOLDER_STATUS = re.compile(r"process\.status\(\)='([\w-]+)'")
+_PORT_HOLDER_CMD = re.compile(r"process\.cmdline\(\)=\[([^\]]{0,400})")
+_PORT_HOLDER_PID = re.compile(r"\bpid=(\d+)")
+_ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
+#: the NVIDIA kernel module's ``os_lookup_user_io_memory`` (NVIDIA/open-gpu-kernel-modules,
+#: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
+#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
 _GPU_BUSY = re.compile(r"(?:GPU\(s\)|GPU \d+|GPUs?) (?:still )?not idle|GPU (\d+) uses " + _SIZE.replace("bytes|", "bytes|G?B|")
                        + r".{0,40}?\(pid=(\d+)")
-_PROC_FRAGMENT = re.compile(r"^Process (\d+) (?:has |\.\.\.\s*|\S+ )?(\d+(?:\.\d+)? ?[KMG]iB)(?: memory in use)?\.?\s*$")
+#: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
+#: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
+_PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 
 # --- request refusals (§6) ---
-_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)")
+_REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allowed length \((\d+) tokens\)|"
+                        # the scheduler's silent truncation (0.3.6–0.4.0 "Truncated!!!"; 0.4.3+ with the figures), §6.1
+                        r"Request length is longer than the KV cache pool size or the max context length\. Truncated"
+                        r"(?:!!!|\. len\(req\.origin_input_ids\)=(\d+), max_req_input_len=(\d+))")
+#: a multimodal prompt whose expanded tokens pass the context (SGLang 0.3.6 image form, 0.4.0+ "after expanding"), §6.1
+_REFUSE_MM = re.compile(r"Image request length is longer than the KV cache pool size or the max context length|"
+                        r"Multimodal prompt is too long after expanding multimodal tokens\.(?: After expanding "
+                        r"[\w.()\[\]]{0,60}=(\d+) >= (?:[\w.]{0,40}=)?(\d+))?")
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
+#: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
+#: its escapes keeps ``model\'s`` (failure_messages.md §9: unescape collectors' JSON before matching)
 _REFUSE_CTX = re.compile(
-    r"The input \((\d+) tokens\) is longer than the model's context length \((\d+) tokens\)|"
-    r"maximum context length is (\d+) tokens|exceeds the model's maximum context length of (\d+) tokens|"
-    r"is longer than the maximum model length of (\d+)|Input prompt \((\d+) tokens\) is too long and exceeds limit of (\d+)"
+    r"The input \((?P<n1>\d+) tokens\) is longer than the model\\?'s context length \((?P<c1>\d+) tokens\)|"
+    r"maximum context length is (?P<c2>\d+) tokens(?:\. However, (?:you requested|your request has) (?P<n2>\d+))?|"
+    r"exceeds the model\\?'s maximum context length of (?P<c3>\d+) tokens(?:\. You requested a total of (?P<n3>\d+))?|"
+    r"\(length (?P<n4>\d+)\)(?: plus the number of requested output tokens \(at least 1\))? is longer than the maximum "
+    r"model length of (?P<c4>\d+)|is longer than the maximum model length of (?P<c5>\d+)|"
+    r"Input prompt \((?P<n6>\d+) tokens\) is too long and exceeds limit of (?P<c6>\d+)"
 )
-_KV_LEAK = re.compile(r"(?:Pool )?Mem(?:ory)? Leak Detected|memory leak detected", re.I)
-_STARTUP = re.compile(r"failed to start workers|Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
+#: SGLang's pool self-checks (sglang_formats.md: ``token_to_kv_pool_allocator memory leak detected!``,
+#: ``req_to_token_pool memory leak detected!``; the busy-time invariant checker,
+#: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
+#: ``SWA Pool Mem Leak Detected!``)
+_KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
+_STARTUP = re.compile(r"Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
                       r"Initialization failed|failed to initiali[sz]e", re.I)
 
 
@@ -250,7 +315,7 @@ def line_context(line: str) -> dict[str, Any]:
 #: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
-    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|"
+    r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
 )
@@ -370,6 +435,11 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (r := _HOST_REGISTER.search(head)) is not None:
         size, total = _REG_SIZE.search(head), _REG_TOTAL.search(head)
         cols = {"bytes": _int(total.group(1)) if total else (_int(size.group(1)) if size else None)}
+        rc = _int(r.group(1))
+        if rc is not None and rc != _RC_OUT_OF_MEMORY and "out of memory" not in head:
+            return "failure", {k: v for k, v in cols.items() if v is not None}, {
+                "failure": "host_register_refused", "api": "cudaHostRegister", "host_pinned": True, "rc": rc,
+                "message": msg[:2000]}
         return "cuda_error_oom", {k: v for k, v in cols.items() if v is not None}, {
             "api": "cudaHostRegister", "host_pinned": True, "rc": _int(r.group(1)), "message": msg[:2000]}
     if _WORKSPACE.search(head):
@@ -434,20 +504,25 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"code": -6}, {"failure": "signal", "signal": "Aborted", "exception_type": term.group(1),
                                          "message": msg[:500]}
     if _PORT.search(head):
-        p = _PORT_NUM.search(head)
-        return "failure", {}, {"failure": "port_in_use", "port": _int(p.group(1)) if p else None, "message": msg[:500]}
+        return "failure", *_port_figures(head, msg)
     if (rk := _REFUSE_KV.search(head)) is not None:
         # SGLang: K = min(C − 1, max_total_num_tokens − 1) − 5 (failure_messages.md §6.1)
-        return "failure", {"tokens": _int(rk.group(1))}, {
-            "failure": "request_refused", "limit_tokens": _int(rk.group(2)), "reveals": "kv_pool", "message": msg[:500]}
+        asked, limit = _int(rk.group(1) or rk.group(3)), _int(rk.group(2) or rk.group(4))
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "limit_tokens": limit, "reveals": "kv_pool", "message": msg[:500]}
+    if (rm := _REFUSE_MM.search(head)) is not None:
+        return "failure", {"tokens": _int(rm.group(1))} if rm.group(1) else {}, {
+            "failure": "request_refused", "limit_tokens": _int(rm.group(2)), "reveals": "context_length",
+            "multimodal": True, "message": msg[:500]}
     if (rb := _REFUSE_BLOCKS.search(head)) is not None:
         return "failure", {"tokens": _int(rb.group(1))}, {"failure": "request_refused", "reveals": "kv_pool",
                                                           "message": msg[:500]}
     if (rc := _REFUSE_CTX.search(head)) is not None:
-        nums = [_int(g) for g in rc.groups() if g]
-        return "failure", {}, {"failure": "request_refused", "reveals": "context_length",
-                               "limit_tokens": max(n for n in nums if n is not None) if nums else None,
-                               "message": msg[:500]}
+        named = rc.groupdict()
+        limit = next((_int(v) for k, v in named.items() if k[0] == "c" and v), None)
+        asked = next((_int(v) for k, v in named.items() if k[0] == "n" and v), None)
+        return "failure", {"tokens": asked} if asked is not None else {}, {
+            "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
     if (gb := _GPU_BUSY.search(head)) is not None:
@@ -474,6 +549,28 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     return None
 
 
+def _port_figures(head: str, msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Port, the wait and the holder of a port message (SGLang's ``wait_port_available`` names all three)."""
+    attrs: dict[str, Any] = {"failure": "port_in_use", "message": msg[:500]}
+    if (w := _PORT_WAIT.search(head)) is not None:
+        attrs.update(port_name=w.group(1), port=_int(w.group(2)), waited_s=_int(w.group(3)))
+    elif (p := _PORT_NUM.search(head)) is not None:
+        attrs["port"] = _int(p.group(1))
+    holder_figures(head, attrs)
+    cols = {"pid": attrs["holder_pid"]} if attrs.get("holder_pid") else {}
+    return cols, attrs
+
+
+def holder_figures(text: str, attrs: dict[str, Any]) -> None:
+    """The port holder's status, pid and whether its command line is an engine's (a previous server)."""
+    if (st := _PORT_HOLDER_STATUS.search(text)) is not None:
+        attrs["holder_status"] = st.group(1)
+    if (cmd := _PORT_HOLDER_CMD.search(text)) is not None:
+        attrs["holder_is_engine"] = bool(_ENGINE_CMD.search(cmd.group(1)))
+    if (pid := _PORT_HOLDER_PID.search(text)) is not None:
+        attrs["holder_pid"] = _int(pid.group(1))
+
+
 def _during(frames: list[tuple[str, str]]) -> str | None:
     """The start-up stage or phase a traceback's frames pass through, most specific last."""
     funcs = " ".join(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in frames)
@@ -488,6 +585,28 @@ def _during(frames: list[tuple[str, str]]) -> str | None:
         if any(n in funcs for n in needles):
             return stage
     return None
+
+
+def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
+    """The stage a traceback's (path, function) frames pass through: ``graph_capture``, ``memory_pool``,
+    ``weight_load``, ``forward`` or ``init`` (what detectors read when the exception line itself was lost).
+
+    >>> stage_of_frames([("x/tp_worker.py", "forward_batch_generation"), ("x/model_runner.py", "forward_extend")])
+    'forward'
+    """
+    return _during(frames)
+
+
+def stops_at_allocation(text: str) -> bool:
+    """Whether a traceback's last lines allocate device memory (``torch.empty(``, ``.cuda()``, an ``alloc…(`` call).
+
+    >>> stops_at_allocation('  File "x.py", line 3, in init\\n    self.buf = torch.zeros(\\n')
+    True
+    >>> stops_at_allocation('  File "x.py", line 9, in call_begin_forward\\n    wrapper.begin_forward(\\n')
+    False
+    """
+    tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
+    return bool(_ALLOCATION.search("\n".join(tail)))
 
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
@@ -534,7 +653,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 fm = _FRAME.match(inner)
                 if fm:
                     frames.append((fm.group(1), fm.group(2)))
-                elif not (_FRAME_LIKE.match(lines[j]) or inner.startswith(("File ", "^", "~"))) or _EXC_LINE.match(inner):
+                elif not (_FRAME_LIKE.match(lines[j]) or is_elision(inner) or inner.startswith(("File ", "^", "~"))) \
+                        or _EXC_LINE.match(inner):
                     break
                 j += 1
             found = classify(strip_prefix(lines[j])) if j < n else None
@@ -543,6 +663,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 kind, cols, attrs = found
             else:
                 kind, cols, attrs = "failure", {}, {"failure": "traceback_cut"}
+            if attrs.get("failure") == "exception" and populate_fault("\n".join(lines[i:end + 1])):
+                attrs.update(failure="shm_exhausted", via="madvise_populate_efault")
+            if not attrs.get("host_pinned") and pinned_host_oom(kind, "\n".join(lines[i:end + 1])):
+                attrs.update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
             if frames:
                 attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
                 attrs["during"] = attrs.get("during") or _during(frames)
@@ -568,15 +692,25 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             continue
         if found:
             kind, cols, attrs = found
+            if loose_frames and attrs.get("failure") == "exception" \
+                    and populate_fault("\n".join(lines[max(loose[0], 0):i + 1])):
+                attrs.update(failure="shm_exhausted", via="madvise_populate_efault")  # frames pasted without header
             if loose_frames and "during" not in attrs:
                 attrs["innermost_frame"] = f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}"
                 attrs["during"] = _during(loose_frames)
             loose_frames.clear()
             end = i
-            # a figure the runtime prints on the next line (ROCm: "Available Free mem : 30 MB")
-            if i + 1 < n and (af := _AVAIL_FREE.search(lines[i + 1])) is not None:
+            # ROCm's free-memory figure: on the abort line itself, or on the next one when the paste wrapped it
+            af = _AVAIL_FREE.search(lines[i]) if "HSA_STATUS" in lines[i] else None
+            if af is None and "HSA_STATUS" in lines[i] and i + 1 < n and _AVAIL_FREE.match(lines[i + 1].strip()):
+                af, end = _AVAIL_FREE.match(lines[i + 1].strip()), i + 1
+            if af is not None and float(af.group(1)) < _AVAIL_FREE_BOGUS_MB:
                 cols = {**cols, "free_bytes": parse_size(f"{af.group(1)} {af.group(2)}") or None}
-                end = i + 1
+            # the port holder's clause of SGLang's port message, when the paste wrapped it onto the next line
+            if attrs.get("failure") == "port_in_use" and end + 1 < n and "process." in lines[end + 1] \
+                    and _PORT_HOLDER_STATUS.search(lines[end + 1]):
+                holder_figures(lines[end + 1], attrs)
+                end += 1
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:
@@ -595,4 +729,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]

@@ -26,6 +26,15 @@ PARSER_MODULES = (
     "kernel",
     "ps",
     "fuser",
+    "crash_snapshot",
+    "container_limits",
+)
+
+#: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,
+#: ``parse_bytes(data, path) -> ParseResult``. The input layer asks them before it skips a binary file.
+BINARY_PARSER_MODULES = (
+    "crash_dump",
+    "flight_recorder",
 )
 
 MIN_SCORE = 0.5
@@ -77,3 +86,31 @@ def best_format(head: str) -> tuple[str | None, float]:
         return None, 0.0
     fmt, score = max(sorted(scores.items()), key=lambda kv: kv[1])
     return (fmt, score) if score >= MIN_SCORE else (None, score)
+
+
+_binary: dict[str, ModuleType] | None = None
+
+
+def binary_parsers() -> dict[str, ModuleType]:
+    """FORMAT name → parser module, for binary artifacts."""
+    global _binary
+    if _binary is None:
+        _binary = {m.FORMAT: m for m in (importlib.import_module(f"parsers.{n}") for n in BINARY_PARSER_MODULES)}
+    return _binary
+
+
+def best_binary_format(head: bytes) -> str | None:
+    """The binary parser whose sniffer is surest of these first bytes, if any is sure enough.
+
+    >>> best_binary_format(b"\\x7fELF"), best_binary_format(b"")
+    (None, None)
+    """
+    best, top = None, 0.0
+    for fmt, mod in sorted(binary_parsers().items()):
+        try:
+            score = float(mod.sniff_bytes(head))
+        except Exception:  # a sniffer must never take the whole read down
+            score = 0.0
+        if score > top:
+            best, top = fmt, score
+    return best if top >= MIN_SCORE else None

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from parsers.failures import classify as classify_failure
 from parsers.failures import oom_figures
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
@@ -151,6 +152,10 @@ _C10D_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _C10D_RAN = re.compile(r"ran for (\d+) milliseconds")
 _C10D_RANK = re.compile(r"\bRank (\d+)")
 _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+#: tqdm's default bar with no description (``{percentage}%|{bar}| {n}/{total} [...``): SGLang's CUDA-graph capture
+#: before 0.4.5 (``cuda_graph_runner.py``: ``tqdm.tqdm(self.capture_bs)`` on TP rank 0), and the EAGLE/draft runners'
+#: captures after it, draw exactly this; the weights' bars are labelled (``Loading safetensors checkpoint shards``)
+_POOL_BELOW_CONTEXT = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 _BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
 _TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
 _TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
@@ -624,6 +629,10 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
     if "CUDA error: out of memory" in msg:
         return _ev("cuda_error_oom", attrs={"message": msg[:2000]})
     if "cudaHostRegister failed" in msg or "cudaHostAlloc failed" in msg:
+        # one reader decides what a registration failure is (its rc: out of memory or a refused range)
+        found = classify_failure(msg)
+        if found is not None:
+            return _ev(found[0], found[1], found[2])
         return _ev("cuda_error_oom", attrs={"message": msg[:2000], "api": "cudaHostRegister"})
     m = _EXC_HEAD.match(msg)
     if m:
@@ -712,6 +721,11 @@ def _other(msg: str) -> list[Event] | None:
         return _notice("hicache_cleared")
     if msg.startswith("HiCache host KV pool") and "smaller than the device pool" in msg:
         return _notice("hicache_smaller_than_device", message=msg[:500])
+    if msg.startswith("KV pool holds ") and "fewer than --context-length" in msg:
+        # 0.5.23 start-up warning (failure_messages.md §6.1): the pool cannot hold one full-length request
+        m = _POOL_BELOW_CONTEXT.search(msg)
+        return _ev("kv_sizing", {"tokens": _int(m.group(1)) if m else None},
+                   {"warning": "pool_below_context", "context_len": _int(m.group(2)) if m else None})
     if msg.startswith("max_total_tokens=") and "profiled value" in msg:
         ints = [int(x) for x in _INTS.findall(msg[:300]) if len(x) < 15]
         return _ev("kv_sizing", {"tokens": ints[-1] if ints else None},
@@ -724,6 +738,8 @@ def classify_message(msg: str) -> list[Event] | None:
 
     >>> classify_message("Capture cuda graph end. Time elapsed: 98.73 s. mem usage=2.60 GB. avail mem=1.89 GB.")
     [('cuda_graph_end', {'avail_bytes': 2029372047, 'bytes': 2791728742, 'seconds': 98.73}, {'capture_name': 'decode', 'graph_backend': 'cuda graph'})]
+    >>> classify_message("KV pool holds 30000 tokens, fewer than --context-length 131072. One full-context request cannot fit")
+    [('kv_sizing', {'tokens': 30000}, {'warning': 'pool_below_context', 'context_len': 131072})]
     """
     if msg.startswith("Decode batch"):
         return _batch("decode_batch", msg[12:])
@@ -890,6 +906,11 @@ class _Scanner:
             if exc and kind != "server_args":
                 attrs["exception_type"] = exc.group(1)
                 attrs["exception_message"] = (exc.group(2) or "")[:2000]
+                inner = classify_failure(exc.group(0)) if "cudaHost" in exc.group(0) else None
+                if inner is not None and inner[2].get("failure") == "host_register_refused":
+                    attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
+                elif inner is not None and inner[2].get("host_pinned"):
+                    attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
             if kind == "kv_exhausted":
                 facts = kv_exhausted_facts("\n".join(body))
                 facts.pop("phase") if "phase" in attrs else None  # the header said it already
@@ -1027,7 +1048,7 @@ class _Scanner:
                 return FOREIGN
         bare = _BARE_BAR.match(seg)
         if bare:
-            # an unlabelled bar: after the weights are loaded SGLang draws only the CUDA-graph capture's
+            # an unlabelled bar (see _BARE_BAR): detectors read it as capture only after the weights were loaded
             steps = _TQDM_STEPS.search(seg)
             self._emit("progress_bar", {}, {"steps_done": _int(steps.group(1)), "steps_total": _int(steps.group(2))}
                        if steps else {}, {"line": lineno, "text": seg})

@@ -300,6 +300,8 @@ def _family(command: str | None, names: list[str]) -> list[str]:
         return []
     if "/proc/meminfo" in command:
         return [n for n in names if n == "meminfo"]
+    if "/sys/fs/cgroup" in command or "memory.max" in command or "memory.limit_in_bytes" in command:
+        return [n for n in names if n == "container_limits"]  # a cgroup file's value, alone on its line
     prog = _program(command.split())
     if not prog:
         return []

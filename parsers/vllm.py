@@ -36,7 +36,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers.failures import oom_figures
+from parsers.failures import oom_figures, pinned_host_oom, populate_fault
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -102,6 +102,8 @@ _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
+    # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
+    r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"
 )
 _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
@@ -125,6 +127,12 @@ _NO_CACHE = re.compile(r"No available memory for the cache blocks")
 _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
                       r" enough KV cache space.*?(?:total_num_cumulative_preemption=(\d+))?$")
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
+#: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
+#: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
+_CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
+#: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
+#: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
+_OFFLOAD_REGION = re.compile(r"^Created mmap file (\S+) \(" + _NUM + r" GB\)")
 _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
@@ -148,7 +156,13 @@ _WORKER_DIED = re.compile(
     r"|Engine core process (\S+) died unexpectedly"
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
-_RAY_OOM = re.compile(r"killed by SIGKILL by OOM killer|Task was killed due to the node running low on memory")
+#: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
+_RAY_OOM = re.compile(r"killed due to the node running low on memory")
+#: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
+#: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
+#: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
+_RAY_WORKER_EXITED = re.compile(r"Worker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)|"
+                                r"Worker unexpectedly exits with a connection error code")
 _DEAD = re.compile(
     r"(EngineCore encountered a fatal error|EngineDeadError|EngineCore encountered an issue|MQEngineDeadError"
     r"|AsyncEngineDeadError|Background loop has errored already|Engine loop is not running"
@@ -444,6 +458,15 @@ class _Parser:
                  "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
         base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
         self.emit("exception", base, attrs)
+        if pinned_host_oom("cuda_error_oom", text) and _CUDA_ERR_OOM.search(text):
+            # the plain runtime OOM from the pinned host allocator (swap space, offload buffers): host memory
+            for row in self.rows[::-1]:
+                if row["kind"] == "cuda_error_oom" and tb["base"]["line"] <= (row.get("line") or 0) <= tb["last"]:
+                    row["attrs"].update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
+                    break
+        if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
+            self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
+                      {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
             self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
@@ -609,7 +632,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling")):
+                                "Error in memory profiling", "on startup is less than desired")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -783,6 +806,18 @@ class _Parser:
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
                 return True
+            m = _OFFLOAD_REGION.match(s)
+            if m:
+                size = _num(m.group(2))
+                emit("host_pool", base, {"pool": "kv_offload_region", "path": m.group(1),
+                                         "tmpfs": m.group(1).startswith("/dev/shm/")},
+                     bytes=round(size * 1e9) if size is not None else None)
+                return True
+            m = _CPU_OFFLOADED.match(s)
+            if m:
+                emit("host_pool", base, {"pool": "cpu_offload_weights", "per_rank": True, "pinned": True},
+                     bytes=_gib(m.group(1)))
+                return True
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -842,6 +877,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
+            if "on startup is less than desired" in s and self._profile(s, base):
+                return True  # §3.3, raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -868,6 +905,9 @@ class _Parser:
             return True
         if _RAY_OOM.search(s):
             emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
+            return True
+        if _RAY_WORKER_EXITED.search(s):
+            emit("rank_dead", base, {"cause": "ray_worker_exited", "message": s[:500]})
             return True
         m = _INIT_FAILED.search(s)
         if m:
@@ -959,6 +999,9 @@ class _Parser:
                     attrs[names[h.group(4)]] = _gib(h.group(3))
                 elif h.group(5) is not None:
                     attrs["kv_cache_bytes"] = _gib(h.group(5)) if h.group(6) == "GiB" else _int(h.group(5))
+                elif h.group(7) is not None:
+                    key = "kv_cache_memory_to_fit_bytes" if h.group(8) == "fit" else "kv_cache_memory_to_fill_bytes"
+                    attrs[key] = _int(h.group(7))
             self.emit("memory_profile", base, attrs, total_bytes=attrs["total_gpu_bytes"],
                       free_bytes=attrs["free_gpu_bytes"], ratio=attrs.get("gpu_memory_utilization"),
                       bytes=attrs.get("kv_cache_bytes"))
@@ -1023,6 +1066,8 @@ _SNIFF_STRONG = (
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
     "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
     "Task was killed due to the node running low on memory",
+    # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
+    "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -4,6 +4,8 @@
   ``-m`` names the marker; the default suite runs a small profile of the same properties.
 * ``slow`` tests (2 GB logs, 10 million lines) run only with ``FORENSICS_SLOW=1`` or ``-m slow``;
   the default suite carries scaled-down copies of the same checks.
+* Tests that read ``../shared`` (``FORENSICS_SHARED`` overrides where, see ``shared_data.py``) skip
+  without it; the summary's last line says how many did, and where the suite looked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+from shared_data import SHARED, SKIP_REASON
 
 #: Examples per parser and property in the long profile (the issue asks for at least 10,000).
 FUZZ_EXAMPLES = 10_000
@@ -43,3 +46,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(skip)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (file, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr or "")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """How many tests skipped for want of ../shared: a fresh clone's run says so instead of hiding it."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    n = sum(1 for r in skipped if _skip_reason(r).startswith(SKIP_REASON))
+    where = "present" if SHARED.is_dir() else "absent"
+    terminalreporter.write_line(f"{n} test(s) skipped for want of ../shared ({SHARED}: {where})")

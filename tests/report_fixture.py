@@ -16,7 +16,6 @@ from forensics.model import Artifact, Facts, Timeline
 from parsers.schema import rows_to_frame
 
 INCIDENT = Path(__file__).resolve().parents[1] / "fixtures" / "report" / "seed_incident"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def _dt(v: str | None) -> datetime | None:

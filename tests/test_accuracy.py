@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "incidents"
+CORPUS = SHARED / "incidents"
 
 #: project → (root-cause category right, flags right) as shares of its scored cases, on the whole
 #: corpus (105 cases). They only rise.
 FLOORS = {"sglang": (0.66, 0.45), "vllm": (0.77, 0.68)}
 
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason="no ../shared/incidents corpus")
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"{SKIP_REASON}: incidents")
 
 
 def _harness():

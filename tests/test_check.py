@@ -241,3 +241,18 @@ def test_vllm_swap_space_per_gpu_over_the_host() -> None:
 def test_more_ranks_than_gpus_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
     res = run_check(CheckOptions(cmd="python -m sglang.launch_server --tp 8", host_memory=449 * GIB, gpus=4))
     assert any("needs 8 GPUs per host" in n for n in res.notes)
+
+
+def test_a_limit_written_above_the_command_in_a_paste_bounds_the_pools(tmp_path: Path) -> None:
+    # the docker run line cut from the command by a writer's "..." (issue 21.7): its --memory is the budget
+    paste = tmp_path / "paste.txt"
+    paste.write_text("docker run -d --gpus all --memory=240g -v /w:/w lmsysorg/sglang:v0.5.8 \\\n"
+                     "...\n"
+                     "python3 -m sglang.launch_server --model-path /w/m --tp 4 --enable-hierarchical-cache "
+                     "--hicache-size 70\n")
+    res = run_check(CheckOptions(files=[str(paste)], gpus=4, gpu_memory=80 * GIB, engine_version="0.5.8"))
+    f = next(f for f in res.findings if f.rule_id == "SGL-HOST-001")
+    assert f.figures.get("docker_memory_bytes") == 240 * GIB
+    new = next(c for c in f.remediation.flags if c.flag == "--hicache-size").new
+    assert 40 <= int(new) <= 56
+    assert any(x.name == "memory limit" and "240.00 GiB" in x.value for x in res.facts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from test_detectors_common import GIB, MIB, fired, timeline
 
 from forensics.detectors import cuda_graph_headroom, run_all, stranded_context, weights_do_not_fit
@@ -121,3 +123,36 @@ def test_owner_in_d_state_counts_as_stranded_without_a_kill():
     f = fired(findings)["SGL-GPU-005"]
     assert f.gpus == [0] and f.figures["owner_states"] == {"0": "4242:D"}
     assert root == "SGL-GPU-005"
+
+
+# --- SGL-GPU-006: whose memory a CUDA OOM's process clauses name (failure_messages.md §1.3–1.4)
+
+
+def _clauses(*procs_gib: tuple[int, float], own_gib: float | None, fragment: bool = False) -> dict:
+    a: dict = {"processes": [{"pid": pid, "used_bytes": int(g * GIB)} for pid, g in procs_gib]}
+    if own_gib is not None:
+        a["allocated_by_pytorch_bytes"] = int(own_gib * GIB)
+    if fragment:
+        a["fragment"] = True
+    return {"kind": "cuda_oom", "attrs": json.dumps(a)}
+
+
+def test_a_lone_clause_pasted_alone_names_nobody() -> None:
+    from forensics.detectors.held_at_start import foreign_processes
+
+    assert foreign_processes(_clauses((6100, 58.0), own_gib=None, fragment=True)) == []
+    tl = timeline(_clauses((6100, 58.0), own_gib=None, fragment=True),
+                  {"kind": "failure", "attrs": {"failure": "startup_failed"}})
+    assert "SGL-GPU-006" not in fired(run_all(tl)[0])
+
+
+def test_in_a_container_the_failing_process_is_the_entry_just_above_its_reservation() -> None:
+    from forensics.detectors.held_at_start import foreign_processes
+
+    # no "this process has": PyTorch listed its own entry under the host pid; 10.4 GiB ≥ its 9.8 GiB reservation
+    got = foreign_processes(_clauses((300, 10.4), (301, 61.2), own_gib=9.8))
+    assert [p["pid"] for p in got] == [301]
+    # its own entry alone, a little above its reservation (context and NCCL buffers): nobody else's
+    assert foreign_processes(_clauses((300, 10.4), own_gib=9.8)) == []
+    # a lone entry far above what its allocator holds is another process (its own was hidden from NVML)
+    assert [p["pid"] for p in foreign_processes(_clauses((302, 44.0), own_gib=9.8))] == [302]

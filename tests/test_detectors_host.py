@@ -61,10 +61,12 @@ def test_power_of_two_pinning_on_old_versions():
     tl = timeline(_args(tp_size=8, hicache_size=48, enable_hierarchical_cache=True), *_allocs(48), _host(449, 4, 444),
                   facts=Facts(sglang_version="0.5.2"))
     f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
-    assert f.figures["pinned_per_rank_bytes"] == 64 * GIB
-    new = int(f.remediation.flags[0].new)
-    assert 8 * pinned_bytes(new * 1e9, True) <= f.figures["budget_bytes"]
-    assert new == largest_hicache_gb(f.figures["budget_bytes"] / 8, pow2=True)
+    assert f.figures["pinned_per_rank_bytes"] == 64 * GIB  # 48 GB rounds up to 2^36 bytes
+    # by hand: 449 GiB − 5% assumed baseline − 10% reserve − 8 schedulers × 3 GiB = 384.02 GB, 48.003 GB a rank;
+    # the largest power of two under that is 2^35 B (32 GiB = 34.36 GB), so 34 GB is the largest size that pins it
+    capacity = 449 * GIB
+    assert f.figures["budget_bytes"] == capacity - int(0.05 * capacity) - int(0.10 * capacity) - 8 * 3 * GIB
+    assert f.remediation.flags[0].new == "34"
 
 
 def test_new_versions_split_the_budget_and_refuse_cleanly():
@@ -87,13 +89,17 @@ def test_container_limit_alone_predicts_from_flags():
     f = fired(per_rank_overallocation.detect(timeline(launch)))["SGL-HOST-001"]
     assert f.figures["capacity_bytes"] == 128 * GIB and f.figures["power_of_two_pinning"] == "no"
     assert f.confidence in ("medium", "low") and f.confidence_reason
-    assert 4 * int(f.remediation.flags[0].new) * 1e9 <= f.figures["budget_bytes"]
+    # by hand: 128 GiB − 5% assumed baseline − max(10 GiB, 12.8 GiB) reserve − 4 × 3 GiB = 103.94 GB; ÷ 4 = 25.98 GB
+    capacity = 128 * GIB
+    assert f.figures["budget_bytes"] == capacity - int(0.05 * capacity) - int(0.10 * capacity) - 4 * 3 * GIB
+    assert f.remediation.flags[0].new == "25"
 
 
 def test_largest_hicache_gb():
     assert largest_hicache_gb(0.5e9, False) == 0
     assert largest_hicache_gb(48.9e9, False) == 48
-    assert pinned_bytes(largest_hicache_gb(48.9e9, True) * 1e9, True) <= 48.9e9
+    assert largest_hicache_gb(48.9e9, True) == 34  # 2^35 B = 34.36 GB ≤ 48.9 GB < 2^36 B
+    assert pinned_bytes(34e9, True) == 2**35 and pinned_bytes(34e9, False) == 34e9
 
 
 def _kill(line: int, text: str = "pkill -9 -f sglang") -> dict:
@@ -109,8 +115,9 @@ def test_host_memory_after_kill_against_pre_launch_baseline():
         _host(449, 318, 130, file="session.txt", line=12),
     )
     f = fired(host_memory_not_reclaimed.detect(tl))["SGL-HOST-003"]
-    assert f.figures["baseline_used_bytes"] == 40 * GIB
-    assert f.figures["excess_bytes"] == 278 * GIB
+    # the baseline is what was not available before the launch (449 − 408), as the per-rank arithmetic has it
+    assert f.figures["baseline_bytes"] == 41 * GIB
+    assert f.figures["excess_bytes"] == 277 * GIB
     assert f.confidence == "high" and not f.figures["baseline_assumed"]
 
 

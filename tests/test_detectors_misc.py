@@ -57,7 +57,7 @@ def test_a_peer_that_ran_out_of_memory_explains_its_closed_nccl_connections():
               "gpu-b<39112>", "attrs": {"failure": "nccl_error"}}
     tl = timeline({"kind": "prefill_batch", "tokens": 8192, "ratio": 0.5}, crash, closed)
     findings, root = run_all(tl)
-    transport = fired(findings)["SGL-NCCL-007"]
+    transport = fired(findings)["SGL-NCCL-009"]
     assert root == "SGL-GPU-001" and transport.consequence_of == "SGL-GPU-001"
     assert transport.confidence == "low"  # a peer went away: the message alone does not say whether it or the link
 
@@ -90,7 +90,7 @@ def test_a_gloo_peer_that_closed_its_connection_is_a_peer_gone_not_nodes_that_ne
     closed = {"kind": "failure", "text": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
               "[10.3.1.22]:27114", "attrs": {"failure": "store_timeout"}}
     findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, closed))
-    assert root == "SGL-NCCL-007" and "SGL-NCCL-003" not in fired(findings)
+    assert root == "SGL-NCCL-009" and "SGL-NCCL-003" not in fired(findings)
 
 
 def _decode(use: float, queue: int) -> dict:

@@ -256,14 +256,35 @@ def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
 # VLLM-HOST-002
 
 
-RAY_OOM = ("(RayWorkerWrapper pid=2584) WARNING 10-30 06:14:35 worker.py:2037] A worker died or was killed while "
-           "executing a task by an unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: "
-           "(1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n")
+#: Ray's memory monitor saying it killed a worker: an observation of a host-memory kill
+RAY_MONITOR_KILL = ("(raylet, ip=10.1.4.7) ERROR 03-11 09:02:41 worker.py:611] ray.exceptions.OutOfMemoryError: Task "
+                    "was killed due to the node running low on memory. Memory on the node (IP: 10.1.4.7, ID: 9f1c) "
+                    "was 243.11GB / 251.50GB (0.966638), which exceeds the memory usage threshold of 0.95.\n")
+#: Ray's worker-exit notice: a death, with a generic list of what *might* have caused it
+RAY_WORKER_EXIT = ("(RayWorkerWrapper pid=4410) WARNING 03-11 09:02:41 worker.py:2037] A worker died or was killed "
+                   "while executing a task by an unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit "
+                   "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some "
+                   "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory "
+                   "usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or "
+                   "other unexpected errors.\n")
+TP4_LOADING = ("INFO 03-11 09:01:02 llm_engine.py:223] Initializing an LLM engine (v0.4.2) with config: "
+               "model='acme/Writer-34B', tensor_parallel_size=4, pipeline_parallel_size=1, seed=0)\n")
 
 
-def test_ray_oom_while_loading_suggests_sequential_loading() -> None:
-    f = findings(RAY_OOM)["VLLM-HOST-002"]
+def test_ray_monitor_kill_while_loading_suggests_sequential_loading() -> None:
+    f = findings(TP4_LOADING + RAY_MONITOR_KILL)["VLLM-HOST-002"]
     assert f.category == "kernel_oom_killer" and f.confidence == "medium"
+    assert flag(f, "--max-parallel-loading-workers").new == "1"
+
+
+def test_ray_list_of_possible_causes_is_not_an_observed_oom_kill() -> None:
+    # alone, a worker's death says nothing of its cause: no host-memory finding, an unexplained failure
+    alone = findings(RAY_WORKER_EXIT)
+    root = alone[alone["_root"]]
+    assert "VLLM-HOST-002" not in alone and root.category == "other" and "does not say" in root.summary
+    # while 4 ranks were loading their weights through host RAM, host memory is the likely cause, at low weight
+    f = findings(TP4_LOADING + RAY_WORKER_EXIT)["VLLM-HOST-002"]
+    assert f.confidence == "low" and "does not say why" in f.summary
     assert flag(f, "--max-parallel-loading-workers").new == "1"
 
 

@@ -11,12 +11,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.detectors import run_all
 from forensics.timeline import build_timeline
 from tests.envelope_wrappers import WRAPPERS
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "sglang_real_logs"
+REAL = SHARED / "sglang_real_logs"
 FILES = sorted(REAL.glob("*.log")) if REAL.is_dir() else []
 #: The figures a row is compared on.
 ROW_KEYS = ("kind", "rank", "run", "tp_rank", "gpu", "bytes", "avail_bytes", "total_bytes", "tokens", "ratio",
@@ -43,7 +44,7 @@ def _bare(path: Path, with_lines: bool) -> tuple:
     return _bare_cache[key]  # type: ignore[index]
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not FILES, reason=f"{SKIP_REASON}: sglang_real_logs not present")
 @pytest.mark.parametrize("envelope", sorted(WRAPPERS))
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name[:3])
 def test_wrapped_real_log_reads_like_bare(path: Path, envelope: str, tmp_path: Path) -> None:

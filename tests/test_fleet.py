@@ -31,6 +31,7 @@ from forensics.fleet.index import build_view
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet_bundles import BAD_HOST, make_bundles, scenario_inputs, write_bundle  # noqa: E402
+from shared_data import SHARED, SKIP_REASON
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = "INC-4711"
@@ -333,10 +334,10 @@ def test_pool_is_renewed_in_batches_and_gives_the_same_rows(tmp_path, monkeypatc
     assert _incidents(tmp_path / "two").equals(_incidents(tmp_path / "one")) and not one.failed
 
 
-REAL_CORPUS = ROOT.parent / "shared" / "incidents"
+REAL_CORPUS = SHARED / "incidents"
 
 
-@pytest.mark.skipif(not REAL_CORPUS.is_dir(), reason="../shared/incidents is not here")
+@pytest.mark.skipif(not REAL_CORPUS.is_dir(), reason=f"{SKIP_REASON}: incidents is not here")
 def test_real_incident_corpus(tmp_path) -> None:
     """Every real case folder (a glob of evidence folders) is one incident, analysed as `report` would."""
     cases = sorted(p for p in REAL_CORPUS.iterdir() if p.is_dir() and not p.name.startswith("."))

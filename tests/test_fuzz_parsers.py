@@ -18,21 +18,20 @@ import pytest
 from conftest import FUZZ_EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED
 
 from parsers import registry, transcript
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 FORMATS = sorted(registry.parsers())
 SMALL = 40  # examples per parser and property in the default suite
 
 _SUFFIXES = {".txt", ".log", ".csv", ".xml", ".sh", ".yaml", ".json", ".md", ""}
 
 
-def _corpus() -> list[str]:
-    """Real-format texts: our own fixtures always, the shared samples when they are there."""
-    roots = [REPO / "fixtures", SHARED / "research_samples", SHARED / "sglang_real_logs"]
+def _corpus(*roots: Path) -> list[str]:
+    """Real-format texts under ``roots`` (those that exist)."""
     texts = []
     for root in roots:
         if not root.exists():
@@ -43,7 +42,10 @@ def _corpus() -> list[str]:
     return texts
 
 
-CORPUS = _corpus()
+#: Our own fixtures: every format has some here, so a fresh clone (no ../shared) tests every parser.
+OWN = _corpus(REPO / "fixtures")
+#: The fuzz corpus: ours, plus the shared samples when they are there.
+CORPUS = OWN + _corpus(SHARED / "research_samples", SHARED / "sglang_real_logs")
 
 # Text that trips tokenisers: format prefixes, separators, stray structure, odd code points.
 _NOISE = st.sampled_from([
@@ -82,6 +84,11 @@ _TEXTS = st.one_of(
 )
 
 
+def _count_lines(text: str) -> int:
+    """Lines as a reader counts them: a last line without its newline is a line; "" has none."""
+    return text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+
+
 def check_parse(fmt: str, text: str) -> ParseResult | None:
     """The contract: NotThisFormat or a result in the event schema whose rows point at lines that exist."""
     mod = registry.get(fmt)
@@ -93,7 +100,9 @@ def check_parse(fmt: str, text: str) -> ParseResult | None:
         return None
     assert isinstance(res, ParseResult)
     assert dict(res.events.schema) == EVENT_SCHEMA
-    assert res.lines >= 0 and res.recognized >= 0 and res.unrecognized >= 0
+    # the inventory's arithmetic: every line of the input is counted once, as recognised or not
+    assert res.lines == _count_lines(text), (res.lines, _count_lines(text))
+    assert 0 <= res.recognized <= res.lines and res.unrecognized == res.lines - res.recognized
     assert len(res.unrecognized_examples) <= 20
     ev = res.events
     if ev.height:
@@ -141,10 +150,11 @@ def test_transcript_split_never_raises(text):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_parser_reads_its_own_format_truncated_and_crlf(fmt):
-    """Each format's own fixtures, cut at every 1/16th and turned CRLF, still parse."""
+    """Each format's own fixtures (ours: the repository's, never only ../shared's), cut at every 1/16th
+    and turned CRLF, still parse."""
     mod = registry.get(fmt)
-    own = [t for t in CORPUS if mod.sniff(t[: registry.SNIFF_BYTES]) >= registry.MIN_SCORE]
-    assert own, f"no fixture sniffs as {fmt}"
+    own = [t for t in OWN if mod.sniff(t[: registry.SNIFF_BYTES]) >= registry.MIN_SCORE]
+    assert own, f"no fixture of ours sniffs as {fmt}"
     for text in own[:6]:
         for k in range(17):
             cut = text[: len(text) * k // 16]

@@ -18,12 +18,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 import zstandard
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.detectors import run_all
 from forensics.inputs import InputError, read_inputs
 from forensics.timeline import build_timeline
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 REAL = SHARED / "sglang_real_logs"
 REAL_LOGS = sorted(REAL.glob("*.log")) if REAL.is_dir() else []
 
@@ -87,7 +87,7 @@ def _variants(src: Path, d: Path) -> dict[str, tuple[list[Path], dict[str, int] 
     return out
 
 
-@pytest.mark.skipif(not REAL_LOGS, reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not REAL_LOGS, reason=f"{SKIP_REASON}: sglang_real_logs not present")
 @pytest.mark.parametrize("src", REAL_LOGS, ids=lambda p: p.name[:3])
 def test_wrapped_real_log_reads_like_the_bare_one(src: Path, tmp_path: Path) -> None:
     bare, bare_findings, bare_root = _analyse([src])

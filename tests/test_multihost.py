@@ -15,6 +15,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 from typer.testing import CliRunner
 
 from forensics.cli import EXIT_USAGE, Fail, app
@@ -313,9 +314,6 @@ def test_each_hosts_resources_are_its_own():
     assert hosts["gpu-b"]["clock_skew_s"] == pytest.approx(3.0)
 
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-
-
 @pytest.mark.parametrize("sample, host", [
     ("research_samples/kernel_log/10_journalctl_k_json_and_verbose.txt", "vm"),  # journald json/verbose
     ("research_samples/kernel_log/09_journalctl_k_short_iso_precise_live_oom.txt", "vm"),
@@ -326,7 +324,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 def test_real_texts_name_their_host(sample, host):
     path = SHARED / sample
     if not path.is_file():
-        pytest.skip(f"{sample} not present")
+        pytest.skip(f"{SKIP_REASON}: {sample} not present")
     assert stated_host(path.read_text(errors="replace")) == host
 
 
@@ -336,7 +334,7 @@ def test_real_node_logs_as_two_hosts():
     logs = [SHARED / "sglang_real_logs" / n for n in ("18_other-ranks-did-not-finish-loading_v0.4.4.log",
                                                       "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")]
     if not all(p.is_file() for p in logs):
-        pytest.skip("real logs not present")
+        pytest.skip(f"{SKIP_REASON}: real logs not present")
     tl, findings, _root = _analyse(logs, hosts={str(logs[0]): "node0", str(logs[1]): "node3"})
     assert set(tl.facts.hosts) == {"node0", "node3"}
     assert findings and all(len(f.hosts) == 1 for f in findings)

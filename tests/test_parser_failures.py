@@ -250,3 +250,115 @@ def test_frames_without_header_or_message_are_a_cut_traceback() -> None:
     assert r["a"]["failure"] == "traceback_cut" and r["a"]["during"] == "graph_capture"
     assert r["a"]["stops_at_allocation"] is True
     assert failures.parse('  File "/x/a.py", line 1, in f\n    g()\n').events.height == 0  # one frame is no traceback
+
+
+@pytest.mark.parametrize("text, asked, limit", [
+    ("The input (9120 tokens) is longer than the model's context length (8192 tokens).", 9120, 8192),
+    # a JSON error body pasted with its escape kept
+    ('{"object":"error","message":"The input (70001 tokens) is longer than the model\\\'s context length (65536 '
+     'tokens).","code":400}', 70001, 65536),
+    ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, "
+     "1000 in the completion).", 5000, 4096),
+    ("The decoder prompt (length 140000) is longer than the maximum model length of 131072. Make sure", 140000, 131072),
+])
+def test_context_refusal_separates_the_request_from_the_limit(text: str, asked: int, limit: int) -> None:
+    r = one(text)
+    assert r["a"]["reveals"] == "context_length"
+    assert (r["tokens"], r["a"]["limit_tokens"]) == (asked, limit)
+
+
+@pytest.mark.parametrize("mark", ["[... trimmed ...]", "...", "<snip>", "(truncated)", "[...]", "-- 14 lines omitted --"])
+def test_an_elided_traceback_is_one_failure_with_its_message(mark: str) -> None:
+    """Whatever mark the writer left where they cut frames out, the traceback goes on to its exception line."""
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/sglang/srt/managers/scheduler.py", line 900, in event_loop_normal\n'
+            "    result = self.run_batch(batch)\n"
+            f"{mark}\n"
+            '  File "/srv/sglang/srt/model_executor/model_runner.py", line 1500, in forward_extend\n'
+            "    return self.model.forward(\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total capacity of "
+            "44.39 GiB of which 1.07 GiB is free.\n")
+    assert r["kind"] == "cuda_oom" and r["line"] == 1 and r["line_end"] == 7
+
+
+# --- documented forms only (issue 29): each message read as its source prints it, cut pastes read as cut
+
+
+def test_rocm_free_figure_on_the_abort_line_itself_and_an_underflow_is_no_figure() -> None:
+    # ROCclr's callbackQueue prints the figure at the end of the abort line (newer ROCm)
+    r = one(":0:rocdevice.cpp            :3020: 99120331 us: [pid:812 tid:0x7f11] Callback: Queue 0x7f0a Aborting with "
+            "error : HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. Code: "
+            "0x1008 Available Free mem : 488 MB")
+    assert r["free_bytes"] == 488 * 10**6 and (r["line"], r["line_end"]) == (1, 1)
+    bogus = one("HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. Code: 0x1008 "
+                "Available Free mem : 17592186044372 MB")
+    assert bogus.get("free_bytes") is None
+
+
+def test_a_registration_refused_with_invalid_value_is_not_out_of_memory() -> None:
+    refused = one("RuntimeError: cudaHostRegister failed (rc=1, invalid argument) at offset=0 size=25769803776 "
+                  "(total=51539607552, chunk_limit=25769803776); host buffer is not pinned")
+    assert (refused["kind"], refused["a"]["failure"], refused["a"]["rc"]) == ("failure", "host_register_refused", 1)
+    assert refused["bytes"] == 51539607552
+    short = one("RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7f00 size=4096; host buffer")
+    assert short["kind"] == "cuda_error_oom"
+
+
+def test_a_process_clause_is_read_in_its_documented_wording_only() -> None:
+    clause = one("Process 40211 has 52.75 GiB memory in use.")
+    assert clause["kind"] == "cuda_oom" and clause["a"]["fragment"]
+    assert clause["a"]["processes"] == [{"pid": 40211, "used_bytes": int(52.75 * GIB)}]
+    # a writer's cut through the clause: the size may be anyone's, nothing is read from it
+    assert failures.parse("Process 40211 ... 52.75 GiB").events.height == 0
+
+
+def test_pool_leak_checks_in_sglang_wording() -> None:
+    for text in ("token_to_kv_pool_allocator memory leak detected! available_size=901, protected_size=0",
+                 "AssertionError: Full Pool Mem Leak Detected! [full] total=4096, available=3968"):
+        assert one(text)["a"]["failure"] == "kv_pool_leak"
+    assert failures.parse("we think a leak detected by valgrind is unrelated").events.height == 0
+
+
+def test_a_test_harness_sentence_is_not_an_engine_start_up_failure() -> None:
+    assert failures.parse("Engine vllm failed to start workers 2 times, giving up").events.height == 0
+
+
+def test_sglang_port_wait_names_the_port_the_wait_and_the_holder() -> None:
+    same_line = one("ValueError: nccl_port at 31005 is not available in 45 seconds. nccl_port is used by a process "
+                    "already. process.name()='python3'' process.cmdline()=['python3', '-m', 'sglang.launch_server', "
+                    "'--port', '31000'] process.status()='disk-sleep' pid=7781")
+    a = same_line["a"]
+    assert (a["port_name"], a["port"], a["waited_s"]) == ("nccl_port", 31005, 45)
+    assert a["holder_is_engine"] and a["holder_status"] == "disk-sleep" and same_line["pid"] == 7781
+    wrapped = one("ValueError: port at 8002 is not available in 30 seconds. port is used by a process already.\n"
+                  "process.name()='nginx'' process.cmdline()=['nginx: worker process'] process.status()='sleeping'")
+    assert wrapped["line_end"] == 2 and wrapped["a"]["holder_is_engine"] is False
+
+
+def test_madvise_prefault_with_efault_is_a_tmpfs_that_cannot_back_the_mapping() -> None:
+    # madvise(2): EFAULT for MADV_POPULATE_* is a SIGBUS the access would have raised (a full tmpfs)
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/app/ring.py", line 40, in attach\n'
+            "    self.buf.madvise(mmap.MADV_POPULATE_WRITE, 0, size)\n"
+            "OSError: [Errno 14] Bad address\n")
+    assert r["a"]["failure"] == "shm_exhausted" and r["a"]["via"] == "madvise_populate_efault"
+    # the same errno from another call is no shared-memory fault
+    other = one("Traceback (most recent call last):\n"
+                '  File "/srv/app/io.py", line 12, in read\n'
+                "    os.read(fd, n)\n"
+                "OSError: [Errno 14] Bad address\n")
+    assert other["a"]["failure"] == "exception"
+
+
+def test_a_runtime_oom_inside_the_pinned_host_allocator_is_host_memory() -> None:
+    # failure_messages.md §2.1: frames through pin_memory / CachingHostAllocator ⇒ host, not the GPU
+    r = one("Traceback (most recent call last):\n"
+            '  File "/srv/ring/buffers.py", line 88, in grow\n'
+            "    staging = torch.empty(nbytes, dtype=torch.uint8).pin_memory()\n"
+            "RuntimeError: CUDA error: out of memory\n")
+    assert r["kind"] == "cuda_error_oom" and r["a"]["host_pinned"]
+    gpu = one("Traceback (most recent call last):\n"
+              '  File "/srv/ring/buffers.py", line 91, in grow\n'
+              "    staging = torch.empty(nbytes, dtype=torch.uint8, device='cuda')\n"
+              "RuntimeError: CUDA error: out of memory\n")
+    assert not gpu["a"].get("host_pinned")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import free
 from parsers.schema import NotThisFormat
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 HOST = ROOT / "fixtures" / "host"
 TRANSCRIPTS = ROOT / "fixtures" / "transcripts"
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -42,7 +42,7 @@ def shared_blocks(name):
     """The `$ command` + output blocks of a research sample, comment lines stripped."""
     path = SHARED / "research_samples" / "free" / name
     if not path.exists():
-        pytest.skip("shared samples absent")
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     blocks, cmd, buf = [], None, []
     for line in path.read_text().splitlines():
         if line.startswith("# "):
@@ -317,7 +317,7 @@ def test_sniff_fires_on_free_and_not_on_neighbours():
 def test_real_kernel_log_is_not_free():
     path = SHARED / "research_samples" / "oom" / "06_global_oom_kernel_5.10_openeuler_full_task_table.txt"
     if not path.exists():
-        pytest.skip("shared samples absent")
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     assert free.sniff(path.read_text()) < 0.5
 
 

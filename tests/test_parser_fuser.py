@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import fuser
 from parsers.schema import NotThisFormat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "host"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def rows_of(result):
@@ -94,7 +94,7 @@ def test_fuzz_never_raises_other_errors(text):
 
 def test_real_samples_are_not_fuser():
     if not SHARED.is_dir():
-        pytest.skip("../shared not present")
+        pytest.skip(SKIP_REASON)
     for p in sorted(SHARED.rglob("*")):
         if p.is_file():
             assert fuser.sniff(p.read_text(errors="replace")[:65536]) < 0.5, p

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON, params
 
 from parsers import kernel
 from parsers.schema import NotThisFormat
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = SHARED / "research_samples"
 FIXTURES = ROOT / "fixtures" / "kernel"
 KIB = 1024
@@ -30,7 +30,7 @@ KIB = 1024
 def sample(rel: str) -> str:
     path = SAMPLES / rel
     if not path.exists():
-        pytest.skip(f"{path} not available")
+        pytest.skip(f"{SKIP_REASON}: {path} not available")
     return "\n".join(x for x in path.read_text(encoding="utf-8").split("\n") if not x.startswith("# "))
 
 
@@ -152,7 +152,7 @@ def test_not_a_kernel_log():
         kernel.parse("              total        used        free\nMem:            449         318         130\n")
 
 
-@pytest.mark.parametrize("rel", sample_files("oom"))
+@pytest.mark.parametrize("rel", params(sample_files("oom"), "research_samples/oom"))
 def test_every_killed_line_is_one_oom_kill(rel):
     text = sample(rel)
     oom = [r for r in rows(text, "oom_kill") if r["attrs"]["complete"]]
@@ -188,7 +188,7 @@ def test_two_kills_in_25ms_each_get_their_own_block():
 XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)(?:, pid=(\d+|'<unknown>'))?")
 
 
-@pytest.mark.parametrize("rel", sample_files("nvrm_xid"))
+@pytest.mark.parametrize("rel", params(sample_files("nvrm_xid"), "research_samples/nvrm_xid"))
 def test_every_xid_line_is_an_xid_row(rel):
     text = sample(rel)
     want = [(int(code), int(pid) if pid and pid.isdigit() else None)
@@ -555,13 +555,13 @@ def test_a_million_ordinary_dmesg_lines_parse_in_seconds():
     assert elapsed < 15  # a few seconds on a laptop; generous for a loaded CI runner
 
 
-@pytest.mark.parametrize("rel", [r for r in sample_files("kernel_log", "oom", "nvrm_xid", "hung_task")
-                                 if not r.startswith(("kernel_log/14", "kernel_log/16"))])
+@pytest.mark.parametrize("rel", params([r for r in sample_files("kernel_log", "oom", "nvrm_xid", "hung_task")
+                                        if not r.startswith(("kernel_log/14", "kernel_log/16"))], "research_samples"))
 def test_sniff_takes_kernel_logs(rel):
     assert kernel.sniff(sample(rel)[:65536]) >= 0.5
 
 
-@pytest.mark.parametrize("rel", [r for r in sample_files("free", "meminfo", "nvidia_smi")])
+@pytest.mark.parametrize("rel", params(sample_files("free", "meminfo", "nvidia_smi"), "research_samples"))
 def test_sniff_leaves_other_formats(rel):
     assert kernel.sniff(sample(rel)[:65536]) < 0.5
 
@@ -569,6 +569,6 @@ def test_sniff_leaves_other_formats(rel):
 def test_sniff_leaves_sglang_logs():
     logs = sorted((SHARED / "sglang_real_logs").glob("*")) if SHARED.exists() else []
     if not logs:
-        pytest.skip("no sglang logs")
+        pytest.skip(f"{SKIP_REASON}: no sglang logs")
     for p in logs:
         assert kernel.sniff(p.read_text(encoding="utf-8", errors="replace")[:65536]) < 0.5, p.name

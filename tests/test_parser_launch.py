@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import launch
 from parsers.schema import NotThisFormat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "host"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 GIB = 1 << 30
 
 
@@ -206,7 +206,7 @@ def test_fuzz_bytes(data):
 
 def test_real_samples_never_mistaken_for_launch_files():
     if not SHARED.is_dir():
-        pytest.skip("../shared not present")
+        pytest.skip(SKIP_REASON)
     for p in sorted(SHARED.rglob("*")):
         if p.is_file() and p.suffix in {".log", ".txt", ".md", ".csv"} and not p.stem.startswith("launch"):
             assert launch.sniff(p.read_text(errors="replace")[:65536]) < 0.5, p

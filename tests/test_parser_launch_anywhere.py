@@ -306,3 +306,14 @@ def test_a_launch_quoted_for_ssh() -> None:
     text = "ssh gpu-07 'cd /srv && SGLANG_LOG_MS=1 nohup python3 -m sglang.launch_server --tp 8 > s.log 2>&1 &'\n"
     a = json.loads(launch.parse(text).events["attrs"][0])
     assert a["flags"] == {"--tp-size": "8"} and a["env"] == {"SGLANG_LOG_MS": "1"}
+
+
+def test_dynamo_run_names_its_engine_anywhere_among_its_arguments() -> None:
+    # dynamo_run.md: `dynamo-run in=… out=<engine> [--flags] [model]`; the wheel spells it `dynamo run`
+    a = json.loads(launch.parse("dynamo-run --http-port 8081 in=http --context-length 16384 --model-path /w/q14 "
+                                "out=vllm --tensor-parallel-size 2\n").events["attrs"][0])
+    assert (a["engine"], a["flags"]["--tensor-parallel-size"], a["flags"]["--http-port"]) == ("vllm", "2", "8081")
+    b = json.loads(launch.parse("dynamo run out=sglang --model-path /w/q7 --tp 4\n").events["attrs"][0])
+    assert b["launcher"] == "dynamo-run" and b["engine"] == "sglang" and b["flags"]["--tp-size"] == "4"
+    # another engine of dynamo's (mistral.rs, llama.cpp) is not ours
+    assert launch.find_commands("dynamo-run in=http out=mistralrs /w/q7.gguf\n") == []

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import meminfo
 from parsers.schema import NotThisFormat
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 KIB = 1024
 
 OWN = """\
@@ -85,7 +84,7 @@ def test_repeated_blocks_numa_nodes_and_grep_h_prefix():
 def test_real_meminfo_sample():
     path = SHARED / "research_samples" / "meminfo" / "01_proc_meminfo_kernel_6.18_vm.txt"
     if not path.exists():
-        pytest.skip("shared samples absent")
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     text = path.read_text()
     n_lines = len(text.splitlines())
     r = meminfo.parse(text)
@@ -103,7 +102,7 @@ def test_real_meminfo_sample():
 def test_real_grep_swap_fragment_matches_free():
     path = SHARED / "research_samples" / "free" / "03_procps_ng_4.0.2_swap_in_use.txt"
     if not path.exists():
-        pytest.skip("shared samples absent")
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     lines = path.read_text().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("$ grep"))
     frag = "\n".join(lines[start + 1:]) + "\n"

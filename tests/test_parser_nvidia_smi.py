@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.nvidia_smi import q as nvidia_smi_q
@@ -18,7 +19,6 @@ from parsers.nvidia_smi import table as nvidia_smi_table
 from parsers.nvidia_smi import xml as nvidia_smi_xml
 from parsers.schema import NotThisFormat
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SAMPLES = SHARED / "research_samples" / "nvidia_smi"
 MIB = 1 << 20
 PARSERS = {m.FORMAT: m for m in (nvidia_smi_table, nvidia_smi_csv, nvidia_smi_q, nvidia_smi_xml)}
@@ -38,10 +38,10 @@ EXPECTED_FORMAT = {
 
 def _sample(prefix: str) -> Path:
     if not SAMPLES.is_dir():
-        pytest.skip("../shared/research_samples/nvidia_smi not present")
+        pytest.skip(f"{SKIP_REASON}: research_samples/nvidia_smi not present")
     found = sorted(SAMPLES.glob(f"{prefix}_*"))
     if not found:
-        pytest.skip(f"sample {prefix} absent")
+        pytest.skip(f"{SKIP_REASON}: sample {prefix} absent")
     return found[0]
 
 
@@ -135,7 +135,7 @@ def test_sniff_picks_the_right_form(prefix):
 
 def test_sniffers_stay_quiet_on_other_tools_and_other_nvidia_smi_modes():
     if not SAMPLES.is_dir():
-        pytest.skip("samples absent")
+        pytest.skip(f"{SKIP_REASON}: samples absent")
     others = [p for p in (SHARED / "research_samples").glob("*/*") if p.parent.name != "nvidia_smi"]
     others += [p for p in SAMPLES.iterdir() if p.name.startswith(NOT_OURS)]
     assert others
@@ -147,7 +147,7 @@ def test_sniffers_stay_quiet_on_other_tools_and_other_nvidia_smi_modes():
 
 def test_every_sample_of_ours_is_covered_by_a_test():
     if not SAMPLES.is_dir():
-        pytest.skip("samples absent")
+        pytest.skip(f"{SKIP_REASON}: samples absent")
     prefixes = {p.name[:2] for p in SAMPLES.iterdir() if not p.name.startswith(NOT_OURS)}
     assert prefixes - set(EXPECTED_FORMAT) == {"39"}  # 39 is a grab-bag, tested section by section
 

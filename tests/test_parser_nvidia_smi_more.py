@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.detectors import xid as xid_detector
 from forensics.facts.gpu_map import GpuMap, build, fill_gpus, gpu_map
@@ -25,7 +26,7 @@ from parsers.nvidia_smi import mon as nvidia_smi_mon
 from parsers.nvidia_smi import table as nvidia_smi_table
 from parsers.schema import NotThisFormat, empty_frame
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "research_samples" / "nvidia_smi"
+SAMPLES = SHARED / "research_samples" / "nvidia_smi"
 
 U0 = "GPU-3f1c9a2e-71b4-4c0d-9e2a-5b6c7d8e9f01"
 U1 = "GPU-8a2b4c6d-1e3f-4a5b-8c7d-9e0f1a2b3c4d"
@@ -394,10 +395,10 @@ def test_hosts_keep_their_own_indexes():
 
 def _real(name_glob: str) -> list[Path]:
     if not SAMPLES.is_dir():
-        pytest.skip("no ../shared/research_samples/nvidia_smi")
+        pytest.skip(f"{SKIP_REASON}: research_samples/nvidia_smi")
     files = sorted(SAMPLES.glob(name_glob))
     if not files:
-        pytest.skip(f"no sample {name_glob}")
+        pytest.skip(f"{SKIP_REASON}: no sample {name_glob}")
     return files
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.nvidia_smi import q as nvidia_smi_q
@@ -18,7 +19,6 @@ from parsers.schema import NotThisFormat
 
 MODULES = (nvidia_smi_table, nvidia_smi_csv, nvidia_smi_q, nvidia_smi_xml)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 SEEDS = [p.read_text() for p in sorted(FIXTURES.iterdir())] + [
     "index, memory.used [MiB]\n0, 96413 MiB\n1, [N/A]\n",
@@ -87,7 +87,7 @@ def test_arbitrary_bytes_decoded_as_text():
 def test_real_samples_cut_at_every_line_boundary():
     samples = SHARED / "research_samples" / "nvidia_smi"
     if not samples.is_dir():
-        pytest.skip("samples absent")
+        pytest.skip(f"{SKIP_REASON}: samples absent")
     for p in sorted(samples.iterdir())[:40]:
         lines = p.read_text().split("\n")
         step = max(1, len(lines) // 25)

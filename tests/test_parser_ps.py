@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import fuser, ps
 from parsers.schema import NotThisFormat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "host"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 
 def by_pid(result):
@@ -132,7 +132,7 @@ def test_real_samples_are_not_ps():
     """Real outputs of other programs never sniff as ps; a real ps listing (an incident's ``ps*.txt``)
     always does."""
     if not SHARED.is_dir():
-        pytest.skip("../shared not present")
+        pytest.skip(SKIP_REASON)
     for p in sorted(SHARED.rglob("*")):
         if p.is_file() and p.suffix != ".toml":
             score = ps.sniff(p.read_text(errors="replace")[:65536])

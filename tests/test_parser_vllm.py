@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import registry, vllm
 from parsers.units import gib
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "vllm"
-SHARED = ROOT.parent / "shared"
 
 
 def parse_file(name: str):
@@ -243,7 +243,7 @@ def test_not_text() -> None:
         vllm.parse(b"bytes")  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(not (SHARED / "incidents").is_dir(), reason="../shared/incidents not present")
+@pytest.mark.skipif(not (SHARED / "incidents").is_dir(), reason=f"{SKIP_REASON}: incidents not present")
 def test_real_incident_excerpts_are_read() -> None:
     cases = sorted((SHARED / "incidents").glob("3[2-8]_vllm*")) + sorted((SHARED / "incidents").glob("4[45]_vllm*"))
     assert cases

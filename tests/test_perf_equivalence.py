@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import bulkscan, sglang, sglang_fast
 from parsers.schema import NotThisFormat
@@ -34,7 +35,7 @@ def fast_path(request, monkeypatch) -> str:
     return request.param
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "sglang_real_logs"
+REAL = SHARED / "sglang_real_logs"
 
 
 def _same(text: str, name: str = "f.log", chunks: list[int] | None = None) -> pl.DataFrame:
@@ -67,7 +68,7 @@ def _real_logs() -> list[Path]:
     return sorted(REAL.glob("*.log")) if REAL.is_dir() else []
 
 
-@pytest.mark.skipif(not _real_logs(), reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not _real_logs(), reason=f"{SKIP_REASON}: sglang_real_logs not present")
 @pytest.mark.parametrize("path", _real_logs(), ids=lambda p: p.name)
 def test_real_logs_identical(path: Path) -> None:
     _same(path.read_text(encoding="utf-8", errors="replace"), path.name)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.detectors import run_all
 from forensics.model import SEVERITY_RANK
 from forensics.timeline import build_timeline
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 REAL = SHARED / "sglang_real_logs"
 SAMPLES = SHARED / "research_samples"
 
@@ -108,7 +108,7 @@ def _check(path: Path, expect: str, category: str | None) -> None:
         assert not severe, f"{path.name}: false critical/high — {text}"
 
 
-@pytest.mark.skipif(not _real_files(), reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not _real_files(), reason=f"{SKIP_REASON}: sglang_real_logs not present")
 @pytest.mark.parametrize("path", _real_files(), ids=lambda p: p.name[:3])
 def test_real_sglang_log(path: Path) -> None:
     exp = next((v for k, v in REAL_EXPECTED.items() if path.name.startswith(k)), None)
@@ -117,19 +117,19 @@ def test_real_sglang_log(path: Path) -> None:
     _check(path, *exp)
 
 
-@pytest.mark.skipif(not _sample_files(), reason="../shared/research_samples not present")
+@pytest.mark.skipif(not _sample_files(), reason=f"{SKIP_REASON}: research_samples not present")
 @pytest.mark.parametrize("path", _sample_files(), ids=lambda p: f"{p.parent.name}/{p.name[:3]}")
 def test_research_sample(path: Path) -> None:
     _check(path, *_expectation_for_sample(path))
 
 
-@pytest.mark.skipif(not _real_files(), reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not _real_files(), reason=f"{SKIP_REASON}: sglang_real_logs not present")
 def test_every_real_log_has_an_expectation() -> None:
     missing = [p.name for p in _real_files() if not any(p.name.startswith(k) for k in REAL_EXPECTED)]
     assert not missing, missing
 
 
-@pytest.mark.skipif(not _real_files(), reason="../shared/sglang_real_logs not present")
+@pytest.mark.skipif(not _real_files(), reason=f"{SKIP_REASON}: sglang_real_logs not present")
 def test_real_failures_name_what_they_can() -> None:
     """Spot checks of the figures, not only the category."""
     def findings_of(prefix: str):

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import sglang
 from parsers.units import gb_decimal, gib, mib
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LOGS = SHARED / "sglang_real_logs"
 
-pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason="../shared/sglang_real_logs not present")
+pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason=f"{SKIP_REASON}: sglang_real_logs not present")
 
 
 def log_text(name_start: str) -> str:
     matches = sorted(LOGS.glob(f"{name_start}*.log"))
     if not matches:
-        pytest.skip(f"{name_start}*.log not present")
+        pytest.skip(f"{SKIP_REASON}: {name_start}*.log not present")
     raw = matches[0].read_text(encoding="utf-8", errors="replace")
     return "\n".join("" if ln.startswith("# ") or ln == "#" else ln for ln in raw.split("\n"))
 

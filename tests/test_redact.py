@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.redact import Obfuscator, marker, redact_bytes, redact_text
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 HF = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
 API = "launch-" + "s3cret-42"
@@ -90,7 +88,7 @@ def test_the_real_sglang_logs_keep_their_lines():
     """Redaction on the real rank logs never changes the line count, and only touches secret-shaped text."""
     logs = sorted((SHARED / "sglang_real_logs").glob("*.log")) if SHARED.exists() else []
     if not logs:
-        pytest.skip("shared/sglang_real_logs not available")
+        pytest.skip(f"{SKIP_REASON}: shared/sglang_real_logs not available")
     for path in logs:
         data = path.read_bytes()
         out, counts = redact_bytes(data)

@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import report_fixture as rf
+from shared_data import SHARED, SKIP_REASON
 
 from forensics import report
 from forensics.model import Timeline
@@ -337,10 +338,10 @@ def test_write_outputs_does_not_follow_symlinks_out(tmp_path):
 
 def test_real_logs_render(tmp_path):
     """The real SGLang logs and seeds through the integrator's timeline, when both are here."""
-    if not (rf.SHARED / "sglang_real_logs").is_dir():
-        pytest.skip("shared samples absent")
+    if not (SHARED / "sglang_real_logs").is_dir():
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     timeline = pytest.importorskip("forensics.timeline")
-    tl = timeline.build_timeline([str(rf.SHARED / "sglang_real_logs" / "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")])
+    tl = timeline.build_timeline([str(SHARED / "sglang_real_logs" / "21_load-weight-begin-end_deepseek-r1-4node_nccl-watchdog.log")])
     table = report.startup_table(tl)
     ranks = [r.rank for r in table]
     if not ranks:
@@ -382,6 +383,17 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     (md,) = write_outputs(doc, tl, tmp_path / "out", {"md"})
     text = md.read_text(encoding="utf-8")
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text
+
+
+def test_an_environment_setting_is_set_before_the_command_not_appended_as_a_flag() -> None:
+    from forensics.report.document import FlagRow, corrected_argv, is_env_setting
+
+    assert is_env_setting("SGLANG_WAIT_PORT_TIMEOUT") and not is_env_setting("--swap-space")
+    argv = ["LMCACHE_MAX_LOCAL_CPU_SIZE=100", "vllm", "serve", "m", "--tensor-parallel-size", "4"]
+    new, changed, old = corrected_argv(argv, [FlagRow("LMCACHE_MAX_LOCAL_CPU_SIZE", "100", "57", "", "r")])
+    assert new[0] == "LMCACHE_MAX_LOCAL_CPU_SIZE=57" and new[1:] == argv[1:] and changed == {0} and old == {0}
+    new, _c, _o = corrected_argv(argv[1:], [FlagRow("SGLANG_WAIT_PORT_TIMEOUT", "30", "120", "", "r")])
+    assert new[:2] == ["SGLANG_WAIT_PORT_TIMEOUT=120", "vllm"] and "SGLANG_WAIT_PORT_TIMEOUT" not in new
 
 
 def test_a_chart_needs_enough_samples_to_show_a_course():

@@ -6,8 +6,11 @@ and ``expected.json``:
 * ``expect`` / ``forbid`` — rule ids that must / must not fire;
 * ``root_cause`` — the rule id judged the cause (null for healthy input);
 * ``root_severity``, ``categories``, ``max_severity`` (healthy input);
-* ``flags`` — corrected flag values as ranges, e.g. ``{"--hicache-size": {"min": 40, "max": 52}}``, or ``{}``
-  for a flag that must be proposed whatever its value (``--shm-size 16g``);
+* ``flags`` — corrected flag values: a range (``{"--hicache-size": {"min": 40, "max": 52}}``), a size's bounds
+  (``{"--shm-size": {"min_bytes": 1073741824}}``) or the one right value (``{"--speculative-algorithm":
+  {"value": "(remove)"}}``); ``old`` the value it replaces. A flag that names no fix is an error;
+* ``forbid_flags`` — flags no finding may propose (they would not fix this: ``--watchdog-timeout`` for a hang);
+* ``actions`` — phrases the root cause's remediation actions must say (the fix when it is not a flag);
 * ``gpus`` — GPUs a finding must name, e.g. ``{"SGL-GPU-005": [0, 2]}``;
 * ``consequences`` — ``{"symptom rule": "cause rule"}``;
 * ``confidence`` — ``{"rule": ["medium", "low"]}``, the confidences allowed;
@@ -29,6 +32,7 @@ from forensics.detectors import run_all
 from forensics.model import SEVERITY_RANK
 from forensics.report.findings import dumps_document, to_document
 from forensics.timeline import build_timeline
+from parsers.units import parse_cli_size
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"
 
@@ -76,15 +80,27 @@ def test_scenario(folder: Path) -> None:
     for flag, rng in exp.get("flags", {}).items():
         news = [c.new for f in findings for c in f.remediation.flags if c.flag == flag]
         assert news, f"no corrected {flag} — {report}"
-        if "min" not in rng and "max" not in rng:  # a size or word ("16g", "(remove)"): it is proposed at all
-            continue
-        values = [float(v) for v in news]
-        root_values = [float(c.new) for c in by_rule[root].remediation.flags if c.flag == flag] if root else []
-        value = (root_values or values)[0]
-        assert rng["min"] <= value <= rng["max"], f"{flag} = {value}, expected {rng}"
+        root_news = [c.new for c in by_rule[root].remediation.flags if c.flag == flag] if root else []
+        new = (root_news or news)[0]
+        if "value" in rng:  # a word or a fixed setting: "(remove)", "true"
+            assert new == rng["value"], f"{flag} = {new!r}, expected {rng['value']!r}"
+        elif "min_bytes" in rng or "max_bytes" in rng:  # a size ("16g"): which way it moves
+            size = parse_cli_size(new)
+            assert size is not None, f"{flag} = {new!r} is not a size"
+            assert rng.get("min_bytes", 0) <= size <= rng.get("max_bytes", size), f"{flag} = {new}, expected {rng}"
+        else:
+            assert "min" in rng and "max" in rng, f"{flag}: say which fix is right (min/max, value, min_bytes/max_bytes)"
+            assert rng["min"] <= float(new) <= rng["max"], f"{flag} = {new}, expected {rng}"
         if "old" in rng:
             olds = [c.old for c in (by_rule[root] if root else findings[0]).remediation.flags if c.flag == flag]
             assert olds == [rng["old"]], (flag, olds)
+    for flag in exp.get("forbid_flags", []):
+        wrong = [f.rule_id for f in findings for c in f.remediation.flags if c.flag == flag]
+        assert not wrong, f"{flag} proposed by {wrong}, which does not fix this — {report}"
+    if exp.get("actions"):
+        said = " ".join(by_rule[root].remediation.actions)
+        for words in exp["actions"]:
+            assert words in said, f"the fix does not say {words!r}: {by_rule[root].remediation.actions}"
     for rule, gpus in exp.get("gpus", {}).items():
         assert by_rule[rule].gpus == sorted(gpus), by_rule[rule].gpus
     for rule, run in exp.get("runs", {}).items():
@@ -104,6 +120,19 @@ def test_scenario(folder: Path) -> None:
         assert any(words in g for g in tl.facts.gaps), (words, tl.facts.gaps)
     for rule, allowed in exp.get("confidence", {}).items():
         assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
+
+
+def test_healthy_vllm_is_held_to_the_same_bar_as_healthy_sglang():
+    """A healthy vLLM run may fire no more than a healthy SGLang run: the same ceiling, the same
+    forbidden rules, and every vLLM rule besides."""
+    from forensics.rules import load_catalog
+
+    sglang = json.loads((SCENARIOS / "healthy_start" / "expected.json").read_text(encoding="utf-8"))
+    vllm_rules = {r.id for r in load_catalog() if r.id.startswith("VLLM-")}
+    for name in ("vllm_healthy_start", "vllm_healthy_busy"):
+        exp = json.loads((SCENARIOS / name / "expected.json").read_text(encoding="utf-8"))
+        assert exp["max_severity"] == sglang["max_severity"] and exp["root_cause"] is None, name
+        assert set(sglang["forbid"]) | vllm_rules <= set(exp["forbid"]), name
 
 
 @pytest.mark.parametrize("folder", scenario_dirs()[:3], ids=lambda p: p.name)

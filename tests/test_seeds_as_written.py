@@ -11,19 +11,20 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.detectors import run_all
 from forensics.model import SEVERITY_RANK
 from forensics.timeline import build_timeline
 
-SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
+SEEDS = SHARED / "seeds"
 
 
 def _seed_files() -> list[Path]:
     return sorted(SEEDS.glob("*.txt")) if SEEDS.is_dir() else []
 
 
-pytestmark = pytest.mark.skipif(len(_seed_files()) < 3, reason="../shared/seeds not present")
+pytestmark = pytest.mark.skipif(len(_seed_files()) < 3, reason=f"{SKIP_REASON}: seeds not present")
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED, SKIP_REASON
 
 from parsers import free, meminfo, transcript
 from parsers.transcript import Segment, split
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 TRANSCRIPTS = ROOT / "fixtures" / "transcripts"
 GIB = 1 << 30
 SMI = "nvidia-smi --query-gpu=index,memory.used --format=csv,noheader"
@@ -82,7 +82,7 @@ def test_seed_clean_before_relaunch_gpus_then_free():
 def test_seed_documents_from_shared():
     seeds = sorted((SHARED / "seeds").glob("*.txt")) if (SHARED / "seeds").exists() else []
     if len(seeds) < 3:
-        pytest.skip("shared seeds absent")
+        pytest.skip(f"{SKIP_REASON}: shared seeds absent")
     found = {}
     for path in seeds:
         segs = split(path.read_text(), SNIFFERS)
@@ -195,7 +195,7 @@ def test_default_sniffers_and_looks_like_transcript():
 def test_real_free_samples_split_into_one_segment_per_command():
     path = SHARED / "research_samples" / "free" / "01_procps_ng_4.0.2_all_flags.txt"
     if not path.exists():
-        pytest.skip("shared samples absent")
+        pytest.skip(f"{SKIP_REASON}: shared samples absent")
     segs = split(path.read_text(), SNIFFERS)
     outs = [s for s in segs if s.kind == "output"]
     cmds = [s for s in segs if s.kind == "command"]

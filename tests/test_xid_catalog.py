@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED, SKIP_REASON
 
 from forensics.facts import xid
 from forensics.model import SEVERITIES
 from parsers import kernel
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CATALOG_SRC = SHARED / "research_samples" / "xid_catalog"
 NVRM_SAMPLES = SHARED / "research_samples" / "nvrm_xid"
 
@@ -29,7 +29,7 @@ def _builder():
 def _csv_rows() -> list[list[str]]:
     path = CATALOG_SRC / "01_xid_catalog_xids.csv"
     if not path.exists():
-        pytest.skip("NVIDIA Xid catalog CSV not available")
+        pytest.skip(f"{SKIP_REASON}: NVIDIA Xid catalog CSV not available")
     with path.open(encoding="utf-8", newline="") as f:
         return [r for r in csv.reader(f)][1:]
 
@@ -63,7 +63,7 @@ def test_severity_mapping_is_total_and_follows_the_bucket():
 
 def test_json_is_what_the_builder_makes_from_the_csvs():
     if not CATALOG_SRC.exists():
-        pytest.skip("NVIDIA Xid catalog CSVs not available")
+        pytest.skip(f"{SKIP_REASON}: NVIDIA Xid catalog CSVs not available")
     b = _builder()
     committed = (ROOT / "forensics" / "data" / "xid_catalog.json").read_text(encoding="utf-8")
     assert b.render(b.build(CATALOG_SRC)) == committed, "rerun tools/build_xid_catalog.py"
@@ -72,7 +72,7 @@ def test_json_is_what_the_builder_makes_from_the_csvs():
 def test_every_xid_in_the_samples_is_in_the_catalog():
     files = sorted(NVRM_SAMPLES.glob("*.txt")) if NVRM_SAMPLES.exists() else []
     if not files:
-        pytest.skip("nvrm_xid samples not available")
+        pytest.skip(f"{SKIP_REASON}: nvrm_xid samples not available")
     seen = set()
     for path in files:
         text = "\n".join(x for x in path.read_text(encoding="utf-8").split("\n") if not x.startswith("# "))

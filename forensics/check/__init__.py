@@ -323,8 +323,10 @@ def _model_facts(launch: Launch, opts: CheckOptions) -> tuple[dict[str, Any] | N
         path = path / "config.json"
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CheckError(f"--model-config {path}: cannot read a JSON config ({e})") from None
+    except OSError as e:
+        raise CheckError(f"--model-config {path}: cannot read it ({e.strerror or type(e).__name__})") from None
+    except ValueError as e:
+        raise CheckError(f"--model-config {path}: not a JSON config ({e})") from None
     if not isinstance(cfg, dict):
         raise CheckError(f"--model-config {path}: not a JSON object")
     cfg = {**cfg.get("text_config", {}), **cfg} if isinstance(cfg.get("text_config"), dict) else cfg
@@ -540,6 +542,8 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
                 done = True
         if not done and flag.startswith("--"):
             argv += [flag, new]
+        elif not done and flag.isupper():  # an environment variable: set before the program
+            argv.insert(0, f"{flag}={new}")
     return argv
 
 

@@ -607,10 +607,11 @@ class Bundle:
         return entry
 
     def add_bytes(self, rel: str, data: bytes, source: str, fmt: str | None, cap: Captured,
-                  argv: list[str] | None = None, snapshot: int = 0, **extra: object) -> dict:
+                  argv: list[str] | None = None, snapshot: int = 0,
+                  transform: Callable[[bytes], tuple[bytes, Counter[str]]] | None = None, **extra: object) -> dict:
         rel = self.unique(rel)
         self.taken.add(rel)
-        out, counts = self.transform(data)
+        out, counts = (transform or self.transform)(data)
         dst = self.staging / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(out)
@@ -713,8 +714,11 @@ class _Run:
 
     def store(self, src: Source, cap: Captured, argv: list[str] | None, snapshot: int, dest: str,
               **extra: object) -> dict:
+        # a probe asks about this host's software (which sglang is installed?): its output is read for
+        # the answer only, so a failed probe is a gap in the inventory, never evidence (docs/bundle.md)
         entry = self.bundle.add_bytes(dest, cap.data, src.id, src.format, cap, argv, snapshot,
-                                      sensitivity=src.sensitivity, original_bytes=cap.original_bytes, **extra)
+                                      sensitivity=src.sensitivity, original_bytes=cap.original_bytes,
+                                      role="probe" if src.version_of else None, **extra)
         if cap.stderr:
             err_cap = Captured(rc=cap.rc, started=cap.started, ended=cap.ended, timed_out=cap.timed_out,
                                abandoned=cap.abandoned)
@@ -790,7 +794,36 @@ class _Run:
             return
         self.say(f"collect: {src.id} …")
         {"uptime": self.uptime, "container": self.container, "cgroup_memory": self.cgroup_memory,
-         "sglang": self.sglang, "logs": self.user_logs, "added": self.added}[src.builtin](src)
+         "sglang": self.sglang, "logs": self.user_logs, "added": self.added,
+         "crash_artifacts": self.crash_artifacts}[src.builtin](src)
+
+    def crash_artifacts(self, src: Source) -> None:
+        """The engines' crash dumps and flight-recorder files the discovered processes name (capped)."""
+        from parsers.safe_pickle import UnsafePickle, looks_like_pickle
+
+        from . import crash_artifacts
+
+        for found in crash_artifacts.find(self.processes, self.opts.proc_root, self.gap):
+            if self.remaining() <= 0.05:
+                self.gap(f"{src.id}: {found.origin}: skipped: budget exhausted")
+                continue
+            cap = Captured(rc=0, started=utc_stamp())
+            try:
+                data = found.path.read_bytes()[: crash_artifacts.MAX_FILE_BYTES]
+            except OSError as exc:
+                self.gap(f"{src.id}: {found.origin}: {_os_error(exc)}")
+                continue
+            transform = None
+            if self.opts.redact and looks_like_pickle(data[:2]):
+                try:  # a text substitution would break the pickle's length prefixes: rewrite its strings
+                    data = crash_artifacts.redact_pickle(data, redact_bytes)
+                except UnsafePickle as exc:
+                    self.gap(f"{src.id}: {found.origin}: not collected, cannot be redacted: {exc}")
+                    continue
+                transform = _no_redaction
+            cap.ended = utc_stamp()
+            self.bundle.add_bytes(found.dest, data, src.id, None, cap, transform=transform, origin=found.origin,
+                                  sensitivity=src.sensitivity)
 
     def text_artifact(self, src: Source, text: str, started: str) -> None:
         cap = Captured(rc=0, started=started, ended=utc_stamp())
@@ -911,7 +944,7 @@ class _Run:
             kind = f"regular file, {e.get('size')} bytes" if e.get("regular") else "not a file"
             fd_lines.append(f"{fd} -> {e['target']} ({kind})")
             if fd in ("1", "2") and e.get("regular"):
-                path = self.log_from_fd(pid, fd, e)
+                path = self.log_from_fd(pid, fd, e, engine)
                 if path and path not in logs:
                     logs.append(path)
         if fd_lines:
@@ -930,7 +963,7 @@ class _Run:
             "localtime": info.get("localtime"), "logs": logs,
         })
 
-    def log_from_fd(self, pid: int, fd: str, e: dict) -> str | None:
+    def log_from_fd(self, pid: int, fd: str, e: dict, engine: str) -> str | None:
         identity: tuple[int, int] | str = (e["dev"], e["ino"]) if "ino" in e else e["target"]
         if identity in self.log_identities:
             return self.log_identities[identity]
@@ -939,8 +972,9 @@ class _Run:
             return None
         name = os.path.basename(e["target"].replace(" (deleted)", "")) or f"pid{pid}-fd{fd}.log"
         # read through the fd link: it reaches the open file even inside another mount namespace
-        entry = self.bundle.add_file(f"logs/{name}", self.opts.proc_root / str(pid) / "fd" / fd, "sglang-log",
-                                     "sglang", self.opts.max_log_bytes, origin=e["target"], pid=pid, fd=int(fd))
+        # the engine discovery found is the format hint (report decides by content, docs/bundle.md)
+        entry = self.bundle.add_file(f"logs/{name}", self.opts.proc_root / str(pid) / "fd" / fd, f"{engine}-log",
+                                     engine, self.opts.max_log_bytes, origin=e["target"], pid=pid, fd=int(fd))
         if entry is None:
             return None
         self.log_identities[identity] = entry["path"]
@@ -970,7 +1004,7 @@ class _Run:
                 self.note_truncation(entry)
 
     def user_logs(self, src: Source) -> None:
-        self.user_files(self.opts.logs, "logs", "log", "sglang")
+        self.user_files(self.opts.logs, "logs", "log", None)  # any engine's log: content decides its format
 
     def added(self, src: Source) -> None:
         self.user_files(self.opts.adds, "added", "add", None)
@@ -1096,6 +1130,27 @@ def read_cgroup_memory(folder: Path) -> list[str]:
             lines.append(f"{name}:")
             lines += ["  " + v for v in values]
     return lines or ["(no memory controller files)"]
+
+
+def unmatched(pattern: str) -> str | None:
+    """Why a ``--log``/``--add`` argument names no file we could read, or None when it names some.
+
+    >>> unmatched("/nonexistent/sglang.log")
+    'no such file'
+    >>> unmatched("/nonexistent/*.log")
+    'no file matches this pattern'
+    """
+    if os.path.isdir(pattern):
+        files = [p for p in Path(pattern).rglob("*") if p.is_file()]
+        if not files:
+            return "the folder holds no file"
+        return None if any(os.access(p, os.R_OK) for p in files) else "no file in the folder is readable"
+    if os.path.exists(pattern):
+        return None if os.access(pattern, os.R_OK) else "not readable (permission denied)"
+    if glob.has_magic(pattern):
+        return None if any(os.path.isfile(p) for p in glob.iglob(pattern, recursive=True)) else \
+            "no file matches this pattern"
+    return "no such file"
 
 
 def expand_paths(patterns: list[str], gap: Callable[[str], None], source: str) -> list[str]:

@@ -78,6 +78,8 @@ SOURCES: tuple[Source, ...] = (
     Source("sglang", "sglang/", builtin="sglang", sensitivity="secret"),
     Source("logs", "logs/", "sglang", builtin="logs", sensitivity="secret"),
     Source("added", "added/", builtin="added", sensitivity="secret"),
+    # the engines' own crash artifacts the processes name: crash dumps, crash snapshots, flight recorder
+    Source("crash-artifacts", "crash/", builtin="crash_artifacts", sensitivity="secret"),
     # memory limits of the SGLang processes' cgroups (and ours)
     Source("cgroup-memory", "host/cgroup-memory.txt", builtin="cgroup_memory"),
     # the snapshot set: memory now, GPUs now, processes now

@@ -21,26 +21,34 @@ from forensics.model import SEVERITY_RANK, Finding, Timeline
 from . import (
     _prose,
     context_sizing,
+    crash_requests,
     cuda_graph_headroom,
     fatal_other,
+    flight_recorder,
     hang,
     held_at_start,
     host_memory_not_reclaimed,
     host_pinning,
     kernel_oom_killer,
+    kernel_resources,
     kv_cache_capacity,
+    memory_balance,
     missing_facts,
     model_fit,
     nccl_timeout,
     nccl_transport,
     per_rank_overallocation,
     rendezvous,
+    request_refusals,
     shm_exhausted,
+    stacks,
     stalled,
     stranded_context,
+    vllm_accounting,
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
+    vllm_start_memory,
     weights_do_not_fit,
     xid,
 )
@@ -54,6 +62,7 @@ DETECTORS = (
     kernel_oom_killer,
     xid,
     nccl_timeout,
+    flight_recorder,
     nccl_transport,
     kv_cache_capacity,
     context_sizing,
@@ -67,6 +76,11 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    vllm_accounting,
+    request_refusals,
+    memory_balance,
+    kernel_resources,
+    vllm_start_memory,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -77,6 +91,8 @@ CAUSE_PRIORITY = (
     "SGL-HOST-009",
     "VLLM-HOST-001",
     "SGL-GPU-006",
+    "SGL-GPU-010",
+    "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
     "VLLM-KV-002",
@@ -91,13 +107,15 @@ CAUSE_PRIORITY = (
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-NCCL-006",
+    "SGL-NCCL-008",
     "SGL-NCCL-007",
+    "SGL-NCCL-009",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
     "VLLM-NCCL-001",
     "SGL-NCCL-005",
-    "SGL-NCCL-008",
+    "SGL-NCCL-010",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-008",
@@ -126,7 +144,7 @@ _link(("SGL-HOST-001",), ("SGL-HOST-002",),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-008",
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
                                                       "VLLM-NCCL-001"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
@@ -148,15 +166,17 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST
       "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
-_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
-       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004",
-       "SGL-NCCL-006"),
-      ("SGL-NCCL-007",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
-_link(("SGL-NCCL-007",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
-      "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-GPU-006", "SGL-GPU-007",
+       "SGL-KV-002", "SGL-KV-004", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-006", "SGL-XID-001", "SGL-XID-003",
+       "SGL-NCCL-006"), ("SGL-NCCL-007",),
+      "the rank that failed is the one the flight recorder shows never entering the collective")
+_link(("SGL-NCCL-008", "SGL-NCCL-007"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-005"),
+      "the flight recorder shows why the collective never completed")
 _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the collectives timed out because the ranks never met / one rank hung inside the step")
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
+_link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+      "the rank raised in its distributed set-up over the memory check, and the others waited for it")
 _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
@@ -165,14 +185,22 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004",
+       "SGL-NCCL-006"),
+      ("SGL-NCCL-009",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
+_link(("SGL-NCCL-009",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
+      "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
 _link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
        "VLLM-HOST-002"), ("VLLM-NCCL-001",),
       "a worker that failed first never returned from its step, so the engine's call to it timed out")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "VLLM-HOST-001",
-       "SGL-GPU-006", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-008", "SGL-RUN-003"),
+       "SGL-GPU-006", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-010", "SGL-RUN-003"),
       "the start-up stalled where that failure left it: the stage's wait never ended")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
+_link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),
+      "the ranks' host pools together exceed the host, so pinning them failed or the kernel killed a rank holding one")
 
 
 def _run_of(f: Finding) -> str | None:
@@ -300,6 +328,9 @@ def _detect(tl: Timeline) -> list[Finding]:
     for det in DETECTORS:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
+    crash_requests.annotate(findings, tl)  # a serving-time failure names the requests in flight
+    stacks.annotate(findings, tl)  # a hang says where each rank was
+    flight_recorder.advise(findings, tl)  # a collective timeout without dumps: how to get them
     fill_implied_ranks(tl, findings)
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:

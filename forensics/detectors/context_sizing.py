@@ -19,11 +19,13 @@ a million tokens or more is configured, is this mechanism, not a KV pool or head
 from __future__ import annotations
 
 import math
+import re
 
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row
+from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import stage_of_frames
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
@@ -77,11 +79,63 @@ def detect(tl: Timeline) -> list[Finding]:
         huge = [r for r in of_kind(run, "cuda_oom") if r.get("bytes") and r.get("total_bytes")
                 and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"]]
         failed = _startup_failures(run)
+        # an OOM whose frames are the memory pool's set-up (failure_messages.md §2.2 "look at the frames")
+        pool = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _stage(run, r) == "memory_pool"]
         if huge:
             out.append(tag_run(_huge(cfg, huge, ctx, requests), ref))
         elif failed and ctx is not None and ctx >= LONG_CONTEXT:
             out.append(tag_run(_long_context(cfg, failed, ctx, requests), ref))
+        elif pool:
+            out.append(tag_run(_pool_setup(cfg, pool, ctx, requests), ref))
     return out
+
+
+_FRAME = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+
+
+def _stage(run: list[Row], row: Row) -> str | None:
+    """The stage of an OOM: its own frames' (``during``), else those of the traceback that holds its line."""
+    for tb in of_kind(run, "scheduler_exception", "failure"):
+        if tb.get("file") == row.get("file") and (tb.get("line") or 0) <= (row.get("line") or 0) \
+                <= (tb.get("line_end") or tb.get("line") or 0) and tb is not row:
+            stage = stage_of_frames(_FRAME.findall(tb.get("text") or ""))
+            if stage:
+                return stage
+    return attrs(row).get("during")
+
+
+def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None) -> Finding:
+    """An OOM while the memory pool was set up. SGLang sizes the KV pool to what was free after the weights
+    (``profile_max_num_token``, sglang_formats.md §5), so it fits by construction; what fails beside it is a buffer
+    sized by configuration — the request table, max running requests × (context length + 4) × 4 bytes — or memory
+    taken by another process between the profile and the allocation."""
+    r = max(pool, key=lambda x: x.get("bytes") or 0)
+    rq = requests or ASSUMED_REQUESTS
+    flags = _flags(cfg, ctx, requests, "") if ctx is not None else []
+    return make_finding(
+        "SGL-KV-004",
+        summary=("CUDA ran out of memory while SGLang set up its memory pools"
+                 + (f" (an allocation of {fmt_gib(r['bytes'])})" if r.get("bytes") else "")
+                 + ": the KV pool is sized to fit what was free, so the buffers sized by the configuration beside it "
+                 + (f"(a request table of {int(rq)}{'' if requests else ' (assumed)'} × {int(ctx)} tokens × 4 bytes = "
+                    f"{fmt_gib(table_bytes(ctx, rq))})" if ctx else "(the request table: running requests × context "
+                    "length × 4 bytes)")
+                 + " did not fit, or another process took memory meanwhile."
+                 + (f" Lower --context-length to {flags[0].new}." if flags else "")),
+        evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests")],
+        confidence="medium" if ctx is not None else "low",
+        confidence_reason=("which buffer beside the pool failed is not in the message; the frames and the configured "
+                           "sizes point at the request table") if ctx is not None else
+        "the context length is not in the input: which buffer failed rests on the frames alone",
+        gpus=[x["gpu"] for x in pool if x.get("gpu") is not None][:1],
+        figures={"failed_allocation_bytes": r.get("bytes"), "context_length": ctx, "max_running_requests": requests},
+        flags=flags,
+        actions=["Set --context-length to what the requests need (the model's maximum is the default) and "
+                 "--max-running-requests to the concurrency served: the request table scales with both.",
+                 "Check that nothing else took GPU memory during start-up (`nvidia-smi --query-compute-apps`).",
+                 "Not a weights problem: they had loaded; and --mem-fraction-static up makes the pool, not the "
+                 "buffers beside it, larger."],
+    )
 
 
 def _flags(cfg, ctx: float | None, requests: float | None, why_unset: str) -> list[FlagChange]:

@@ -15,9 +15,11 @@ import re
 
 from forensics.facts.gpu import gpu_capacity
 from forensics.facts.launch import ServerConfig, server_config
-from forensics.facts.rows import Row, attrs, before, rank_of
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.elision import is_elision
+from parsers.failures import stage_of_frames, stops_at_allocation
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
@@ -124,19 +126,24 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     if has_kind(run, *WEIGHT_KINDS):
         return None  # weights_do_not_fit: the opposite direction
     # a capture failure that is no OOM (a kernel/backend error) is no headroom problem: SGL-RUN-001
+    # a traceback that lost its message is read by its frames only when nothing else says what failed
+    placeable = not _other_failure_named(tl)
     ooms = [r for r in of_kind(run, *OOM_KINDS, "scheduler_exception", "failure")
-            if (r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
-            or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
-            or _cut_at_capture_allocation(r)]
+            if ((r.get("kind") in OOM_KINDS and (r.get("kind") != "cuda_graph_failed" or _is_oom_failure(r)))
+                or (r.get("kind") == "scheduler_exception" and _is_oom_exception(r))
+                or (placeable and lost_message_stage(r) in ("graph_capture", "forward")))
+            and not attrs(r).get("host_pinned")]  # pinning host memory failed: SGL-HOST-007's, not the GPU's
     cfg = server_config(tl, run)
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
     captured = serving or has_kind(run, "cuda_graph_end")
     loaded = captured or has_kind(run, "weight_load_end")
     # a table sized by the context length, or memory another process held, is not headroom (SGL-KV-004, SGL-GPU-006)
-    ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")]
+    # nor a nonsense size (more than 1 EB: a bug computing it, SGL-GPU-012)
+    ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")
+            and not attrs(r).get("bogus_size")]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
-                    or "Capture cuda graph failed" in (r.get("text") or "")]
+                    or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
         if not captured and not capture_fail:
             capture_fail = [r for r in ooms if any(before(b, r) for b in of_kind(run, "cuda_graph_begin"))]
@@ -153,12 +160,58 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     return None
 
 
-def _cut_at_capture_allocation(row: Row) -> bool:
-    """A traceback cut before its message, whose last frame allocates a tensor while CUDA graphs are captured:
-    the allocation that failed (the message, an OOM, is what the paste lost)."""
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+#: the exception line that ends a Python traceback (``torch.OutOfMemoryError: …``, ``AssertionError``)
+_EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
+
+
+#: failures that name a cause other than memory: a GPU fault (Xid, an illegal address, ECC) or a collective's error
+_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+                              "nccl_error", "collective_timeout", "signal"})
+
+
+def _other_failure_named(tl: Timeline) -> bool:
+    """Whether the input names a failure that is not memory (the kernel's Xid, a CUDA fault, an NCCL error)."""
+    return bool(rows(tl, "xid", "gpu_fallen_off_bus", "gpu_error", "nccl_watchdog", "cuda_error")) or any(
+        attrs(r).get("failure") in _NAMED_ELSEWHERE for r in rows(tl, "failure"))
+
+
+def lost_message_stage(row: Row) -> str | None:
+    """The stage of a traceback whose exception line the input does not hold (a paste cut it), from its frames.
+
+    The frames still say where it failed (failure_messages.md §2.2: "look at the frames"): inside CUDA-graph
+    capture, or in the forward pass of a batch being served. At those two places the failure a worker's traceback
+    most often ends in is the allocator's OOM, in memory outside the static pool; the finding says the message is
+    missing and which line would decide. None when the message is there or nothing places it.
+    """
     a = attrs(row)
-    return row.get("kind") == "failure" and a.get("failure") == "traceback_cut" and bool(a.get("stops_at_allocation")) \
-        and a.get("during") == "graph_capture"
+    if row.get("kind") == "failure":
+        if a.get("failure") != "traceback_cut":
+            return None
+        stage, text, at_alloc = a.get("during"), row.get("text") or "", bool(a.get("stops_at_allocation"))
+    elif row.get("kind") == "scheduler_exception":
+        text = row.get("text") or ""
+        frames = _FRAME_RE.findall(text)
+        if not frames or _EXC_END_RE.search(text.split("\n", 1)[-1]) or a.get("exception_type"):
+            return None
+        stage, at_alloc = stage_of_frames(frames), stops_at_allocation(_drop_elisions(text))
+    else:
+        return None
+    # the engine's own ``raise`` in the last frame (a KV allocator, a check) is its error, not the allocator's OOM
+    if _LAST_RAISE_RE.search(_drop_elisions(text)):
+        return None
+    # capture fails for reasons of its own (a backend's plan, a stream-capture error: failure_messages.md §2.2):
+    # there the cut must stop where memory was being allocated
+    if stage == "graph_capture" and not at_alloc:
+        return None
+    return stage
+
+
+_LAST_RAISE_RE = re.compile(r'File "[^"]*", line \d+, in \w+[ \t]*\n[ \t]*raise\b[^\n]*\s*$')
+
+
+def _drop_elisions(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if ln.strip() and not is_elision(ln) and not ln.startswith("# "))
 
 
 def _sized_by_config(row: Row) -> bool:
@@ -181,11 +234,15 @@ def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
 
 def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row], phase_known: bool = True) -> Finding:
     oom, tried, free_at = _oom_sizes(ooms)
+    lost = [r for r in ooms if lost_message_stage(r) == "forward"]
+    if lost and len(lost) == len(ooms):
+        oom = lost[0]
+    message_lost = oom in lost
     headroom, head_row = _headroom(run)
     gpu, gpu_how = _gpu_memory(tl, run, ooms)
     f = cfg.num("mem_fraction_static")
     f_assumed = None
-    if f is None and not phase_known:
+    if f is None and (not phase_known or message_lost):
         f_assumed, f_how = assumed_mem_fraction(cfg)
         f = f_assumed
     prefill = [r for r in of_kind(run, "prefill_batch") if before(r, oom)]
@@ -211,13 +268,17 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     if not phase_known:
         reasons.append("the lines around the OOM are not in the input: taken as an OOM while serving (the common "
                        "case); an OOM while loading weights needs the opposite fix (SGL-GPU-004)")
+    if message_lost:
+        reasons.append("the traceback's exception line is not in the input: its frames place it in the forward pass of "
+                       "a batch being served, where the usual failure is the allocator's OOM; `CUDA error: an illegal "
+                       "memory access` or an NCCL error on that line would be a different cause")
     if attrs(oom).get("unreliable"):
         reasons.append("the runtime's out-of-resources error is not always GPU memory (queues and threads too)")
     if gpu is None:
         reasons.append("the GPU's memory is unknown")
     flags: list[FlagChange] = []
     new = None
-    if f is not None and gpu is None and not phase_known:
+    if f is not None and gpu is None and (not phase_known or message_lost):
         new = math.floor(round((f - BLIND_STEP) * 100, 6)) / 100
         flags = [FlagChange("--mem-fraction-static", cfg.flag_text("mem_fraction_static"), f"{new:.2f}",
                             f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − {BLIND_STEP} → {new:.2f}: "
@@ -236,7 +297,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     ranks = [x for x in (rank_of(oom),) if x is not None]
     summary = (
-        f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: "
+        (f"A worker died in the forward pass while serving{f' on GPU {gpus[0]}' if gpus else ''} (its error line is "
+         "cut from the input; most likely CUDA out of memory): " if message_lost else
+         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: ")
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
@@ -267,8 +330,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         "SGL-GPU-001",
         summary=summary,
         evidence=ev,
-        severity=None if phase_known else "high",
-        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        severity=None if phase_known and not message_lost else "high",
+        confidence="low" if message_lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=ranks,
         gpus=gpus,
@@ -305,13 +368,22 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     reasons = [m for m, bad in (("--mem-fraction-static unknown", f is None), ("GPU memory unknown", gpu is None),
                                 ("the failure does not say what it tried to allocate", tried is None)) if bad]
+    lost = all(lost_message_stage(r) == "graph_capture" for r in fails)
+    if lost:
+        reasons.append("the traceback's exception line is not in the input: its frames place it in CUDA-graph capture, "
+                       "where the usual failure is the allocator's OOM; a kernel or backend error on that line would "
+                       "be a different cause")
     return make_finding(
         "SGL-GPU-002",
-        summary=(f"CUDA-graph capture ran out of GPU memory{f' on GPU {gpus[0]}' if gpus else ''}"
+        summary=(("A rank died in CUDA-graph capture (its error line is cut from the input; most likely out of GPU "
+                  "memory)" if lost else "CUDA-graph capture ran out of GPU memory")
+                 + f"{f' on GPU {gpus[0]}' if gpus else ''}"
                  + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
-                 + (f" Lower it to {new:.2f}." if new else "")),
+                 + ((f" Lower it to {new:.2f}." if f is not None else f" Lower --mem-fraction-static to {new:.2f}.")
+                    if new else "")),
         evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static")],
-        confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        severity="high" if lost else None,
+        confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=[x for x in (rank_of(oom),) if x is not None],
         gpus=gpus,
@@ -323,24 +395,53 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     )
 
 
-#: with the GPU's size unknown, headroom after capture is thin when it is below what the capture itself took
-#: (the graphs' memory tracks the activations of the largest captured batch) and below this
-THIN_ABSOLUTE = 8 * GIB
+#: SGLang's own budget for memory outside the static pool (``server_args.py::_handle_gpu_memory_settings``, the
+#: automatic --mem-fraction-static of 0.5.3+, PR #10975), in MiB: 512 of constant metadata, 1.5 per token of the
+#: largest prefill chunk (``max(chunked_prefill_size, 2048)``) for its activations, 2 per captured batch size for the
+#: graphs, and tp × pp / 8 GiB for the parallel groups. After capture the graphs are spent; what is left must still
+#: hold the rest.
+RESERVE_BASE_MIB = 512
+RESERVE_PER_PREFILL_TOKEN_MIB = 1.5
+RESERVE_MIN_CHUNK = 2048
+
+
+def activation_reserve(chunk: float | None, tp: int = 1, pp: int = 1) -> float:
+    """Bytes SGLang budgets outside the pool for a prefill's activations and the parallel groups (not the graphs).
+
+    >>> round(activation_reserve(8192, tp=8) / 2**30, 2)
+    13.5
+    >>> round(activation_reserve(None) / 2**30, 2)
+    3.62
+    """
+    tokens = max(chunk or 0, RESERVE_MIN_CHUNK)
+    return (RESERVE_BASE_MIB + RESERVE_PER_PREFILL_TOKEN_MIB * tokens + tp * pp / 8 * 1024) * 2**20
 
 
 def graph_max_bs(run: list[Row], cfg: ServerConfig) -> tuple[int | None, str]:
-    """The largest captured batch size: the flag, the logged bs list, or the capture bar's step count
-    (SGLang captures 1, 2, 4, then every 8: n steps ≈ bs 8 × (n − 3))."""
+    """The largest captured batch size: the flag, the logged bs list (``Capture cuda graph bs [...]``), or the
+    capture bar's ``bs=`` (0.4.9+; sglang_formats.md §3 "bs list", "progress")."""
     v = cfg.num("cuda_graph_max_bs")
     if v:
         return int(v), "--cuda-graph-max-bs"
     lists = [b for r in of_kind(run, "cuda_graph_bs") for b in (attrs(r).get("bs") or []) if isinstance(b, int)]
     if lists:
         return max(lists), "the captured bs list"
-    steps = [attrs(r).get("steps_total") for r in of_kind(run, "capture_progress") if attrs(r).get("steps_total")]
-    if steps:
-        return 8 * (max(steps) - 3), f"{max(steps)} capture steps (1, 2, 4, then every 8)"
+    bars = [attrs(r).get("bs") for r in of_kind(run, "capture_progress") if isinstance(attrs(r).get("bs"), int)]
+    if bars:
+        return max(bars), "the capture bar's bs"
     return None, "unknown"
+
+
+def _chunk(cfg: ServerConfig, run: list[Row]) -> tuple[float | None, str]:
+    """The prefill chunk: the flag or server_args, else the sizing line's ``chunked_prefill_size=``."""
+    v = cfg.num("chunked_prefill_size")
+    if v:
+        return v, "--chunked-prefill-size"
+    for r in of_kind(run, "kv_sizing"):
+        c = attrs(r).get("chunked_prefill_size")
+        if isinstance(c, int | float) and c > 0:
+            return float(c), "the sizing line"
+    return None, f"chunk size not in the input: SGLang's floor of {RESERVE_MIN_CHUNK}"
 
 
 def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
@@ -349,16 +450,19 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
     if headroom is None or head_row is None:
         return None
     graphs = head_row.get("bytes") if head_row.get("kind") == "cuda_graph_end" else None
+    chunk, chunk_how = _chunk(cfg, run)
     if gpu is not None:
         threshold = max(GIB, THIN_FRACTION * gpu)
         if headroom >= threshold:
             return None
         rule_words = f"below {fmt_gib(threshold)}"
-    elif graphs and headroom < graphs and headroom < THIN_ABSOLUTE:
-        threshold = float(graphs)
-        rule_words = f"less than the {fmt_gib(graphs)} the capture itself took"
     else:
-        return None
+        # the GPU's size unknown: SGLang's own budget for a prefill's activations is the measure
+        threshold = activation_reserve(chunk, int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1))
+        if headroom >= threshold:
+            return None
+        rule_words = (f"less than the {fmt_gib(threshold)} SGLang budgets outside the pool for a prefill of "
+                      f"{int(max(chunk or 0, RESERVE_MIN_CHUNK))} tokens ({chunk_how})")
     f = cfg.num("mem_fraction_static")
     flags: list[FlagChange] = []
     new = None
@@ -376,7 +480,7 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
                                 "graphs" if graphs else f"half of bs {max_bs} ({bs_how})"))
     reasons = ["a risk, not a failure: no CUDA OOM was seen in this run"]
     if gpu is None:
-        reasons.append("the GPU's size is not in the input: judged against what the capture itself took")
+        reasons.append("the GPU's size is not in the input: judged against SGLang's own activation budget")
     return make_finding(
         "SGL-GPU-003",
         summary=(f"Only {fmt_gib(headroom)} of GPU memory was left after CUDA-graph capture"

@@ -40,6 +40,7 @@ FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
+    "host_register_refused",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
 _TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
@@ -226,6 +227,12 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                 "hung", True,
                 ["py-spy dump --pid <scheduler pid> on a hung rank; check the kernel log for Xids and NCCL for a dead "
                  "peer; --watchdog-timeout only changes how long SGLang waits.", *generic])
+    if kind == "rank_dead" and a.get("cause") == "ray_worker_exited":
+        # Ray's worker-exit notice lists possible causes (OOM killer, `ray stop --force`, a crash): none observed
+        return ("a Ray worker process died and Ray does not say of what (it lists the OOM killer, `ray stop --force` "
+                "or a crash as possibilities); the kernel log of the same minutes decides", False,
+                ["`dmesg -T | grep -i 'killed process'` on the worker's node: a kill there is host memory (weights "
+                 "loaded by every rank at once, swap or offload per GPU); a segfault or an Xid is a crash.", *generic])
     if kind == "rank_dead":
         code = row.get("code")
         return (f"the rank {rank_of(row) if rank_of(row) is not None else ''} scheduler died".replace("rank  ", "rank ")
@@ -237,7 +244,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the server failed to initialise", False, generic
     if kind == "scheduler_exception":
         words, said = _exception_words(row)
-        return words, said, generic
+        told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
+        return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
         return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
                 ["Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
@@ -335,6 +343,12 @@ _CLASS_WORDS = {
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
                       "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
     "kernel_map_failed": ("the kernel could not map a host memory range for pinning", ["`free -g`; `ulimit -l`."]),
+    "host_register_refused": ("CUDA refused to register (pin) a host buffer, with an error code that is not "
+                              "out-of-memory (rc=1 is cudaErrorInvalidValue: the driver rejected the range)",
+                              ["Which fact decides: `free -g`, `ulimit -l` and the container's memory limit against "
+                               "the ranks × per-rank host pool — if they fit, the registration itself failed (a "
+                               "driver-side limit on one large registration: register in smaller chunks); if not, "
+                               "shrink the pool."]),
     "port_in_use": ("a port the server needs was already taken", ["`ss -ltnp` to find the owner; a previous server's "
                                                                   "process may still be alive."]),
 }

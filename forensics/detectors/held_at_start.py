@@ -3,10 +3,10 @@
 The other half of a stranded context: the next launch. A scheduler orphaned by an earlier run (its
 parent gone, PPID 1) keeps its CUDA context and its ports, so the new server dies at start-up:
 
-    RuntimeError: Worker <model> (PID ...) died during startup
-    torch.OutOfMemoryError: ... Process 6791 has 69.40 GiB memory in use. ...
-    rpc_port 30001 is used by a process already
-    GPU 2 uses 25.30 GiB (pid=1117859 24.81 GiB)
+    torch.OutOfMemoryError: ... Process 40211 has 52.75 GiB memory in use. Including non-PyTorch memory, this
+        process has 9.10 GiB memory in use. ...
+    ValueError: nccl_port at 31005 is not available in 30 seconds. nccl_port is used by a process already. …
+        (SGLang's ``wait_port_available``, python/sglang/srt/utils/network.py)
 
 Evidence: a CUDA OOM before the server was up whose per-process clauses name memory that is not the
 failing process's own (PyTorch prints every NVML process on that GPU: "Process N has X memory in use",
@@ -19,29 +19,44 @@ import polars as pl
 
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import iter_runs, of_kind
-from forensics.model import Finding, Timeline
+from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
-from .stranded_context import ESCALATION
+from .stranded_context import ESCALATION, held_threshold
 
-#: a Process clause this far above what PyTorch says the failing process allocated is someone else's
-FOREIGN_SLACK = 3 * GIB
+#: the failing process's memory beyond what its allocator reserved (CUDA context, NCCL/cuBLAS buffers, IPC
+#: buffers): "usually a few hundred MiB to a few GiB" (failure_messages.md §1.4, "This process's non-PyTorch
+#: memory"); a lone clause larger than the reservation by more than this is another process's
+NON_PYTORCH_MAX = 4 * GIB
 
 
 def foreign_processes(row: Row) -> list[dict]:
-    """The ``Process N has X`` entries of a CUDA OOM that are not the failing process itself."""
+    """The ``Process N has X`` entries of a CUDA OOM that are not the failing process itself.
+
+    PyTorch prints every NVML process on the GPU; the failing one as ``this process has`` (2.1+), except in
+    a container with its own PID namespace, where its entry is an ordinary ``Process {hostpid} has …``
+    (failure_messages.md §1.3). Then the failing process is the entry closest above what its own allocator
+    reserved (Q_self ≥ R); every other entry is someone else's. A clause pasted alone says nothing of whose
+    memory it is.
+    """
     a = attrs(row)
     procs = [p for p in a.get("processes") or [] if isinstance(p, dict) and p.get("used_bytes")]
-    if not procs:
+    if not procs or a.get("fragment"):
         return []
     if row.get("used_bytes") is not None:  # "this process has …" printed separately: every Process clause is another
         return procs
     own = a.get("allocated_by_pytorch_bytes")
     if own is None:
-        return procs if a.get("fragment") else []
-    own += a.get("reserved_unallocated_bytes") or 0
-    return [p for p in procs if p["used_bytes"] > own + FOREIGN_SLACK]
+        return []
+    own += (a.get("reserved_unallocated_bytes") or 0) + (a.get("private_pools_bytes") or 0)
+    candidates = sorted((p for p in procs if p["used_bytes"] >= own), key=lambda p: p["used_bytes"])
+    if not candidates:
+        return []  # no entry can hold this process's reservation: the figures disagree, nothing to conclude
+    mine = candidates[0]
+    if len(procs) == 1 and mine["used_bytes"] - own > NON_PYTORCH_MAX:
+        return procs  # the only entry holds far more than this process's allocator: another process, NVML-hidden self
+    return [p for p in procs if p is not mine]
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -73,6 +88,9 @@ def _collisions(tl: Timeline) -> list[Finding]:
         if any(failure_class(r) == "gpu_busy" for r in busy):
             what.append("GPUs were not idle before the run")
         evidence = [r for r, _f in ooms][:3] + busy[:3] + died[:2]
+        flags = _port_wait_flags(busy)
+        if flags:
+            what.append("its holder was an earlier server still shutting down")
         out.append(tag_run(make_finding(
             "SGL-GPU-006",
             summary=("The server could not start because resources of an earlier run were still held: "
@@ -85,6 +103,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
             ranks=[x for x in (rank_of(r) for r in evidence) if x is not None],
             gpus=[r["gpu"] for r in [*[o for o, _f in ooms], *busy] if r.get("gpu") is not None],
             figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None},
+            flags=flags,
             actions=[
                 "Find the holder: `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`, "
                 "`ps -o pid,ppid,stat,etime,cmd -p <pid>`, and `ss -ltnp` for a port; an orphaned `sglang::scheduler` "
@@ -95,6 +114,30 @@ def _collisions(tl: Timeline) -> list[Finding]:
             ],
         ), ref))
     return out
+
+
+#: what SGLang's own CI waits for a killed server's ports (python/sglang/test/test_utils.py sets
+#: SGLANG_WAIT_PORT_TIMEOUT=120: a killed server keeps its ports while it releases its GPUs, > 30 s on large nodes)
+PORT_WAIT_CI_S = 120
+#: process states of a holder that is still alive (psutil's status names): running, or stuck in teardown
+_ALIVE = {"running", "sleeping", "disk-sleep", "stopped"}
+
+
+def _port_wait_flags(busy: list[Row]) -> list[FlagChange]:
+    """SGLANG_WAIT_PORT_TIMEOUT when SGLang gave up waiting for a port whose holder is an engine still alive: a
+    previous server in teardown (network.py's ``wait_port_available`` waits that many seconds, default 30)."""
+    for r in busy:
+        a = attrs(r)
+        waited = a.get("waited_s")
+        if failure_class(r) == "port_in_use" and waited and a.get("holder_is_engine") \
+                and a.get("holder_status", "running") in _ALIVE and waited < PORT_WAIT_CI_S:
+            return [FlagChange("SGLANG_WAIT_PORT_TIMEOUT", str(waited), str(PORT_WAIT_CI_S),
+                               f"SGLang waited {waited} s for {a.get('port_name') or 'the port'} {a.get('port') or ''}"
+                               f" while an earlier {a.get('holder_status', 'live')} server still held it; a killed "
+                               "server releases its ports only after its GPUs (SGLang's CI waits "
+                               f"{PORT_WAIT_CI_S} s). Better still: wait until the old server's pids are gone before "
+                               "relaunching.")]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,10 +194,7 @@ def detect_orphans(tl: Timeline) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------------
-# SGL-GPU-009: a GPU full with nothing in the input running on it
-
-#: a GPU "full" from this share of its memory
-FULL_SHARE = 0.5
+# SGL-GPU-009: a GPU holding memory with nothing in the input running on it
 
 
 def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
@@ -167,18 +207,19 @@ def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
         return []  # an engine, a process table, or a process list said empty (SGL-GPU-005's case) says more
     if tl.events.filter(pl.col("source") == "vllm").height:
         return []
+    # the threshold every stranded-memory rule uses: a GPU "holds memory" from max(1 GiB, 5 % of its total)
     full = [r for r in rows(tl, "gpu_memory") if r.get("used_bytes") and r.get("total_bytes")
-            and r["used_bytes"] >= FULL_SHARE * r["total_bytes"]]
+            and r["used_bytes"] >= held_threshold(r["total_bytes"])]
     if not full:
         return []
     gpus = sorted({int(r["gpu"]) for r in full if r.get("gpu") is not None})
     owners = [p for p in rows(tl, "gpu_process") if p.get("used_bytes") and p["used_bytes"] >= GIB]
-    busy = [r for r in full if (r.get("ratio") or 0) >= 0.5]
+    busy = [r for r in full if (r.get("ratio") or 0) > 0]
     return [make_finding(
         "SGL-GPU-009",
         summary=(f"GPU {', '.join(map(str, gpus)) or '?'} hold{'s' if len(gpus) == 1 else ''} "
                  + ", ".join(fmt_gib(r["used_bytes"]) + " of " + fmt_gib(r["total_bytes"]) for r in full[:4])
-                 + (" at high utilisation" if busy else "")
+                 + (" and is computing (utilisation above 0)" if busy else "")
                  + ", and nothing in the input says what runs there. If no server should be running, a process of an "
                  "earlier one survived and holds the memory (a stranded context)."),
         evidence=full[:6] + owners[:4],

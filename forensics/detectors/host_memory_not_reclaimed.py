@@ -14,7 +14,8 @@ not finished dying.
 
 from __future__ import annotations
 
-from forensics.facts.lifecycle import end_events, last_end_before, launch_moments, relaunched_between
+from forensics.facts.host_memory import ASSUMED_BASELINE_FRACTION, Baseline, host_memory
+from forensics.facts.lifecycle import end_events, last_end_before, relaunched_between
 from forensics.facts.rows import Row, before, rows
 from forensics.model import Finding, Timeline
 
@@ -22,18 +23,20 @@ from ._common import GIB, fmt_gib, make_finding
 
 EXCESS_FRACTION = 0.10  # used − baseline must exceed max(16 GiB, 10% of total)
 MIN_USED_FRACTION = 0.25  # and used must be at least 25% of total
-ASSUMED_BASELINE_FRACTION = 0.05  # the OS and idle services, when no pre-launch snapshot exists
 
 
 def excess_threshold(total: int) -> float:
     return max(16 * GIB, EXCESS_FRACTION * total)
 
 
-def _baseline(tl: Timeline, host_rows: list[Row], end: Row) -> Row | None:
-    """The latest snapshot taken before a launch that precedes ``end``."""
-    moments = [m for m in launch_moments(tl) if before(m, end) is not False]
-    pre = [h for h in host_rows if any(before(h, m) for m in moments) and before(h, end)]
-    return pre[-1] if pre else None
+def _baseline(tl: Timeline, total: int, end: Row) -> Baseline:
+    """The host's baseline (forensics.facts.host_memory) when its snapshot is not known to come after
+    ``end``; else the assumed one."""
+    base = host_memory(tl).baseline(total)
+    if base.observed and before(end, base.row) is True:  # that snapshot belongs to a later launch
+        return Baseline(int(total * ASSUMED_BASELINE_FRACTION), False,
+                        f"assumed {ASSUMED_BASELINE_FRACTION:.0%} of capacity: no snapshot before the launch")
+    return base
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -46,9 +49,10 @@ def detect(tl: Timeline) -> list[Finding]:
         end = last_end_before(ends, row)
         if end is None or relaunched_between(tl, end, row):
             continue
-        total, used = int(row["total_bytes"]), int(row["used_bytes"])
-        base_row = _baseline(tl, host_rows, end)
-        base = int(base_row["used_bytes"]) if base_row else int(ASSUMED_BASELINE_FRACTION * total)
+        # the host's total as every finding states it (free -g after a kill truncates it)
+        total, used = host_memory(tl).total or int(row["total_bytes"]), int(row["used_bytes"])
+        baseline = _baseline(tl, total, end)
+        base_row, base = (baseline.row if baseline.observed else None), baseline.used
         excess = used - base
         hits.append((row, end, base_row, base, excess, excess > excess_threshold(total)
                      and used >= MIN_USED_FRACTION * total))
@@ -56,7 +60,7 @@ def detect(tl: Timeline) -> list[Finding]:
     if not bad:
         return []
     row, end, base_row, base, excess, _ = bad[-1]
-    total, used = int(row["total_bytes"]), int(row["used_bytes"])
+    total, used = host_memory(tl).total or int(row["total_bytes"]), int(row["used_bytes"])
     later_ok = [h for h in hits if before(row, h[0]) and not h[5]]
     reasons = []
     if base_row is None:
@@ -80,7 +84,7 @@ def detect(tl: Timeline) -> list[Finding]:
         confidence="high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         severity=severity,
-        figures={"host_total_bytes": total, "host_used_after_bytes": used, "baseline_used_bytes": base,
+        figures={"host_total_bytes": total, "host_used_after_bytes": used, "baseline_bytes": base,
                  "baseline_assumed": base_row is None, "excess_bytes": excess,
                  "host_available_after_bytes": row.get("avail_bytes")},
         actions=[

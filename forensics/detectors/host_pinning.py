@@ -1,26 +1,34 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
-HiCache (and other host pools) are ``mmap``ed and then registered with ``cudaHostRegister``; when the
-host cannot lock that much RAM the kernel says so and the call fails::
+HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``; the NVIDIA
+kernel module pins the range with get_user_pages and, when that fails, logs the range it could not map
+(open-gpu-kernel-modules ``kernel-open/nvidia/os-mlock.c``, ``os_lookup_user_io_memory``), and SGLang
+0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
 
-    Cannot map memory with base addr 0x7f134c660000 and size of 0xf179a0 pages
-    RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x… size=64424509440; …
+    Cannot map memory with base addr 0x7fa0c0000000 and size of 0x500000 pages      (0x500000 × 4 KiB = 20 GiB)
+    RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7fa0c0000000 size=21474836480; …
 
-0xf179a0 pages × 4 KiB = 60.4 GiB: the size of the requested pool. SGLang 0.5.5–0.5.12 ignored the
-return code, so the failure surfaced later as a confusing error at the first copy to the GPU.
+``rc=2`` (cudaErrorMemoryAllocation) is the kernel refusing to lock that much RAM. A registration refused
+with another code (``rc=1``, cudaErrorInvalidValue) is not a shortage by itself: it is this rule's only
+when the launch's arithmetic says the ranks' pools exceed the host; otherwise SGL-RUN-001 reports it
+with the fact that decides. SGLang 0.5.5–0.5.12 ignored the return code, so the failure surfaced later
+as a confusing error at the first copy to the GPU.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding
 from .fatal_other import failure_class
+from .vllm_host_memory import lmcache_cpu_size, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -36,8 +44,13 @@ def _pin_failures(tl: Timeline) -> list[Row]:
     out = [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"]
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
     out += [r for r in rows(tl, "failure", "scheduler_exception")
-            if r not in out and failure_class(r) != "kernel_map_failed" and _HOST_POOL_FRAMES.search(r.get("text") or "")]
+            if r not in out and failure_class(r) not in ("kernel_map_failed", "host_register_refused")
+            and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")]
     return out
+
+
+#: a registration refused with a CUDA code other than 2 (out of memory): not a shortage by itself
+_REFUSED_RC = re.compile(r"cudaHostRegister failed \(rc=(?!2\b)\d+")
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -49,6 +62,8 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
     if not fails:
         return []
     cfg = server_config(tl)
+    if vllm_runs(tl) and cfg.get("hicache_size") is None and cfg.get("hicache_ratio") is None:
+        return [_vllm_pin_failed(tl, fails)]
     size = max((float(r["bytes"]) for r in fails if r.get("bytes")), default=None)
     ranks, ranks_how = ranks_per_host(cfg)
     totals = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
@@ -83,7 +98,7 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
                  + " failed: the host could not lock that much RAM. The per-rank HiCache pool (× the ranks on the "
                  "host) is larger than the memory available" + (f"; lower it to {flags[0].new}" if flags else "") + "."),
         evidence=fails[:4] + cfg.evidence_rows("hicache_size", "hicache_ratio"),
-        confidence="medium" if not reasons else "low",
+        confidence="high" if not reasons else "low",  # the failure, the host and the flags all stated
         confidence_reason="; ".join(reasons) or None,
         ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
         figures={"pin_failed_bytes": int(size) if size else None, "ranks_per_host": ranks},
@@ -93,6 +108,43 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
                  "Upgrade SGLang: from 0.5.15 a failed cudaHostRegister is reported at once instead of as a later "
                  "error."],
     )]
+
+
+def _vllm_pin_failed(tl: Timeline, fails: list[Row]) -> Finding:
+    """vLLM's pinned host memory could not be allocated: its per-GPU host pools (V0's ``--swap-space`` blocks,
+    ``pin_memory=True`` per layer: vllm_formats.md; ``--cpu-offload-gb``) × the ranks are more than the host can
+    lock. VLLM-HOST-001 does the arithmetic when the host's size is known; this says which pool and what to
+    lower meanwhile."""
+    runs = vllm_runs(tl)
+    cfg = settings(tl, runs[-1] if runs else [])
+    ranks, how = ranks_of(cfg)
+    swap, seen = cfg.value_or_default("host_kv_per_gpu")
+    offload = cfg.num("cpu_offload_gb") or 0.0
+    flags: list[FlagChange] = []
+    if swap and cfg.engine_generation != "V1":
+        new = int(swap * BLIND_SHARE)
+        flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
+                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
+                                " could not be pinned; half, until `free -g` shows what the host can lock for all "
+                                "ranks (0 is valid without beam search / n > 1)"))
+    elif offload:
+        flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
+                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
+                                "shows the budget"))
+    return make_finding(
+        "SGL-HOST-007",
+        summary=("Pinning host memory failed (the pinned host allocator ran out, not the GPU): vLLM's per-GPU host "
+                 f"memory × {ranks} ranks ({how}) is more than the host can lock"
+                 + (f"; lower {flags[0].flag} to {flags[0].new}" if flags else "") + "."),
+        evidence=fails[:4] + cfg.evidence_rows("swap_space", "cpu_offload_gb", "tensor_parallel_size"),
+        confidence="low",
+        confidence_reason="host memory not in the input: the pinned pools cannot be set against it",
+        ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
+        figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap, "cpu_offload_gib_per_gpu": offload},
+        flags=flags,
+        actions=["`free -g` and the container's memory limit against ranks × (--swap-space + --cpu-offload-gb); "
+                 "PyTorch rounds each pinned block up to a power of two."],
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,42 +170,106 @@ def _victims_with_pools(tl: Timeline) -> list[Row]:
 
 def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     """The kernel killed an engine rank whose resident memory was mostly a pinned/shared pool, on a server that
-    gives every rank a host pool (HiCache): ranks × per-rank pool is what exhausted the host."""
+    gives every rank its own host pool: ranks × per-rank pool is what exhausted the host.
+
+    Per-rank pools: SGLang's HiCache (``--hicache-size``/``--hicache-ratio`` per rank); vLLM's per-GPU
+    ``--cpu-offload-gb`` (the UVA offloader logs each rank's ``Total CPU offloaded parameters``),
+    ``--swap-space`` and ``--kv-offloading-size`` (total across the TP ranks), LMCache's
+    ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB per worker: :func:`vllm_host_memory.lmcache_cpu_size`; the vLLM connector
+    builds one LMCacheEngine, with its own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine
+    instance``). PyTorch's pinned host allocator rounds each block up to a power of two (failure_messages.md
+    §2.4), so a rank's pinned share can exceed its setting.
+    """
     victims = _victims_with_pools(tl)
     if not victims:
         return []
-    cfg = server_config(tl)
-    hicache = cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
-        or cfg.get("hicache_ratio") is not None
-    if not hicache:
+    pool = _per_rank_pool(tl, victims)
+    if pool is None:
         return []
-    ranks, ranks_how = ranks_per_host(cfg)
+    words, pool_rows, ranks, ranks_how, flags_of = pool
     if ranks < 2:
         return []
-    pool = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
+    pinned = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
     # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM)
-    per_rank_gb = math.floor(pool * (1 - RESERVE_SHARE) / ranks / 1e9)
-    flags: list[FlagChange] = []
-    why = (f"one rank's pinned pool was {fmt_gib(pool)} when the host ran out; the host held at least that, so "
-           f"{ranks} ranks ({ranks_how}) × {per_rank_gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
-           "`free -g` gives the real budget")
-    if per_rank_gb >= 1:
-        flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size")
-                                if cfg.get("hicache_size") not in (None, 0, "0") else None, str(per_rank_gb), why))
+    per_rank_gb = math.floor(pinned * (1 - RESERVE_SHARE) / ranks / 1e9)
+    flags = flags_of(per_rank_gb, pinned, ranks, ranks_how)
     return [make_finding(
         "SGL-HOST-009",
-        summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pool)} of its memory was a "
-                 f"pinned host pool: every one of the {ranks} ranks pins its own HiCache pool, and together they "
-                 f"exhausted host memory." + (f" Set --hicache-size {per_rank_gb} (per rank)." if flags else "")),
-        evidence=victims[:3] + cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
-                                                 "tp_size"),
+        summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pinned)} of its memory was "
+                 f"pinned/shared host memory: every one of the {ranks} ranks pins its own {words}, and together they "
+                 "exhausted host memory." + (f" Set {flags[0].flag} {flags[0].new} (per rank)." if flags else "")),
+        evidence=victims[:3] + pool_rows[:4],
         confidence="medium",
         confidence_reason="host RAM is not known: the corrected size is bounded by the pool the killed rank held",
         severity="critical",
         ranks=[],
-        figures={"victim_pinned_bytes": pool, "ranks_per_host": ranks},
+        figures={"victim_pinned_bytes": pinned, "ranks_per_host": ranks},
         flags=flags,
         actions=["`free -g` for the host's real budget: ranks × per-rank pool must stay below available memory "
                  "less a reserve.",
-                 "HiCache sizes are per rank (`--hicache-size` GB, or `--hicache-ratio` × the device KV pool)."],
+                 f"The {words} is per rank; pinned blocks are rounded up to a power of two by PyTorch's pinned "
+                 "allocator, so budget for up to 2× the setting per rank."],
     )]
+
+
+_FlagsOf = Callable[[int, int, int, str], list[FlagChange]]
+
+
+def _per_rank_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, str, _FlagsOf] | None:
+    """The per-rank host pool the server gives every rank: (its name, evidence, ranks per host, how counted, the
+    flag change for a per-rank size in GB); None when nothing says every rank has one."""
+    cfg = server_config(tl)
+    if cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
+            or cfg.get("hicache_ratio") is not None:
+        ranks, how = ranks_per_host(cfg)
+
+        def hicache_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+            why = (f"one rank's pinned pool was {fmt_gib(pinned)} when the host ran out; the host held at least that, "
+                   f"so {n} ranks ({n_how}) × {gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
+                   "`free -g` gives the real budget")
+            old = cfg.flag_text("hicache_size") if cfg.get("hicache_size") not in (None, 0, "0") else None
+            return [FlagChange("--hicache-size", old, str(gb), why)] if gb >= 1 else []
+        return ("HiCache host pool", cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
+                                                     "tp_size"), ranks, how, hicache_flags)
+    return _vllm_pool(tl, victims)
+
+
+#: vLLM's per-GPU host memory flags and LMCache's per-worker size (engines' concept names)
+_VLLM_POOL_FLAGS = (("cpu_offload_gb", "--cpu-offload-gb", "offloaded weights"),
+                    ("swap_space", "--swap-space", "swap space"),
+                    ("kv_offloading_size", "--kv-offloading-size", "KV offload buffer"))
+#: the parallel groups vLLM names in a worker's process title (v1 multiproc_executor: ``Worker_TP1``, ``_PP``,
+#: ``_DP`` appended only when that group has more than one rank); the kernel's comm keeps 15 characters
+_PARALLEL_TITLE = re.compile(r"_(?:TP|PP|DP)\b|_(?:TP|PP|DP)\d")
+
+
+def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, str, _FlagsOf] | None:
+    runs = vllm_runs(tl)
+    run = runs[-1] if runs else []
+    cfg = settings(tl, run)
+    logged = [r for r in rows(tl, "host_pool") if attrs(r).get("per_rank")]
+    set_flags = [(key, flag, words) for key, flag, words in _VLLM_POOL_FLAGS if (cfg.num(key) or 0) > 0]
+    lmcache, lmcache_gb = lmcache_cpu_size(tl)
+    if not logged and not set_flags and not lmcache_gb:
+        return None
+    ranks, how = ranks_of(cfg)
+    if ranks < 2 and any(_PARALLEL_TITLE.search(str(v.get("comm") or "")) for v in victims):
+        ranks, how = 2, "at least 2: vLLM titles a worker Worker_TP<n> only when tensor parallel > 1"
+    words = (set_flags[0][2] if set_flags else "offloaded weights" if logged else "LMCache CPU backend")
+
+    def vllm_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+        why = (f"one rank held {fmt_gib(pinned)} pinned when the kernel killed it; {n} ranks ({n_how}) each pin "
+               f"their own, so per rank ≤ {gb} GB keeps all of them below what the host held, with a "
+               f"{RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
+        if gb < 1:
+            return []
+        if set_flags:
+            key, flag, _w = set_flags[0]
+            return [FlagChange(flag, cfg.text(key), str(gb), why)]
+        if lmcache_gb:
+            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gb), why)]
+        return [FlagChange("--cpu-offload-gb", None, str(gb), why + "; the offloaded share is set by "
+                           "--cpu-offload-gb (per GPU)")]
+    evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),
+                *([lmcache] if lmcache is not None and lmcache_gb else [])]
+    return words, evidence, ranks, how, vllm_flags

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import iter_runs, of_kind
@@ -24,7 +25,10 @@ from ._common import make_finding, tag_run
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
-SATURATED_USAGE = 0.99  # a pool this full with requests queued in two batches is the bottleneck
+#: SGLang admits a queued request only when the pool's free tokens, less what the running requests reserve, cover it
+#: (``schedule_policy.py::PrefillAdder``); a request still queued at the next decode batch of a full pool outlived a
+#: scheduling step for lack of KV, so the pool, not arrival, is what holds it
+QUEUE_OUTLIVES_STEP = 2
 MANY_RETRACTS = 3
 
 
@@ -39,9 +43,16 @@ def _queue(row: Row) -> int | None:
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
-    for ref, run in iter_runs(tl):
+    runs = iter_runs(tl)
+    # the crash dump and snapshot are of the run that crashed: the last one
+    longest, snap = longest_unfinished(tl), snapshot_pool(tl)
+    for i, (ref, run) in enumerate(runs):
         cfg = server_config(tl, run)
-        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg), *_too_long(run))]
+        last = i == len(runs) - 1
+        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg),
+                                          *_too_long(run, longest if last else None, snap if last else None, cfg))]
+    if not runs and (longest or snap):
+        out += _too_long([], longest, snap, server_config(tl))
     return out
 
 
@@ -68,6 +79,23 @@ def raised_in_kv_allocator(text: str) -> bool:
 
 
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
+#: ``schedule_batch.py::retract_decode``: with one request left to retract and no free KV slot, SGLang asserts
+#: ``No space left for only one request[ in SWA mode …]`` (an AssertionError, 0.3.x–0.4.x; "Failed to retract any
+#: request. No space left for only one request." from 0.4.8, sglang_formats.md §6): the assertion is how the
+#: decode pool's exhaustion crashes the scheduler, so the pool, not the assertion, is the cause
+_NO_SPACE_RE = re.compile(r"No space left for only one request")
+_NO_SPACE_AVAIL_RE = re.compile(r"available_size\(\)=(\d+)")
+
+
+def _retract_assertions(run: list[Row]) -> list[Row]:
+    """Failure and exception rows that carry retraction's no-space assertion."""
+    out = []
+    for r in of_kind(run, "failure", "scheduler_exception"):
+        a = attrs(r)
+        text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), r.get("text")) if x)
+        if _NO_SPACE_RE.search(text):
+            out.append(r)
+    return out
 
 
 def _exhausted(run: list[Row]) -> list[Finding]:
@@ -76,6 +104,10 @@ def _exhausted(run: list[Row]) -> list[Finding]:
     if not hits:  # the message inside a traceback the parser kept whole
         hits = [r for r in of_kind(run, "scheduler_exception")
                 if "out of memory. Try to lower your batch size" in (r.get("text") or "")]
+    retract_assert = False
+    if not hits:  # retraction found nothing left to retract and asserted (the crash is the pool's)
+        hits = _retract_assertions(run)
+        retract_assert = bool(hits)
     if not hits:  # a traceback cut before its message: the KV allocator's own raise says it
         hits = [r for r in of_kind(run, "scheduler_exception") if raised_in_kv_allocator(r.get("text") or "")]
         inferred = bool(hits)
@@ -84,6 +116,10 @@ def _exhausted(run: list[Row]) -> list[Finding]:
     first = hits[0]
     avail = attrs(first).get("available_tokens")
     text = first.get("text") or ""
+    if retract_assert:
+        m = _NO_SPACE_AVAIL_RE.search(" ".join(str(v) for v in attrs(first).values() if isinstance(v, str)) + text)
+        avail = int(m.group(1)) if m else avail
+        first = {**first, "_attrs": {**attrs(first), "phase": "decode"}}
     if avail is None and _AVAIL_RE.search(text):
         avail = int(_AVAIL_RE.search(text).group(1))
     if first.get("tokens") is None and _TRIED_RE.search(text):
@@ -93,11 +129,18 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     return [make_finding(
         "SGL-KV-002",
-        summary=("The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
+        summary=("The KV pool ran out: decoding the last running request found no free KV slot "
+                 + (f"({avail} available) " if avail is not None else "")
+                 + "and nothing left to retract, so SGLang's retraction asserted and the scheduler died."
+                 if retract_assert else
+                 "The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
                  + (f" needed {first.get('tokens')} tokens" if first.get("tokens") is not None else " found no free KV slots")
                  + (f" with only {avail} available" if avail is not None else "") + "; the scheduler raised and the "
                  "server was torn down."),
-        evidence=hits[:4],
+        # the tracebacks that carried it and the errors other ranks raised after it are the crash, not other causes
+        evidence=[*hits[:4], *[r for r in of_kind(run, "scheduler_exception", "sigquit") if r not in hits
+                               and ((r.get("line_end") or r.get("line") or 0) >= (hits[0].get("line") or 0)
+                                    or r.get("file") != hits[0].get("file"))][:3]],
         confidence="medium" if inferred else "high",
         confidence_reason=("the error message is not in the input: inferred from the traceback, whose innermost "
                            "frame is SGLang's KV-slot allocator raising") if inferred else None,
@@ -109,15 +152,16 @@ def _exhausted(run: list[Row]) -> list[Finding]:
 
 
 def _pressure(run: list[Row], cfg) -> list[Finding]:
-    retracts = of_kind(run, "retract")
+    # "Testing retraction." is SGLang's test mode retracting on purpose (SGLANG_TEST_RETRACT), not a full pool
+    retracts = [r for r in of_kind(run, "retract") if attrs(r).get("form") != "testing"]
     decodes = [r for r in of_kind(run, "decode_batch") if r.get("ratio") is not None]
     full = [r for r in decodes if r["ratio"] >= FULL_USAGE]
     queues = [q for q in (_queue(r) for r in full) if q is not None]
     growing = len(full) >= FULL_BATCHES and bool(queues) and queues[-1] > 0 and queues[-1] >= queues[0]
     # retractions happen on every rank at once: count distinct moments, not lines
     events = len({(r.get("ts"), r.get("ts_local")) if r.get("ts") or r.get("ts_local") else r.get("line") for r in retracts})
-    # the pool at its limit with requests waiting, batch after batch: the pool, not compute, is what holds them
-    saturated = sum(1 for r in decodes if r["ratio"] >= SATURATED_USAGE and (_queue(r) or 0) > 0) >= 2
+    # the pool full with requests waiting, batch after batch: the pool, not compute, is what holds them
+    saturated = sum(1 for r in full if (_queue(r) or 0) > 0) >= QUEUE_OUTLIVES_STEP
     if not retracts and not growing and not saturated:
         return []
     retracted = sum(int(r.get("count") or 0) for r in retracts if rank_of(r) in (0, None))
@@ -140,27 +184,39 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
     )]
 
 
-def _too_long(run: list[Row]) -> list[Finding]:
+def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None, cfg=None) -> list[Finding]:
+    """The pool (the sizing line, else a crash snapshot) against the context length and the longest
+    request seen: a prefill in the log, or the longest unfinished request of a crash dump."""
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
-    if not sizing:
+    row = sizing[0] if sizing else snap
+    if row is None:
         return []
-    row = sizing[0]
     pool = int(row["tokens"])
     ctx = attrs(row).get("context_len")
+    if not isinstance(ctx, int | float) and cfg is not None and cfg.num("context_length") is not None:
+        ctx = cfg.num("context_length")
     long_prefill = [r for r in of_kind(run, "prefill_batch") if r.get("tokens") is not None
                     and int(r["tokens"]) + int(attrs(r).get("cached_token") or 0) > pool]
-    if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill:
+    too_big = dumped if dumped is not None and int(dumped["tokens"]) > pool else None
+    if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill and too_big is None:
         return []
+    seen = bool(long_prefill or too_big)
+    where = "per rank" if sizing else "per rank (the crash snapshot's max_total_num_tokens)"
     return [make_finding(
         "SGL-KV-003",
-        summary=(f"The KV pool holds {pool} tokens per rank"
+        summary=(f"The KV pool holds {pool} tokens {where}"
                  + (f" but the context length is {int(ctx)}" if isinstance(ctx, int | float) and ctx > pool else "")
                  + (f"; a prefill of {long_prefill[0]['tokens']} tokens was seen" if long_prefill else "")
-                 + ": a full-context request can never be scheduled whole."),
-        evidence=[row, *long_prefill[:2]],
-        confidence="high" if long_prefill else "medium",
-        confidence_reason=None if long_prefill else "only the configured context length exceeds the pool; no such request was seen",
-        figures={"kv_pool_tokens": pool, "context_len": int(ctx) if isinstance(ctx, int | float) else None},
+                 + (f"; the crash dump's longest unfinished request has {int(too_big['tokens'])} input tokens"
+                    + (f" (max_new_tokens {int(too_big['count'])})" if too_big.get("count") is not None else "")
+                    if too_big is not None else "")
+                 + (": a full-context request can never be scheduled whole." if not too_big else
+                    ": that request can never be scheduled whole.")),
+        evidence=[row, *long_prefill[:2], *([too_big] if too_big is not None else [])],
+        confidence="high" if seen else "medium",
+        confidence_reason=None if seen else "only the configured context length exceeds the pool; no such request was seen",
+        figures={"kv_pool_tokens": pool, "context_len": int(ctx) if isinstance(ctx, int | float) else None,
+                 "longest_unfinished_request_tokens": int(too_big["tokens"]) if too_big is not None else None},
         actions=[f"Cap --context-length at {pool} or less, or enlarge the pool (--mem-fraction-static, "
                  "--kv-cache-dtype fp8_e4m3, more GPUs)."],
     )]

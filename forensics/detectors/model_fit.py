@@ -11,6 +11,10 @@ is parameters × bytes per parameter (from the name's precision tag or ``--quant
 (47.6, 0.5)
 >>> model_weights("deepseek-ai/DeepSeek-V3") is None
 True
+>>> model_weights("Qwen/Qwen3-30B-A3B")[1], model_weights("some-org/MoE-40B-128E-Instruct") is None
+(30.0, True)
+>>> model_weights("google/gemma-3-12b-it", "fp8")[2], model_weights("Qwen/Qwen2.5-32B-Instruct-FP8", "fp8")[2]
+(2.0, 1.0)
 >>> tp_that_fits(240e9, 79.1 * 2**30)
 4
 """
@@ -32,13 +36,22 @@ from .fatal_other import failure_class
 #: weights may fill at most this share of a GPU and leave room for a KV pool worth serving from
 USABLE_FOR_WEIGHTS = 0.8
 _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z0-9])")
-_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)  # Llama-4 "17B-16E": 17B active of many more: total unknown
+#: mixture-of-experts names state one of three figures, and only two of them size the weights:
+#: ``{experts}x{per-expert}B`` (Mixtral ``8x7B``: the nominal product, see _MOE_SHARE), ``{total}B-A{active}B`` (Qwen
+#: ``30B-A3B``: the first figure is the total; the active one, after ``A``, is never read as a size), and
+#: ``{active}B-{experts}E`` (Llama 4 ``17B-16E``/``17B-128E``: the *active* count, per the model cards; the total
+#: depends on the expert width and is not in the name): a name of that form gives no estimate
+_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)
 _PRECISION = (
     (re.compile(r"fp32|float32", re.I), 4.0, "fp32"),
     (re.compile(r"(?:^|[-_/.])(?:bf16|fp16|float16|half)(?:$|[-_/.])", re.I), 2.0, "bf16"),
     (re.compile(r"fp8|int8|w8a8|8bit|w8a16|q8", re.I), 1.0, "8-bit"),
     (re.compile(r"int4|awq|gptq|nvfp4|mxfp4|fp4|4bit|w4a16|q4|bnb", re.I), 0.5, "4-bit"),
 )
+#: ``--quantization`` methods that quantize a 16-bit checkpoint while loading rather than read a quantized one:
+#: SGLang's and vLLM's ``Fp8LinearMethod.create_weights`` allocates ``params_dtype`` (not fp8) weights unless
+#: ``is_checkpoint_fp8_serialized`` (``layers/quantization/fp8.py``), and quantizes them after the load
+_ONLINE = re.compile(r"fp8$", re.I)
 #: share of a Mixtral-style NxM model's nominal N×M that its weights really hold (attention is shared)
 _MOE_SHARE = 0.85
 
@@ -62,7 +75,12 @@ def model_weights(name: str | None, quantization: str | None = None) -> tuple[fl
             per_param, how = size, f"{label} in the name"
             break
     else:
-        if quantization:
+        if quantization and _ONLINE.match(str(quantization).strip()):
+            # the checkpoint is 16-bit: each layer's weights are created in the model dtype, loaded, and only then
+            # quantized (process_weights_after_loading), so loading peaks at the 16-bit size
+            how = ("assumed 16-bit checkpoint, quantized to fp8 only after loading (online --quantization fp8: the "
+                   "16-bit weights are allocated first)")
+        elif quantization:
             for rx, size, label in _PRECISION:
                 if rx.search(str(quantization)):
                     per_param, how = size, f"{label} from --quantization"
@@ -136,7 +154,9 @@ def detect(tl: Timeline) -> list[Finding]:
             flags=flags,
             actions=[f"Confirm the weights' size: the `Load weight end … mem usage=` line, or `du -sh` of the checkpoint "
                      f"({GIB and 'safetensors'} files).",
-                     "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them).",
+                     "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them)"
+                     + (": --quantization fp8 on a 16-bit checkpoint does not lower the load's peak, a checkpoint "
+                        "already in FP8 does." if "online" in how else "."),
                      "Lowering --mem-fraction-static does not help: the weights are loaded before the KV pool is sized."],
         ), ref))
     return out

@@ -229,7 +229,7 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
     from forensics.timeline.hosts import host_view
 
-    from . import _sort_key, incident_run, link_consequences, missing_facts, root_finding
+    from . import _sort_key, flight_recorder, incident_run, link_consequences, missing_facts, root_finding
 
     views = {h: host_view(tl, h) for h in tl.facts.hosts}
     findings: list[Finding] = []
@@ -240,6 +240,9 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
             f.hosts = [host]
         incidents[host] = incident_run(mine, view)
         findings.extend(mine)
+    # the flight recorder compares every rank's dump: read across hosts, not per host's view
+    findings = [f for f in findings if f.rule_id not in flight_recorder.RULES]
+    findings.extend(flight_recorder.across_hosts(tl))
     findings.extend(silent_nodes(tl, views, findings))
     tightest_corrections(findings)
     findings.sort(key=lambda f: (*_sort_key(f, incidents), f.hosts[0] if f.hosts else ""))

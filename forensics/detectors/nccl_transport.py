@@ -1,4 +1,4 @@
-"""SGL-NCCL-007: NCCL's transport between the nodes failed (InfiniBand/RoCE completion errors, sockets closed).
+"""SGL-NCCL-009: NCCL's transport between the nodes failed (InfiniBand/RoCE completion errors, sockets closed).
 
 NCCL's WARN lines name the transport that broke (failure_messages.md §4.1)::
 
@@ -123,7 +123,7 @@ def detect(tl: Timeline) -> list[Finding]:
                        "GLOO_SOCKET_IFNAME), the same on every node; check `NCCL INFO NET/Socket : Using` for the one "
                        "NCCL chose."]
     return [make_finding(
-        "SGL-NCCL-007",
+        "SGL-NCCL-009",
         summary=summary,
         evidence=hits[:6],
         confidence="high" if first and not died else "medium" if first or statuses or connects else "low",

@@ -14,19 +14,18 @@ the budget by the ranks per host and refuses cleanly (``hicache_insufficient``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from forensics.facts.host_memory import HostMemory, host_memory
 from forensics.facts.launch import (
     ServerConfig,
-    docker_memory_limit,
     flag_key,
     is_prose,
     launch_rows,
     ranks_per_host,
     server_config,
 )
-from forensics.facts.lifecycle import launch_moments
-from forensics.facts.rows import Row, attrs, before, rank_label, rank_of, rows
+from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.versions import sglang_version, version_text, version_window
 from forensics.model import Finding, FlagChange, Timeline
@@ -36,7 +35,6 @@ from ._common import GIB, evidence_list, fmt_gb, fmt_gib, make_finding, tag_run
 SGLANG_RESERVE = 10 * GIB  # SGLang's own host reserve in the allocation check (0.4.10+)
 RESERVE_FRACTION = 0.10  # our reserve: max(10 GiB, 10% of capacity)
 PER_PROCESS_BYTES = 3 * GIB  # host RSS of one scheduler process (CUDA context, torch, Python)
-ASSUMED_BASELINE_FRACTION = 0.05  # OS and other tenants when no pre-launch snapshot exists
 POW2_FIRST, POW2_LAST = (0, 4, 5), (0, 5, 4)
 SPLIT_FIRST = (0, 5, 19)  # SGLang divides the host budget by the ranks per host
 
@@ -81,42 +79,6 @@ def splits_budget(tl: Timeline) -> bool:
         return exact >= SPLIT_FIRST
     lo, _ = version_window(tl)
     return bool(lo and lo >= SPLIT_FIRST)
-
-
-@dataclass
-class HostPicture:
-    total: int | None = None
-    total_row: Row | None = None
-    avail_before: int | None = None
-    before_row: Row | None = None
-    docker_limit: int | None = None
-    docker_row: Row | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def capacity(self) -> int | None:
-        known = [v for v in (self.total, self.docker_limit) if v]
-        return min(known) if known else None
-
-
-def host_picture(tl: Timeline) -> HostPicture:
-    pic = HostPicture()
-    host_rows = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
-    # a figure stated in a sentence stands in only where no program printed one
-    host_rows = [r for r in host_rows if not is_prose(r)] or host_rows
-    if host_rows:
-        pic.total_row = max(host_rows, key=lambda r: r["total_bytes"])
-        pic.total = int(pic.total_row["total_bytes"])
-        moments = launch_moments(tl)
-        pre = [r for r in host_rows if r.get("avail_bytes") is not None
-               and any(before(r, m) for m in moments)]
-        if pre:
-            pic.before_row = pre[-1]
-            pic.avail_before = int(pic.before_row["avail_bytes"])
-    limit = docker_memory_limit(tl)
-    if limit:
-        pic.docker_limit, pic.docker_row = limit
-    return pic
 
 
 @dataclass
@@ -196,7 +158,7 @@ def detect(tl: Timeline) -> list[Finding]:
     if any(not cfg.from_prose("hicache_size") for cfg, _run, _req, _ref in cases):
         # a log or a command line says what ran: sentences only stand in where nothing better exists
         cases = [c for c in cases if not c[0].from_prose("hicache_size")]
-    host = host_picture(tl)
+    host = host_memory(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)
     told: dict[tuple, Finding] = {}  # one finding per configuration told in several write-ups
@@ -240,7 +202,7 @@ def _served_without_failure(tl: Timeline, run: list[Row]) -> bool:
     return not bad
 
 
-def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, host: HostPicture,
+def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, host: HostMemory,
                     pow2: str, version: str) -> Finding | None:
     ranks, ranks_how = ranks_per_host(cfg, req.ranks_seen)
     capacity = host.capacity
@@ -248,13 +210,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         return None
     pinned = pinned_bytes(req.per_rank, pow2 in ("yes", "likely"))
     pinned_if_pow2 = pinned_bytes(req.per_rank, True)
-    if host.avail_before is not None:
-        usable = host.avail_before if host.docker_limit is None else min(host.avail_before, host.docker_limit)
-        baseline, baseline_how = capacity - usable, "used before the launch"
-    else:
-        baseline = int(capacity * ASSUMED_BASELINE_FRACTION)
-        baseline_how = f"assumed {ASSUMED_BASELINE_FRACTION:.0%} of capacity: no snapshot before the launch"
-        usable = capacity - baseline
+    base = host.baseline(capacity)
+    baseline, baseline_how = base.used, base.how
+    usable = capacity - baseline
     limit_for_pools = usable - SGLANG_RESERVE
     demand = ranks * pinned
     demand_if_pow2 = ranks * pinned_if_pow2
@@ -271,7 +229,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     size_for_pow2 = pow2 in ("yes", "likely")
     new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
     plain_gb = largest_hicache_gb(per_rank_budget, False)
-    cap_name = "container --memory limit" if host.docker_limit and capacity == host.docker_limit else "host total"
+    stated = attrs(host.limit_row).get("limit_from") if host.limit_row is not None else None
+    cap_name = ((f"container limit, {stated}" if stated else "container --memory limit")
+                if host.limit and capacity == host.limit else "host total")
     old = cfg.flag_text("hicache_size") if req.source != "ratio" else None
     if old is None and req.source == "log":
         old = f"{req.per_rank / 1e9:g}"
@@ -304,8 +264,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     if new_gb < 1:
         actions.insert(0, "No HiCache pool fits this host with the reserve: disable --enable-hierarchical-cache "
                           "or run fewer ranks per host.")
-    if host.docker_limit:
-        actions.append(f"The container is limited to {fmt_gib(host.docker_limit)} (docker --memory): raise the "
+    if host.limit:
+        actions.append(f"The container is limited to {fmt_gib(host.limit)} (docker --memory): raise the "
                        "limit or size the pools to it.")
 
     reasons = []
@@ -343,7 +303,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         "pinned_per_rank_bytes": int(pinned),
         "host_total_bytes": host.total,
         "host_available_before_bytes": host.avail_before,
-        "docker_memory_bytes": host.docker_limit,
+        "docker_memory_bytes": host.limit,
         "capacity_bytes": capacity,
         "baseline_bytes": int(baseline),
         "reserve_bytes": int(reserve),
@@ -354,7 +314,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         "power_of_two_pinning": pow2,
     }
     ev = [*req.evidence, *cfg.evidence_rows("hicache_size", "tp_size", "enable_hierarchical_cache")]
-    ev += [r for r in (host.total_row, host.before_row, host.docker_row) if r]
+    ev += [r for r in (host.total_row, host.before_row, host.limit_row) if r]
     ev += consequence_rows[:3]
     return make_finding(
         "SGL-HOST-001",
@@ -370,7 +330,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     )
 
 
-def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostPicture, split: bool,
+def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostMemory, split: bool,
              version: str) -> Finding:
     row = max(refused, key=lambda r: r["bytes"])
     requested = float(row["bytes"])

@@ -101,7 +101,7 @@ def _never_met(tl: Timeline) -> list[Finding]:
               if r not in store and _STORE_MESSAGE.search(_failure_line(r))]
     # a monitored barrier that some ranks did not pass: the ranks met, then some did not arrive (SGL-NCCL-005)
     store = [r for r in store if "monitoredBarrier" not in (r.get("text") or "")]
-    # a peer's connection closed or reset: the ranks had met (SGL-NCCL-007 reads it)
+    # a peer's connection closed or reset: the ranks had met (SGL-NCCL-009 reads it)
     store = [r for r in store if not _PEER_GONE.search(r.get("text") or "")]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:

@@ -60,12 +60,21 @@ def detect(tl: Timeline) -> list[Finding]:
         what.append("/dev/shm could not back a segment")
     if df:
         what.append(f"/dev/shm is {max(attrs(r)['df_use_pct'] for r in df)} % used (df)")
+    # a tmpfs-backed region the engine created and could not populate (vLLM's KV-offload tier in /dev/shm)
+    regions = [r for r in rows(tl, "host_pool") if attrs(r).get("tmpfs") and r.get("bytes")]
+    region_words = ""
+    if regions and any(attrs(r).get("via") == "madvise_populate_efault" for r in direct):
+        reg = regions[-1]
+        region_words = (f" The engine's shared region {attrs(reg).get('path')} ({reg['bytes'] / 1e9:.2f} GB) is a "
+                        "file in /dev/shm that is unlinked only on a graceful shutdown: a crashed run's region stays "
+                        "(a restarted container creates another under a new name), so a tmpfs sized for one region "
+                        "cannot back the next.")
     return [make_finding(
         "SGL-HOST-006",
         summary=(_first_upper(" and ".join(what))
                  + ": /dev/shm is full or too small (segments leaked by earlier killed runs, or a container's small "
-                 "default), not host RAM and not GPU memory."),
-        evidence=hits[:6] + [r for r in launch_rows(tl)[-1:] if flags],
+                 "default), not host RAM and not GPU memory." + region_words),
+        evidence=hits[:6] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
         confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
@@ -74,7 +83,9 @@ def detect(tl: Timeline) -> list[Finding]:
         actions=[
             "`df -h /dev/shm` and `ls -la --sort=size /dev/shm | head -30`: see what fills it.",
             "Remove segments left by runs that are gone (no process maps them: `fuser /dev/shm/<name>` prints nothing), "
-            "e.g. stale `psm_*`, `nccl-*`, `sglang*` files; never delete a segment a live process maps.",
+            "e.g. stale `psm_*`, `nccl-*`, `sglang*`, `vllm_offload_*.mmap` files; never delete a segment a live "
+            "process maps. In Kubernetes a memory-backed emptyDir survives container restarts: clear it in an init "
+            "container, or delete the pod.",
             "Give containers a real /dev/shm: `docker run --shm-size 16g` (or `--ipc=host`), or a memory-backed "
             "emptyDir on /dev/shm in Kubernetes.",
             "Make the supervisor clean up: kill the whole process group so segments are unlinked, or sweep /dev/shm "

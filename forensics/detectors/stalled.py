@@ -1,4 +1,4 @@
-"""SGL-NCCL-008 / SGL-RUN-003: a server that stopped at a start-up stage, or at its first requests, and went silent.
+"""SGL-NCCL-010 / SGL-RUN-003: a server that stopped at a start-up stage, or at its first requests, and went silent.
 
 A server comes up through stages each rank logs in order (sglang_formats.md §3: ``Init torch distributed
 begin`` → ``Load weight begin/end`` → ``KV Cache is allocated`` → ``Capture cuda graph begin/end`` → the HTTP
@@ -22,7 +22,7 @@ A log that merely ends is not a hang — an excerpt ends too. A stall needs one 
   state of the run when it was copied, though how long it had been there is not known.
 
 A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here.
-With more than one rank or node the stage waits on the others (SGL-NCCL-008, ``nccl_timeout``); one rank alone
+With more than one rank or node the stage waits on the others (SGL-NCCL-010, ``nccl_timeout``); one rank alone
 waits on its storage or its own work (SGL-RUN-003, ``other``).
 """
 
@@ -247,7 +247,7 @@ def _duration(seconds: float) -> str:
 
 def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     world = _ranks_of(tl, run)
-    rule = "SGL-NCCL-008" if world > 1 else "SGL-RUN-003"
+    rule = "SGL-NCCL-010" if world > 1 else "SGL-RUN-003"
     row = st["row"]
     lagging = _lagging(run)
     behind = sorted({x for _s, r in lagging.values() if (x := rank_of(r)) is not None})

@@ -25,7 +25,8 @@ from ._common import fmt_gib, make_finding
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
-HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup")
+HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
+                   "after_capture")
 
 
 def lowered_utilization(util: float, *, tried_bytes: float | None, free_bytes: float | None,
@@ -54,13 +55,19 @@ def _during(run: list, row: dict) -> str | None:
     if before:
         last = max(before, key=lambda r: r.get("line") or 0)
         return "graph_capture" if last["kind"] in ("cuda_graph_begin", "capture_progress") else "forward"
+    # the message itself: memory "allocated in private pools (e.g., CUDA Graphs)" (PyTorch 2.4+, printed only when
+    # non-zero; failure_messages.md §1.1, §1.3 {G}) means graphs were being or had been captured, so the KV cache
+    # was already allocated and the OOM came from outside the budget
+    if (attrs(row).get("private_pools_bytes") or 0) > 0:
+        return "after_capture"
     return None
 
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
-        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES]
+        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES
+                and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
         if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
             continue  # an OOM after a KV failure is the failure's, not the headroom's
         cfg = settings(tl, run)
@@ -82,6 +89,13 @@ def detect(tl: Timeline) -> list[Finding]:
         if steps and steps > 1:
             flags.append(FlagChange(engines.flag_for("vllm", "scheduler_steps") or "--num-scheduler-steps", f"{steps:g}",
                                     "1", "multi-step scheduling keeps extra per-step buffers outside the budget"))
+        hint = next((r for r in of_kind(run, "memory_profile") if attrs(r).get("kv_cache_memory_to_fit_bytes")), None)
+        if hint is not None and not _negative_accounting(run):
+            fit = int(attrs(hint)["kv_cache_memory_to_fit_bytes"])
+            flags.append(FlagChange(
+                "--kv-cache-memory", None, str(fit),
+                f"vLLM's own start-up hint: a KV cache of {fmt_gib(fit)} keeps weights, activations, CUDA graphs and the "
+                f"cache inside the requested budget (vllm_formats.md §2.6)"))
         seqs = cfg.num("max_num_seqs")
         actions = [
             f"Or keep the utilization and drop the CUDA graphs: {engines.flag_for('vllm', 'eager')} (slower decode), "
@@ -95,6 +109,7 @@ def detect(tl: Timeline) -> list[Finding]:
         if not (tried and total):
             reasons.append("the OOM message gives no sizes: the step down is a rule of thumb")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
+                 "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
         out.append(make_finding(
             "VLLM-GPU-001",
@@ -112,3 +127,8 @@ def detect(tl: Timeline) -> list[Finding]:
             actions=actions,
         ))
     return out
+
+
+def _negative_accounting(run: list) -> bool:
+    """A start-up account with a negative CUDA-graph figure: its derived hints are not to be acted on (VLLM-GPU-002)."""
+    return any((attrs(r).get("graph_bytes") or 0) < 0 for r in of_kind(run, "memory_profile", "cuda_graph_end"))

@@ -54,7 +54,23 @@ def _host(tl: Timeline, run: list[Row]) -> tuple[float | None, list[Row], str]:
     return None, [], "unknown"
 
 
-def _ranks(cfg: VllmSettings) -> tuple[int, str]:
+def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
+    """LMCache's per-worker CPU backend size in GB (``LMCACHE_MAX_LOCAL_CPU_SIZE``, "CPU memory limit in GB": NVIDIA
+    Dynamo's LMCache page, vLLM's examples/offline_inference/cpu_offload_lmcache.py) from a launch's environment,
+    unless ``LMCACHE_LOCAL_CPU`` turns the CPU backend off; the vLLM connector builds one per worker."""
+    for row in reversed(launch_rows(tl)):
+        env = attrs(row).get("env") or {}
+        raw = env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
+        if raw is None or str(env.get("LMCACHE_LOCAL_CPU", "True")).strip("\"'").lower() in ("false", "0", "no"):
+            continue
+        try:
+            return row, float(str(raw).strip("\"'"))
+        except ValueError:
+            continue
+    return None, 0.0
+
+
+def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
     tp, tp_seen = cfg.value_or_default("tensor_parallel")
     pp = cfg.num("pipeline_parallel_size") or 1
     dp = cfg.num("data_parallel_size") or 1
@@ -79,13 +95,17 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         told = of_kind(run, "swap_space_too_large")
         swap = cfg.num("swap_space")
         offload = cfg.num("cpu_offload_gb") or 0.0
-        if swap is None and not offload and not told:
+        kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for a whole TP group (vllm/config/cache.py)
+        lmc_row, lmc = lmcache_cpu_size(tl)
+        if swap is None and not offload and not told and not kv_off and not lmc:
             continue
-        ranks, how = _ranks(cfg)
+        ranks, how = ranks_of(cfg)
+        groups = max(ranks // int(cfg.value_or_default("tensor_parallel")[0] or 1), 1)  # engines (TP groups) on the host
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
         v1 = cfg.engine_generation == "V1"
-        demand = ranks * ((0 if v1 else swap_b) + offload * GIB)
+        pools = groups * kv_off * GIB + ranks * lmc * 1e9  # the KV offload buffers and LMCache's CPU backends
+        demand = ranks * ((0 if v1 else swap_b) + offload * GIB) + pools
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
             continue
@@ -98,7 +118,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         flags: list[FlagChange] = []
         new = corrected_per_gpu(host_total=total, ranks=ranks, offload_per_gpu=offload * GIB) if total else None
         swap_flag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
-        if new is not None and (swap is None or new < swap):
+        if new is not None and new < (swap if swap is not None else swap_b / GIB):  # never raise it
             flags.append(FlagChange(swap_flag, f"{swap:g}" if swap is not None else None, str(new),
                                     f"{ranks} ranks ({how}) × {new} GiB ≤ {SWAP_SHARE:.0%} of {fmt_gib(total)} "
                                     f"({host_how}), beside {ranks} × {offload:g} GiB offloaded weights; 0 is valid "
@@ -108,20 +128,38 @@ def _overallocated(tl: Timeline) -> list[Finding]:
             fit = int((total - reserve_of(total)) // ranks // GIB)
             flags.append(FlagChange(off_flag, f"{offload:g}", str(max(fit, 0)),
                                     f"{ranks} ranks × {fit} GiB pinned ≤ {fmt_gib(total)} − reserve"))
+        if total and pools and over:
+            room = total - reserve_of(total) - ranks * ((0 if v1 else swap_b) + offload * GIB)
+            if kv_off:  # the other pools' share of the room stays theirs
+                fit = int(max(room - ranks * lmc * 1e9, 0) // groups // GIB)
+                flags.append(FlagChange("--kv-offloading-size", f"{kv_off:g}", str(fit),
+                                        f"the buffer is GiB for the whole TP group; {groups} group(s) × {fit} GiB fit "
+                                        f"{fmt_gib(total)} ({host_how}) − reserve beside the other host pools; "
+                                        "PyTorch's pinned allocator rounds each block up to a power of two, so "
+                                        "leave room for up to 2×"))
+            if lmc:
+                fit = int(max(room - groups * kv_off * GIB, 0) // ranks // 1e9)
+                flags.append(FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmc:g}", str(fit),
+                                        f"LMCache's CPU backend is GB per worker: {ranks} workers ({how}) × {fit} GB "
+                                        f"fit {fmt_gib(total)} ({host_how}) − reserve"))
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
             summary=(f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
-                     + (f" + {off_flag} {offload:g}" if offload else "") + f") ask {fmt_gib(demand or ranks * swap_b)}"
+                     + (f" + {off_flag} {offload:g}" if offload else "")
+                     + (f" + --kv-offloading-size {kv_off:g} per TP group" if kv_off else "")
+                     + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GB per worker" if lmc else "")
+                     + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of a {fmt_gib(total)} host" if total else "")
                      + ("; vLLM refused to start" if refused else "")
                      + ("; the kernel OOM killer fired" if kills else "") + "."
                      + (f" Set {flags[0].flag} {flags[0].new}." if flags else "")),
-            evidence=[*told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "tensor_parallel_size"),
-                      *host_rows, *kills[:2]],
+            evidence=[*told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size",
+                                                    "tensor_parallel_size"),
+                      *([lmc_row] if lmc_row is not None and lmc else []), *host_rows, *kills[:2]],
             severity=severity,
-            confidence="high" if cfg.observed("swap_space") or offload or told else "medium",
-            confidence_reason=None if cfg.observed("swap_space") or offload or told else
+            confidence="high" if cfg.observed("swap_space") or offload or told or pools else "medium",
+            confidence_reason=None if cfg.observed("swap_space") or offload or told or pools else
             f"{swap_flag} is vLLM's default ({swap_b / GIB:g} GiB), not read from the input",
             figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap_b / GIB, "cpu_offload_gib_per_gpu": offload,
                      "host_total_bytes": int(total) if total else None, "demand_bytes": int(demand) or None,
@@ -139,11 +177,13 @@ def _overallocated(tl: Timeline) -> list[Finding]:
 
 
 def _sigkilled(run: list[Row]) -> list[Row]:
+    """Workers that died of SIGKILL (exit -9 / 137), that Ray's memory monitor says it killed, or that Ray says
+    died without saying why (its list of *potential* causes is not an observation: the phase decides below)."""
     out = []
     for r in of_kind(run, "rank_dead", "init_failed"):
         a = attrs(r)
         procs = a.get("failed_procs") or {}
-        if a.get("cause") == "ray_oom_killer" or r.get("code") in (-9, 137) \
+        if a.get("cause") in ("ray_oom_killer", "ray_worker_exited") or r.get("code") in (-9, 137) \
                 or any(v in (-9, 137) for v in procs.values() if isinstance(v, int)):
             out.append(r)
     return out
@@ -161,7 +201,10 @@ def detect_killed(tl: Timeline) -> list[Finding]:
         ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
         loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
         cfg = settings(tl, run)
-        ranks, how = _ranks(cfg)
+        ranks, how = ranks_of(cfg)
+        unexplained = all(attrs(r).get("cause") == "ray_worker_exited" for r in dead)
+        if unexplained and (loaded or ranks < 2):
+            continue  # a worker died and nothing says of what: not a host-memory finding (fatal_other has it)
         flags: list[FlagChange] = []
         loading_flag = engines.flag_for("vllm", "parallel_loading_workers") or "--max-parallel-loading-workers"
         if not loaded and (ranks > 1 or ray):
@@ -171,15 +214,20 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                                     "(slower start-up)"))
         out.append(make_finding(
             "VLLM-HOST-002",
-            summary=("A vLLM worker was killed by SIGKILL"
-                     + (" — Ray reports the OOM killer (host memory ran out)" if ray else
-                        " (exit code -9): most often the kernel OOM killer")
-                     + (" while the weights were loading" if not loaded else "")
+            summary=(("A Ray worker of vLLM died while the weights were loading, and Ray does not say why: with "
+                      f"{ranks} workers each reading the checkpoint through host RAM at once, the likeliest cause is "
+                      "the kernel OOM killer (the first of Ray's possible causes)") if unexplained else
+                     ("A vLLM worker was killed by SIGKILL"
+                      + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
+                         " (exit code -9): most often the kernel OOM killer")
+                      + (" while the weights were loading" if not loaded else ""))
                      + ". The input holds no kernel log to confirm it."),
             evidence=dead[:4],
             confidence="medium" if ray else "low",
-            confidence_reason="no kernel log in the input: " + ("Ray's message names the OOM killer" if ray else
-                                                                  "exit code -9 only"),
+            confidence_reason="no kernel log in the input: " + (
+                "Ray's memory monitor reports the kill" if ray else
+                "Ray lists possible causes only; the phase (all ranks loading at once) points to host memory"
+                if unexplained else "exit code -9 only"),
             figures={"ranks_per_host": ranks, "killed_before_weights_loaded": not loaded},
             flags=flags,
             actions=["Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`, "

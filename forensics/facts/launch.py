@@ -114,6 +114,11 @@ def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
         limit = attrs(row).get("docker_memory_bytes") or attrs(row).get("container_memory_bytes")
         if isinstance(limit, int | float) and limit > 0:
             return int(limit), row
+    # a limit stated outside the launch (the cgroup's memory.max, kubectl describe's Limits): the tightest
+    stated = [r for r in rows(tl, "container_memory_limit") if isinstance(r.get("bytes"), int | float) and r["bytes"] > 0]
+    if stated:
+        row = min(stated, key=lambda r: r["bytes"])
+        return int(row["bytes"]), row
     return None
 
 

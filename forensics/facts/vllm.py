@@ -14,6 +14,7 @@ config line, and the memory-profiling lines (which print the utilization actuall
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,12 +79,24 @@ class VllmSettings:
         return (float(d) if isinstance(d, int | float) and not isinstance(d, bool) else None), False
 
 
+#: vLLM's process prefixes, ``(EngineCore_DP0 pid=207) `` and kin (vllm_formats.md §0, failure_messages.md §0
+#: "Per-line prefixes"): lines that carry one are vLLM's, even where the envelope layer peeled the prefix off
+#: (it reads it as Ray's ``(actor pid=N)``) and the rest of the line was left to the failure scan
+VLLM_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker|VllmWorkerProcess|Worker_|Worker\b|APIServer|ApiServer|"
+                          r"RayWorkerVllm|DPCoordinator)")
+
+
 def vllm_files(tl: Timeline) -> set[str]:
-    """Files that hold vLLM's own records."""
+    """Files that hold vLLM's own records, or lines under a vLLM process's prefix."""
     ev = tl.events
     if ev.is_empty() or "source" not in ev.columns:
         return set()
-    return set(ev.filter(pl.col("source") == "vllm").get_column("file").unique().to_list())
+    files = set(ev.filter(pl.col("source") == "vllm").get_column("file").unique().to_list())
+    if "container" in ev.columns and "envelope" in ev.columns:
+        prefixed = ev.filter(pl.col("envelope").str.contains("ray", literal=True)
+                             & pl.col("container").is_not_null()).select("file", "container").unique()
+        files |= {f for f, c in prefixed.iter_rows() if VLLM_PROCESS.match(c or "")}
+    return files
 
 
 def vllm_runs(tl: Timeline) -> list[list[Row]]:

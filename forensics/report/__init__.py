@@ -35,7 +35,6 @@ from forensics.report.document import (
     LaunchFix,
     actionable_gaps,
     grouped_steps,
-    is_env,
     launch_fix,
     next_steps,
     normalise_document,
@@ -76,6 +75,25 @@ SUMMARY_MAX_LINES = 25
 # ---------------------------------------------------------------------------------------------
 # Inventory ("What we read")
 # ---------------------------------------------------------------------------------------------
+
+
+def unrecognised_input(coverage: list[dict[str, Any]]) -> list[str] | None:
+    """When no file of the input held anything recognised as evidence: what each file was, as a reader
+    says it ("notes.txt (3 lines, none recognised)"); None when something was recognised.
+
+    >>> unrecognised_input([{"file": "a.txt", "lines": 0, "recognized": 0}])
+    ['a.txt (empty)']
+    >>> unrecognised_input([{"file": "free.txt", "lines": 3, "recognized": 3}]) is None
+    True
+    """
+    if not coverage or any(c.get("recognized") for c in coverage):
+        return None
+    out = []
+    for c in coverage:
+        n = int(c.get("lines") or 0)
+        out.append(f"{c.get('file')} (binary, not read)" if c.get("binary") else f"{c.get('file')} (empty)" if not n
+                   else f"{c.get('file')} ({n:,} line{'' if n == 1 else 's'}, none recognised)")
+    return out
 
 
 def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
@@ -123,6 +141,7 @@ def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
         "clocks": clocks,
         "ts_basis": basis,
         "files": files,
+        "unrecognised_input": unrecognised_input(coverage),
     }
 
 
@@ -224,8 +243,7 @@ def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEP
     """The grouped next steps: relaunching with the corrected flags comes first when there are any."""
     steps = next_steps(doc, limit - 1 if fix.flags else limit)
     if fix.flags:
-        shown = ", ".join(f"`{r.flag}={r.new}`" if r.new and is_env(r.flag) else f"`{r.flag} {r.new}`" if r.new
-                          else f"without `{r.flag}`" for r in fix.flags[:3])
+        shown = ", ".join(f"`{r.flag} {r.new}`" if r.new else f"without `{r.flag}`" for r in fix.flags[:3])
         more = f" and {len(fix.flags) - 3} more" if len(fix.flags) > 3 else ""
         what = "the corrected command" if fix.new_argv else "these flags changed"
         steps.insert(0, {"group": "fix", "text": f"Relaunch with {what}: {shown}{more} — see What to change.",
@@ -324,6 +342,7 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
         step_groups=report_steps(doc, fix, limit=5),
         gaps=actionable_gaps(doc.get("input", {}).get("gaps") or []),
         rule_title=lambda rid: (rule_info(catalog, rid) or RuleInfo(rid, rid, None, None, [])).title,
+        unread=unrecognised_input(doc.get("coverage") or []),
     )
     return _summary_lines(text)
 

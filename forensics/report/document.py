@@ -82,25 +82,20 @@ class LaunchFix:
 
     @property
     def flags_only(self) -> str:
-        return " ".join(f"{r.flag}={shlex.quote(r.new)}" if is_env(r.flag) else
-                        f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag for r in self.flags)
-
-
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,127}")
-
-
-def is_env(flag: str) -> bool:
-    """An environment variable (``NCCL_P2P_DISABLE``), set before the command rather than passed to it.
-
-    >>> is_env("NCCL_P2P_DISABLE"), is_env("--tp-size")
-    (True, False)
-    """
-    return _ENV_NAME.fullmatch(flag.strip()) is not None
+        return " ".join(f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag for r in self.flags)
 
 
 def flag_key(flag: str) -> str:
     """``--hicache_size`` / ``hicache-size`` / ``--hicache-size`` → ``hicache-size``."""
     return flag.strip().lstrip("-").replace("_", "-").lower()
+
+
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def is_env_setting(flag: str) -> bool:
+    """An environment variable (``SGLANG_WAIT_PORT_TIMEOUT``), set before the command, not a flag of it."""
+    return bool(_ENV_NAME.match(flag))
 
 
 def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
@@ -112,7 +107,7 @@ def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
                 continue
             key = flag_key(ch["flag"])
             if key not in seen:
-                flag = ch["flag"] if ch["flag"].startswith("-") or is_env(ch["flag"]) else f"--{key}"
+                flag = ch["flag"] if ch["flag"].startswith("-") or is_env_setting(ch["flag"]) else f"--{key}"
                 old = ch.get("old")
                 seen[key] = FlagRow(flag=flag, old=None if old is None else str(old),
                                     new="" if ch.get("new") is None else str(ch["new"]),
@@ -296,21 +291,18 @@ def corrected_argv(argv: list[str], flags: list[FlagRow]) -> tuple[list[str], se
     ...                                  [FlagRow("--hicache-size", "300", "48", "", "r")])
     >>> new, sorted(changed)
     (['sglang', '--tp-size', '8', '--hicache-size=48'], [3])
-    >>> corrected_argv(["python3", "-m", "vllm"], [FlagRow("NCCL_P2P_DISABLE", None, "1", "", "r")])[0]
-    ['NCCL_P2P_DISABLE=1', 'python3', '-m', 'vllm']
     """
     new = list(argv)
     old_marks: set[int] = set()
     origin = list(range(len(argv)))  # new index → old index (None for appended tokens)
     for ch in flags:
-        if is_env(ch.flag):  # NAME=value before the command, replacing one already there
-            at = next((i for i, tok in enumerate(new) if tok.startswith(f"{ch.flag}=")), None)
+        if is_env_setting(ch.flag):  # VAR=value before the program, replacing the one the command set
+            at = next((i for i, t in enumerate(new) if t.startswith(ch.flag + "=")), None)
             if at is not None:
                 if origin[at] is not None:
                     old_marks.add(origin[at])
-                if ch.new:
-                    new[at], origin[at] = f"{ch.flag}={ch.new}", None
-                else:
+                new[at], origin[at] = f"{ch.flag}={ch.new}", None
+                if not ch.new:
                     del new[at], origin[at]
             elif ch.new:
                 new.insert(0, f"{ch.flag}={ch.new}")

@@ -57,6 +57,7 @@ MARKER_LABELS = {
     "sigterm": "SIGTERM",
     "xid": "Xid",
     "oom_kill": "OOM-killer",
+    "crash_dump": "crash dump",
 }
 _KILL_WORDS = ("kill", "pkill", "fuser -k", "killall")
 _TRACE_COLOURS = (
@@ -383,7 +384,37 @@ def timeline_plots(tl: Timeline) -> Plots:
             layout=_layout("order in the input (not time)", "linear", o_shapes, o_notes),
             downsampled=cut,
         ))
+    requests = _crash_requests_figure(ev, shapes, annotations)
+    if requests is not None:
+        figures.append(requests)
     if not figures:
         notes.append("Nothing in the input can be plotted.")
     return Plots(figures=figures, notes=notes)
+
+
+def _crash_requests_figure(ev: pl.DataFrame, shapes: list, annotations: list) -> PlotSpec | None:
+    """SGLang's crash dump as arrivals: when each request came in and how long its input was, finished or
+    not at the crash (parsers/crash_dump.py); a burst just before the crash shows as a cluster at the right."""
+    reqs = _rows(ev.filter((pl.col("kind") == "crash_request") & pl.col("ts").is_not_null()
+                           & pl.col("tokens").is_not_null()))
+    if len(reqs) < MIN_SERIES_POINTS:
+        return None
+    groups: dict[str, list[tuple[Any, float | None, str]]] = {"finished": [], "unfinished at the crash": []}
+    for r in sorted(reqs, key=lambda r: r["ts"]):
+        done = '"finished": true' in (r.get("attrs") or "")
+        groups["finished" if done else "unfinished at the crash"].append(
+            (_x_time(r["ts"]), float(r["tokens"]), f"{_hover(r)} max_new_tokens={r.get('count')}"))
+    traces, cut = _series_traces({k: v for k, v in groups.items() if v})
+    for t in traces:
+        t["mode"] = "markers"
+        t["hovertemplate"] = "%{y:.0f} input tokens<br>%{text}<extra>%{fullData.name}</extra>"
+    layout = _layout("arrival (UTC)", "date", shapes, annotations)
+    layout["yaxis"]["title"] = {"text": "input tokens"}
+    return PlotSpec(
+        key="crash-dump-requests",
+        title="Requests in SGLang's crash dump",
+        caption="Each request of the crash dump at its arrival time, by its input length in tokens: the finished "
+                "ones of the last minutes and those still unfinished at the crash. Time axis is UTC.",
+        data=traces, layout=layout, downsampled=cut,
+    )
 

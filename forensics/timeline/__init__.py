@@ -73,6 +73,48 @@ def _is_binary(data: bytes) -> bool:
     return looks_binary(data[:8192])
 
 
+def _read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | None] | None:
+    """(result, format, error) for a file a binary parser claims (parsers.registry), else None."""
+    from parsers.safe_pickle import MAX_BYTES, UnsafePickle
+
+    fmt = registry.best_binary_format(f.head(registry.SNIFF_BYTES))
+    if fmt is None:
+        return None
+    if f.nbytes > MAX_BYTES:
+        return None, fmt, f"{f.nbytes:,} bytes, over the {MAX_BYTES:,}-byte limit for a pickle; not read"
+    data = bytes(f.data) if not f.streamed else b"".join(f.chunks())
+    try:
+        return registry.binary_parsers()[fmt].parse_bytes(data, f.name), fmt, None
+    except UnsafePickle as e:
+        return None, fmt, f"not read: {e}"
+    except NotThisFormat:
+        return None
+
+
+def _stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+    """Stack and input dumps in a text (parsers.stack_dumps), stamped with the record before them (the
+    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
+    from parsers import stack_dumps
+
+    found = stack_dumps.parse(text, name).events  # four substring tests when the text holds neither dump
+    if found.is_empty():
+        return None, set()
+    read = {n for a, b in found.select("line", "line_end").iter_rows() for n in range(a, (b or a) + 1)}
+    for p in parts:
+        if p.height:
+            for a, b, kind in p.select("line", "line_end", "kind").iter_rows():
+                if kind != "log" and a is not None:
+                    read.difference_update(range(a, (b or a) + 1))
+    stamped = [p.select("line", "ts", "ts_local", "ts_basis").filter(pl.col("ts").is_not_null()
+                                                                     | pl.col("ts_local").is_not_null())
+               for p in parts if p.height]
+    if not stamped:
+        return found, read
+    before = pl.concat(stamped, how="vertical").sort("line").unique("line", keep="last", maintain_order=True)
+    joined = found.drop("ts", "ts_local", "ts_basis").sort("line").join_asof(before, on="line", strategy="backward")
+    return joined.select(found.columns), read
+
+
 def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
     """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
     if not frame.height:
@@ -116,11 +158,9 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
     peeled = envelopes.peel(head[: head.rfind("\n") + 1] or head)
     wrapped = peeled is not None and any(not s.raw for s in peeled.streams)
-    fmt = art.get("format") if art else None
-    if not (fmt and registry.get(fmt) is not None):
-        if wrapped:
-            head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
-        fmt, _score = registry.best_format(head)
+    if wrapped:
+        head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
+    fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
     if fmt != "sglang":
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
@@ -222,30 +262,78 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
     return out
 
 
+def hinted_format(hint: str | None, head: str) -> str | None:
+    """The manifest's format for a file when its content does not say otherwise, else None.
+
+    Formats are decided by content everywhere (a loose file, a folder, a bundle): a manifest's label
+    is the collector's expectation, e.g. a log found through an SGLang process's stdout, and a wrong
+    one (a vLLM log given with ``--log`` to an older collector labelled SGLang) must not override
+    the content. The hint holds when no sniffer is sure of the content, or when the hinted parser's
+    sniffer scores at least as high as the best (docs/bundle.md).
+    """
+    if not hint or registry.get(hint) is None:
+        return None
+    best, score = registry.best_format(head)
+    if best is None or best == hint or registry.sniff_scores(head).get(hint, 0.0) >= score:
+        return hint
+    return None
+
+
 def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:
     """Parse one file; returns the pieces and the format label for the inventory."""
     snapshot = art.get("snapshot") if art else None
-    fmt = art.get("format") if art else None
-    if fmt and registry.get(fmt) is not None:
+    head = text[: registry.SNIFF_BYTES]
+    fmt = hinted_format(art.get("format") if art else None, head)
+    if fmt is not None:
         try:
             return [_Piece(_run_parser(fmt, text, f.name, _argv_command(art)), 1, snapshot)], fmt
         except NotThisFormat:
             pass  # the manifest's word is a hint; content decides
-    head = text[: registry.SNIFF_BYTES]
     best, score = registry.best_format(head)
     from parsers import transcript
 
     t_score = transcript.looks_like_transcript(head)
     if best is not None and score >= t_score:
         try:
-            return [_Piece(_run_parser(best, text, f.name, None), 1, snapshot)], best
+            whole = _Piece(_run_parser(best, text, f.name, None), 1, snapshot)
         except NotThisFormat:
             pass
+        else:
+            return [whole, *_prose_in_unread(whole.result, text, f.name)], best
     pieces = _transcript_pieces(text, f.name)
     if pieces:
         fmts = sorted({p.result.source for p in pieces if p.result.source != "transcript"})
         return pieces, "transcript[" + ",".join(fmts) + "]"
     return [], None
+
+
+def _prose_in_unread(res: ParseResult, text: str, name: str) -> list[_Piece]:
+    """Sentences a format's parser left unread in a mixed paste (a kernel log with "we launched with --tp 8
+    --hicache-size 100" and "the host has 512 GB of RAM" under it): every segment goes to the parser it fits,
+    so the prose parser reads them, at its own (lower) weight.
+
+    Only when the parser listed every line it did not understand (a ticket-sized remainder): the cost stays
+    that of those lines, and a long log's unread lines are its own chatter, not a writer's sentences.
+    """
+    from parsers.launch import prose as launch_prose
+
+    unread = res.unrecognized_examples
+    if not unread or res.unrecognized != len(unread):
+        return []
+    keep = {n for n, _ in unread}
+    masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(text.split("\n")))
+    prose = launch_prose.parse(masked, name)
+    if not prose.events.height:
+        return []
+    read = {n for a, b in zip(prose.events.get_column("line").to_list(),
+                              prose.events.get_column("line_end").fill_null(prose.events.get_column("line")).to_list(), strict=True)
+            if a is not None for n in range(int(a), int(b or a) + 1)} & keep
+    # the lines the prose parser read are now recognised, by it, not the format's parser
+    res.recognized += len(read)
+    res.unrecognized -= len(read)
+    res.unrecognized_examples = [(n, ln) for n, ln in unread if n not in read]
+    prose.lines = prose.recognized = prose.unrecognized = 0
+    return [_Piece(prose, 1, None)]
 
 
 #: Kinds with which a format's own parser already reports a failure: the failure scan's row for a line
@@ -393,6 +481,21 @@ def _resolve_time(frame: pl.DataFrame, facts: Facts, tz: str | None, capture: da
         .when(has_cap).then(pl.lit("capture"))
         .otherwise(pl.lit("none")),
     )
+
+
+#: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
+PROBE_FORMAT = "collector probe"
+
+
+def is_probe(art: dict | None) -> bool:
+    """Is this manifest artifact one of the collector's probes (a version query), not evidence?
+
+    The manifest says so (``role: probe``); bundles written before that field name their version
+    probes ``version-*`` (docs/bundle.md).
+    """
+    if not art:
+        return False
+    return art.get("role") == "probe" or str(art.get("source") or "").startswith("version-")
 
 
 def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
@@ -717,9 +820,29 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                             truncated=bool(art and art.get("truncated")),
                             rc=art.get("rc") if art else None, error=art.get("error") if art else None)
         artifacts.append(artifact)
+        if is_probe(art):
+            # the collector's own question (which sglang is installed?): its answer is in the manifest's
+            # versions, its failure in the gaps; a traceback in it is the probe's, never the server's
+            artifact.format = PROBE_FORMAT
+            artifact.lines = 0 if f.streamed else _count_lines(next(iter_text([f]))[1])
+            coverage.append({"file": f.name, "format": PROBE_FORMAT, "lines": artifact.lines,
+                             "recognized": artifact.lines, "unrecognized": 0, "cut_lines": 0})
+            continue
         text = None if f.streamed else next(iter_text([f]))[1]
         if text is not None:
             artifact.lines = _count_lines(text)
+        binary = _read_binary(f)
+        if binary is not None:  # an engine's own crash artifact (a pickle): read as data, never executed
+            res, artifact.format, artifact.error = binary
+            if artifact.error:
+                facts.gaps.append(f"{f.name}: {artifact.error}")
+            lines = res.lines if res is not None else 0
+            coverage.append({"file": f.name, "format": artifact.format, "lines": lines, "recognized": lines,
+                             "unrecognized": 0, "cut_lines": 0, "binary": True})
+            if res is not None:
+                emit(_resolve_time(_shift(res.events, 1, None), facts, tz, None),
+                     _Sampler(f.nbytes) if sink is not None else None)
+            continue
         if _is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0,
@@ -773,7 +896,12 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
             if models.height:
                 parts.append(_resolve_time(models, facts, tz, capture))
+            stacks, stack_lines = _stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
+            if stacks is not None:
+                parts.append(stacks)
+                recognized += len(stack_lines)
             extra, newly = _failure_rows(text, f.name, parts)
+            newly = newly | stack_lines
             if extra is not None:
                 parts.append(_resolve_time(extra, facts, tz, capture))
                 recognized += len(newly)

@@ -59,7 +59,7 @@ _VLLM_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::[\w.-]+
 
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b"
-                        r"|\bdynamo-run\s.*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
+                        r"|\bdynamo(?:-run|\s+run)\s[^\n]*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
                         r"|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|\bvllm\s+serve\b|\bvllm/vllm-openai\b")
 # Tokens that end a simple command in a shell line: redirections, pipes, lists, background. A pasted
 # ``<redacted-A>:5000`` or ``<model-dir>`` is a placeholder for a word, not a redirection.
@@ -168,6 +168,8 @@ def _args_start(argv: list[str]) -> int:
             return i + 1
         if _VLLM_IMAGE_RE.match(tok):
             return i + 1
+        if _dynamo_run_engine(argv, i):
+            return i + (2 if _basename(tok) == "dynamo" else 1)
     return 0
 
 
@@ -190,6 +192,8 @@ def scan_flags(argv: list[str], engine: str | None = None) -> FlagScan:
     out = FlagScan()
     seen: set[str] = set()
     toks = argv[_args_start(argv):]
+    if any(t.startswith("out=") for t in toks):  # dynamo-run's own in=/out= words are not server arguments
+        toks = [t for t in toks if not _DYNAMO_IO_RE.match(t)]
     i = 0
     while i < len(toks):
         tok = toks[i]
@@ -339,7 +343,7 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
             return exe, i, "python -m", tok
         if tok == "serve" and i > 0 and _basename(tokens[i - 1]) == "vllm":
             return i - 1, i, "vllm serve", None
-        if _basename(tok) == "dynamo-run" and any(t in ("out=sglang", "out=vllm") for t in tokens[i + 1:i + 4]):
+        if _dynamo_run_engine(tokens, i):
             return i, i, "dynamo-run", None  # NVIDIA Dynamo running the engine in-process
         if tok in DYNAMO_MODULES and i > 0 and tokens[i - 1] == "-m":
             exe = i - 1
@@ -349,6 +353,24 @@ def _anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
         if _VLLM_IMAGE_RE.match(tok) and _docker_context(tokens[:i]) is not None and not (i + 1 < len(tokens) and (
                 _basename(tokens[i + 1]) == "vllm" or _is_python(tokens[i + 1]))):
             return i, i, "docker run", None  # the image's entrypoint is the API server; its args follow
+    return None
+
+
+_DYNAMO_IO_RE = re.compile(r"^(?:in|out)=\S+$")
+
+
+def _dynamo_run_engine(tokens: list[str], i: int) -> str | None:
+    """The engine a ``dynamo-run`` (or the wheel's ``dynamo run``) at ``tokens[i]`` runs: its ``out=<engine>``
+    argument, wherever it stands among its ``key=value`` arguments and flags (ai-dynamo/dynamo
+    docs/guides/dynamo_run.md: ``dynamo-run in=[http|text|…] out=echo_core|…|sglang|vllm|dyn [--flags] [model]``)."""
+    tok = _basename(tokens[i])
+    if not (tok == "dynamo-run" or (tok == "dynamo" and i + 1 < len(tokens) and tokens[i + 1] == "run")):
+        return None
+    for t in tokens[i + 1:]:
+        if _SHELL_STOP_RE.match(t):
+            break
+        if t in ("out=sglang", "out=vllm"):
+            return t[4:]
     return None
 
 
@@ -786,7 +808,63 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
             used.update(range(cmd.line - 1, cmd.line_end))
     found.sort(key=lambda c: c.line)
     launch_config.apply_script_context(found, lines)
+    _apply_outer_containers(found, lines, used)
     return found, lines, used, notes
+
+
+_DOCKER_RUN_RE = re.compile(r"(?:^|[\s;&|(])(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
+#: what a writer puts where they cut a paste: ``...``, ``…``, ``[...]``, ``[... trimmed ...]``, ``<snip>``, ``(truncated)``
+ELISION_RE = re.compile(r"^\s*(?:\.{3,}|…|\[\s*(?:\.{3}|…)[^\]]*\]|<\s*snip\w*\s*>|\(\s*(?:truncated|snip\w*)\s*\))\s*$", re.I)
+
+
+def _docker_runs(lines: list[str], used: set[int]) -> list[tuple[int, dict[str, Any]]]:
+    """``docker run`` lines that start no engine themselves: (0-based line, options). Their continuation
+    lines are joined until a line stops continuing or a writer's elision cuts the paste."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for i, ln in enumerate(lines):
+        if i in used or not _DOCKER_RUN_RE.search(ln):
+            continue
+        parts, j = [strip_comment(ln).rstrip()], i
+        while parts[-1].endswith("\\") and j + 1 < len(lines) and not ELISION_RE.match(lines[j + 1]):
+            j += 1
+            parts.append(strip_comment(lines[j]).rstrip())
+        tokens = tokenize(" ".join(p.rstrip("\\") for p in parts))
+        ctx = _docker_context(tokens + [""])  # the image (or nothing, when cut) follows the options
+        if ctx is not None:
+            image = next((t for k, t in enumerate(tokens) if k and _IMAGE_RE.match(t)
+                          and tokens[k - 1] not in _DOCKER_VALUE_OPTS and not tokens[k - 1].endswith("run")), None)
+            out.append((i, {**ctx, "image": image}))
+    return out
+
+
+_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)+[a-z0-9][\w.-]*(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
+#: docker run options whose value is the next word (a path, a port, a name), never the image
+_DOCKER_VALUE_OPTS = {"-v", "--volume", "-p", "--publish", "-e", "--env", "--name", "--mount", "-w", "--workdir",
+                      "--entrypoint", "--network", "--net", "--device", "--env-file", "-u", "--user", "-h",
+                      "--hostname", "--runtime", "--platform", "--label", "-l", "--ulimit", "--cpus", "--ipc"}
+
+
+def _apply_outer_containers(found: list[LaunchCommand], lines: list[str], used: set[int]) -> None:
+    """A paste that splits the container from the command: ``docker run … --memory 200g image \\``, then
+    ``...`` or a blank line or a shell prompt, then the server's command typed inside it. The nearest such
+    ``docker run`` above a command that has no container of its own is the container it runs in (its
+    ``--memory`` is the limit the per-rank host pools must fit in: docker's documented ``-m/--memory``)."""
+    runs = _docker_runs(lines, used)
+    if not runs:
+        return
+    for cmd in found:
+        if cmd.launcher not in ("python -m", "sglang serve", "vllm serve") or cmd.container_memory_bytes is not None:
+            continue
+        above = [(i, ctx) for i, ctx in runs if i + 1 < cmd.line]
+        if not above:
+            continue
+        i, ctx = above[-1]
+        _apply_docker(cmd, ctx)
+        if ctx.get("image"):
+            cmd.extra.setdefault("image", ctx["image"])
+        if cmd.container_memory_bytes is not None:
+            cmd.container_memory_from = f"docker --memory (line {i + 1}, the container this command runs in)"
+            cmd.extra["limits_line"] = i + 1
 
 
 def mentions_launch(text: str) -> bool:

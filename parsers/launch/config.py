@@ -39,7 +39,7 @@ from parsers.launch import vocab
 from parsers.launch import yaml_recipe as launch_yaml
 from parsers.units import GIB, KIB, MIB, TIB
 
-EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "CUDA_", "PYTORCH_")
+EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "CUDA_", "PYTORCH_", "LMCACHE_")
 
 
 def _launch():

@@ -1,0 +1,74 @@
+"""VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for.
+
+vLLM V1 (0.9.1+) measures the device's free memory before loading and refuses to start when it is below
+utilization × total (``v1/worker/gpu_worker.py::init_device``, 0.14+ ``v1/worker/utils.py::request_memory``;
+vllm_formats.md §3.3)::
+
+    ValueError: Free memory on device (3.22/79.19 GiB) on startup is less than desired GPU memory utilization
+    (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.
+
+The difference, total − free, is held by something else on the GPU: another engine or tenant, or a process of an
+earlier run that has not exited. Either free it, or ask for no more than is free: utilization ≤ free ÷ total less a
+margin (vllm_formats.md "K3 co-tenancy").
+
+>>> fitting_utilization(3.22, 79.19), fitting_utilization(40.1, 79.19)
+(None, 0.48)
+"""
+
+from __future__ import annotations
+
+import math
+
+from forensics.facts.rows import attrs, rank_of
+from forensics.facts.vllm import of_kind, vllm_runs
+from forensics.model import Finding, FlagChange, Timeline
+
+from ._common import GIB, fmt_gib, make_finding
+
+MARGIN = 0.02  # below what was free: the CUDA context and the allocator's slack
+MIN_USEFUL = 0.3  # a budget under this share of the GPU serves nothing: free the GPU instead
+
+
+def fitting_utilization(free_gib: float, total_gib: float) -> float | None:
+    """The largest utilization (0.01 steps) that fits what was free, or None when too little was free to serve."""
+    u = math.floor(round((free_gib / total_gib - MARGIN) * 100, 6)) / 100
+    return u if u >= MIN_USEFUL else None
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        short = of_kind(run, "gpu_memory_short")
+        if not short:
+            continue
+        row = min(short, key=lambda r: attrs(r).get("free_gpu_bytes") or float("inf"))
+        a = attrs(row)
+        free, total, util = a.get("free_gpu_bytes"), a.get("total_gpu_bytes"), a.get("gpu_memory_utilization")
+        held = total - free if free is not None and total is not None else None
+        flags: list[FlagChange] = []
+        new = fitting_utilization(free / GIB, total / GIB) if free and total else None
+        if new is not None and util is not None and new < util:
+            flags.append(FlagChange("--gpu-memory-utilization", f"{util:g}", f"{new:.2f}",
+                                    f"{fmt_gib(free)} free of {fmt_gib(total)} at start-up ÷ total − {MARGIN} margin"))
+        out.append(make_finding(
+            "VLLM-GPU-003",
+            summary=("vLLM refused to start: "
+                     + (f"only {fmt_gib(free)} of the GPU's {fmt_gib(total)} was free, " if free and total else "")
+                     + (f"less than the {util:g} utilization asks for" if util is not None else "less than asked for")
+                     + (f"; {fmt_gib(held)} is held by another process (another engine, a tenant, or an earlier run "
+                        "that has not exited)." if held else ".")
+                     + (f" Free it, or lower --gpu-memory-utilization to {new:.2f}." if flags else
+                        " Free the GPU first: what is left is too little to serve from.")),
+            evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2]],  # and the start-up's teardown
+            confidence="medium",
+            confidence_reason="who holds the memory is not in vLLM's message; the process table of the GPU says",
+            ranks=[x for x in (rank_of(r) for r in short) if x is not None],
+            figures={"free_gpu_bytes": free, "total_gpu_bytes": total, "gpu_memory_utilization": util,
+                     "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new},
+            flags=flags,
+            actions=["List what holds the GPU: `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
+                     "--format=csv` (in a container, on the host), and stop what should not be there.",
+                     "Sharing the GPU on purpose: set --gpu-memory-utilization to what is free; it is a share of "
+                     "the whole GPU, not of the free memory."],
+        ))
+    return out

@@ -1,0 +1,114 @@
+"""A container's or cgroup's memory limit as its own text states it → ``container_memory_limit`` rows.
+
+The per-rank host-pool arithmetic needs the limit the ranks live under; a launch file states it
+(docker ``--memory``, compose ``mem_limit``, ``#SBATCH --mem``), and so do these, read here:
+
+* the cgroup's own files (Linux Documentation/admin-guide/cgroup-v2.rst: ``memory.max`` holds a byte
+  count or ``max``; cgroup v1 ``memory.limit_in_bytes``, where "unlimited" is a page-rounded 2^63−1),
+  as ``forensics collect`` writes them (``host/cgroup-memory.txt``: ``memory.max: 343597383680``) or
+  as a paste prints them (``$ cat /sys/fs/cgroup/memory.max`` then the number alone);
+* ``kubectl describe pod``: each container's ``Limits:`` block, ``memory:`` a Kubernetes quantity
+  (``320Gi`` binary, ``320G`` decimal).
+
+One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (where it was stated).
+"No limit" (``max``, v1's unlimited) gives no row.
+
+>>> r = parse("memory.max: 343597383680\\nmemory.current: 2147483648\\n")
+>>> r.events.select("kind", "bytes").row(0)
+('container_memory_limit', 343597383680)
+>>> parse("Containers:\\n  sglang:\\n    Limits:\\n      memory:          320Gi\\n").events["bytes"].to_list()
+[343597383680]
+>>> parse("memory.max: max\\n").events.height
+0
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .schema import NotThisFormat, ParseResult
+from .units import k8s_quantity
+
+FORMAT = "container_limits"
+
+#: the collector's ``<file>: <value>`` lines, or a shell's ``cat`` of one file followed by its value
+_CGROUP_LINE = re.compile(r"^\s*(memory\.max|memory\.limit_in_bytes|memory\.memsw\.limit_in_bytes|memory\.high)"
+                          r"\s*:\s*(\S+)\s*$")
+_CGROUP_FILE = re.compile(r"\bcat\s+\S*/(memory\.max|memory\.limit_in_bytes)\s*$")
+_NUMBER = re.compile(r"^\s*(\d{1,20})\s*$")
+_CGROUP_ANY = re.compile(r"^\s*memory\.(?:max|current|high|peak|events|limit_in_bytes|usage_in_bytes|swap\.max)\s*:",
+                         re.M)
+#: v1 reports "no limit" as 2^63−1 rounded down to a page; anything this large is not a limit
+_UNLIMITED = 1 << 62
+_FROM = {"memory.max": "cgroup v2 memory.max", "memory.limit_in_bytes": "cgroup v1 memory.limit_in_bytes",
+         "memory.memsw.limit_in_bytes": "cgroup v1 memory.memsw.limit_in_bytes", "memory.high": "cgroup v2 memory.high"}
+#: the limits that kill (memory.high only throttles: read, not used as the budget)
+_HARD = ("memory.max", "memory.limit_in_bytes")
+
+_DESCRIBE_HEAD = re.compile(r"^(?:Name:\s+\S+|Containers:)\s*$", re.M)
+_LIMITS = re.compile(r"^(\s*)Limits:\s*$")
+_LIMIT_MEMORY = re.compile(r"^\s*memory:\s+(\S+)\s*$")
+
+
+def sniff(head: str) -> float:
+    if _CGROUP_ANY.search(head):
+        return 0.85
+    if _CGROUP_FILE.search(head.split("\n", 1)[0]) and _NUMBER.match((head.split("\n") + ["", ""])[1]):
+        return 0.8
+    if _DESCRIBE_HEAD.search(head) and re.search(r"^\s*Limits:\s*$", head, re.M):
+        return 0.6
+    if _NUMBER.match(head.strip()) and "\n" not in head.strip():
+        return 0.05  # a bare value: only ever chosen when the command that printed it names a cgroup file
+    return 0.0
+
+
+def _row(line: int, text: str, value: int, where: str) -> dict[str, Any]:
+    return {"line": line, "kind": "container_memory_limit", "bytes": value, "text": text.strip()[:300],
+            "attrs": {"limit_bytes": value, "limit_from": where, "confidence": "read"}}
+
+
+def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
+    lines = text.split("\n")
+    rows: list[dict[str, Any]] = []
+    recognized = 0
+    cat_of = None  # the cgroup file a preceding ``cat`` printed
+    limits_indent: int | None = None
+    if command and (m := _CGROUP_FILE.search(command)) is not None:
+        cat_of = m.group(1)
+    for i, ln in enumerate(lines):
+        m = _CGROUP_LINE.match(ln)
+        if m:
+            recognized += 1
+            v = m.group(2)
+            if v.isdigit() and int(v) < _UNLIMITED and m.group(1) in _HARD:
+                rows.append(_row(i + 1, ln, int(v), _FROM[m.group(1)]))
+            continue
+        if (c := _CGROUP_FILE.search(ln)) is not None:
+            cat_of, recognized = c.group(1), recognized + 1
+            continue
+        if cat_of and (n := _NUMBER.match(ln)) is not None:
+            recognized += 1
+            if int(n.group(1)) < _UNLIMITED:
+                rows.append(_row(i + 1, ln, int(n.group(1)), _FROM[cat_of]))
+            cat_of = None
+            continue
+        cat_of = None
+        if (lm := _LIMITS.match(ln)) is not None:
+            limits_indent, recognized = len(lm.group(1)), recognized + 1
+            continue
+        if limits_indent is not None:
+            indent = len(ln) - len(ln.lstrip())
+            if not ln.strip() or indent <= limits_indent:
+                limits_indent = None
+            elif (mm := _LIMIT_MEMORY.match(ln)) is not None:
+                recognized += 1
+                q = k8s_quantity(mm.group(1))
+                if q:
+                    rows.append(_row(i + 1, ln, q, "kubectl describe: Limits.memory"))
+    if not rows and not recognized:
+        raise NotThisFormat("no cgroup or container memory limit in this text")
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=recognized)
+
+
+__all__ = ["FORMAT", "parse", "sniff"]

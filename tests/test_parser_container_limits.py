@@ -1,0 +1,49 @@
+"""parsers/container_limits.py: a cgroup's or a pod's memory limit, in the forms its own files and tools print."""
+
+from __future__ import annotations
+
+import json
+
+from parsers import container_limits, transcript
+from parsers.schema import NotThisFormat
+
+GIB = 1 << 30
+
+
+def limits(text: str, command: str | None = None) -> list[tuple[int, str]]:
+    ev = container_limits.parse(text, command=command).events
+    return [(r["bytes"], json.loads(r["attrs"])["limit_from"]) for r in ev.iter_rows(named=True)]
+
+
+def test_the_collectors_cgroup_file_lines() -> None:
+    text = ("memory.max: 214748364800\nmemory.high: max\nmemory.current: 90194313216\n"
+            "memory.events:\n  low 0\n  high 0\n  max 12\n  oom 3\n  oom_kill 3\n")
+    assert limits(text) == [(200 * GIB, "cgroup v2 memory.max")]
+    assert container_limits.sniff(text) >= 0.8
+
+
+def test_no_limit_is_no_row() -> None:
+    assert limits("memory.max: max\n") == []
+    assert limits("memory.limit_in_bytes: 9223372036854771712\n") == []  # v1's "unlimited"
+    assert limits("memory.limit_in_bytes: 68719476736\n") == [(64 * GIB, "cgroup v1 memory.limit_in_bytes")]
+
+
+def test_a_cat_of_the_file_then_its_value() -> None:
+    assert limits("$ cat /sys/fs/cgroup/memory.max\n137438953472\n") == [(128 * GIB, "cgroup v2 memory.max")]
+    # in a pasted session the value alone is read because the command names the file
+    segs = transcript.split("$ cat /sys/fs/cgroup/memory.max\n137438953472\n")
+    assert [s.format for s in segs if s.kind == "output"] == ["container_limits"]
+
+
+def test_kubectl_describe_limits_block_only() -> None:
+    text = ("Name:         vllm-7d9f\nContainers:\n  vllm:\n    Limits:\n      cpu:             32\n"
+            "      memory:          192Gi\n      nvidia.com/gpu:  4\n    Requests:\n      memory:          64Gi\n")
+    assert limits(text) == [(192 * GIB, "kubectl describe: Limits.memory")]
+
+
+def test_other_text_is_not_this_format() -> None:
+    try:
+        container_limits.parse("all fine here\n")
+    except NotThisFormat:
+        return
+    raise AssertionError("plain text parsed as a limit")
