@@ -147,6 +147,8 @@ _WS_NEED = re.compile(r"(?:with size|need) (\d+)")
 _NCCL = re.compile(
     r"NCCL error in: |ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError|ncclInvalidUsage|"
     r"unhandled (?:cuda|system) error|NCCL Error \d+:|NCCL error: |NCCL WARN (?:Cuda failure|Call to|NET/)|"
+    # NCCL misc/socket.cc and proxy.cc WARNs: a peer's socket that would not connect or closed (§4.1)
+    r"NCCL WARN (?:socket\w{0,40}: |\[Proxy Service \d+\] Failed)|"
     r"NCCL communicator was aborted|remote process exited or there was a network error"
 )
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"
@@ -157,7 +159,8 @@ _WD_OP = re.compile(r"OpType=(\w+)")
 _STORE = re.compile(
     r"waiting for clients\. \d+/\d+ clients joined|client socket has (?:timed out|failed to connect)|"
     r"TCP client failed to connect|DistStoreError|DistNetworkError|store based barrier|failed to pass monitoredBarrier|"
-    r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms"
+    r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
+    r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
 _JOINED = re.compile(r"(\d+)/(\d+) clients joined")
 

@@ -115,6 +115,9 @@ _GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs f
 _GRAPH_END = re.compile(r"Graph capturing finished in " + _NUM + r" secs?(?:, took " + _NUM + r" ?GiB)?")
 _GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
+_PROMPTS_BAR = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) \[([\d:]{1,12})<")
+_NCCL_COMM = re.compile(r"\bnranks (\d{1,6})\b")
+_NCCL_VIA = re.compile(r" via (P2P|SHM|NET|NVLS|CollNet)\b")
 _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
 _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
                            r" in KV cache \((\d+)\)")
@@ -190,7 +193,7 @@ _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*
 _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
 _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
-_NCCL_LINE = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
+_NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
 _TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
 _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
@@ -620,9 +623,25 @@ class _Parser:
             self.unknown(lineno, base.get("text") or msg)
             return
         if _TQDM.search(stripped) or _NCCL_LINE.match(stripped) or re.match(r"^\S+\.py:\d+: \w*Warning: ", stripped):
-            self.recognized += 1  # foreign output on the same streams, of no forensic weight
+            self.recognized += 1  # foreign output on the same streams, mostly of no forensic weight
+            self.progress(stripped, base)
             return
         self.unknown(lineno, base.get("text") or msg)
+
+    def progress(self, s: str, base: dict[str, Any]) -> None:
+        """Rows for the foreign lines that say how far a run got: the offline requests' bar (``LLM._run_engine``:
+        ``tqdm(total=<unfinished requests>, desc="Processed prompts")``, one ``update`` per finished request,
+        vllm/entrypoints/llm.py 0.1–0.11) and NCCL's communicator and channel lines (failure_messages.md §4.1)."""
+        if s.startswith("Processed prompts"):
+            m = _PROMPTS_BAR.search(s)
+            if m:
+                self.emit("progress_bar", base, {"label": "Processed prompts", "steps_done": int(m.group(1)),
+                                                 "steps_total": int(m.group(2)), "elapsed": m.group(3)})
+        elif " NCCL INFO " in s and ("Init COMPLETE" in s or " via " in s):
+            m = _NCCL_COMM.search(s)
+            t = _NCCL_VIA.search(s)
+            self.emit("nccl_info", base, {"level": "INFO", "message": s[:500], "nranks": int(m.group(1)) if m else None,
+                                          "transport": t.group(1) if t else None})
 
     def embedded(self, lineno: int, msg: str, base: dict[str, Any]) -> None:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""

@@ -34,6 +34,65 @@ def test_nccl_timeout_after_a_crash_is_a_consequence():
     assert fired(findings)["SGL-NCCL-002"].consequence_of == "SGL-GPU-001"
 
 
+def _p2p_flags(*extra: dict) -> set[str]:
+    findings = nccl_timeout.detect(timeline(*extra, *(_watchdog(r, 9000) for r in (0, 1, 2, 3))))
+    return {c.flag for f in findings for c in f.remediation.flags}
+
+
+def test_one_node_collective_hang_proposes_the_p2p_test_only_when_no_rank_failed_first():
+    one_node = {"kind": "server_args", "attrs": {"args": {"tp_size": 4, "nnodes": 1}}}
+    assert _p2p_flags(one_node) == {"NCCL_P2P_DISABLE", "--disable-custom-all-reduce"}
+    # a rank that ran out of memory first is what the others waited on: P2P is not the suspect
+    oom = {"kind": "cuda_oom", "rank": "TP2", "tp_rank": 2, "gpu": 2, "bytes": 2 * GIB, "free_bytes": GIB // 2}
+    assert _p2p_flags(one_node, oom) == set()
+    # ranks over two nodes wait on the network between them, not on peer-to-peer inside one
+    assert _p2p_flags({"kind": "server_args", "attrs": {"args": {"tp_size": 8, "nnodes": 2}}}) == set()
+    # nothing says where the ranks run: no guess
+    assert _p2p_flags() == set()
+
+
+def test_a_peer_that_ran_out_of_memory_explains_its_closed_nccl_connections():
+    crash = {"kind": "cuda_oom", "rank": "TP2", "tp_rank": 2, "gpu": 2, "bytes": 2 * GIB, "free_bytes": GIB // 2}
+    closed = {"kind": "failure", "text": "gpu-a:901:944 [0] NCCL WARN socketProgress: Connection closed by remote peer "
+              "gpu-b<39112>", "attrs": {"failure": "nccl_error"}}
+    tl = timeline({"kind": "prefill_batch", "tokens": 8192, "ratio": 0.5}, crash, closed)
+    findings, root = run_all(tl)
+    transport = fired(findings)["SGL-NCCL-009"]
+    assert root == "SGL-GPU-001" and transport.consequence_of == "SGL-GPU-001"
+    assert transport.confidence == "low"  # a peer went away: the message alone does not say whether it or the link
+
+
+def test_a_startup_timeout_right_after_loading_asks_for_a_longer_dist_timeout_only_then():
+    args = {"kind": "server_args", "attrs": {"args": {"tp_size": 8, "nnodes": 2, "node_rank": 1}}}
+    loaded = {"kind": "weight_load_end", "rank": "TP8", "tp_rank": 8}
+    pool = {"kind": "kv_cache_allocated", "rank": "TP8", "tp_rank": 8}
+
+    def dist_timeouts(*lifecycle: dict) -> list[str]:
+        findings = nccl_timeout.detect(timeline(args, *lifecycle, _watchdog(8, 2), _watchdog(9, 2)))
+        return [c.new for f in findings for c in f.remediation.flags if c.flag == "--dist-timeout"]
+
+    assert dist_timeouts(loaded) == ["1800"]
+    assert dist_timeouts(loaded, pool) == []  # the pool was sized: the collective was a later one
+    assert dist_timeouts() == []  # nothing was loaded: a rendezvous or network problem
+
+
+def test_the_post_load_barrier_names_the_ranks_that_never_arrived():
+    from forensics.detectors import rendezvous
+
+    gloo = {"kind": "failure", "text": "[rank0]:[E1119 15:39:47.9 ProcessGroupGloo.cpp:143] Ranks 5, 7 failed to pass "
+            "monitoredBarrier in 480000 ms", "attrs": {"failure": "store_timeout"}}
+    findings = rendezvous.detect(timeline({"kind": "weight_load_end", "rank": "TP0", "tp_rank": 0}, gloo))
+    assert [f.rule_id for f in findings] == ["SGL-NCCL-005"]  # not "the nodes never met": they met, then waited
+    assert findings[0].ranks == [5, 7] and findings[0].figures["absent_ranks"] == [5, 7]
+
+
+def test_a_gloo_peer_that_closed_its_connection_is_a_peer_gone_not_nodes_that_never_met():
+    closed = {"kind": "failure", "text": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+              "[10.3.1.22]:27114", "attrs": {"failure": "store_timeout"}}
+    findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, closed))
+    assert root == "SGL-NCCL-009" and "SGL-NCCL-003" not in fired(findings)
+
+
 def _decode(use: float, queue: int) -> dict:
     return {"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": use, "attrs": {"queue_req": queue}}
 

@@ -36,11 +36,13 @@ from . import (
     missing_facts,
     model_fit,
     nccl_timeout,
+    nccl_transport,
     per_rank_overallocation,
     rendezvous,
     request_refusals,
     shm_exhausted,
     stacks,
+    stalled,
     stranded_context,
     vllm_accounting,
     vllm_headroom,
@@ -61,6 +63,7 @@ DETECTORS = (
     xid,
     nccl_timeout,
     flight_recorder,
+    nccl_transport,
     kv_cache_capacity,
     context_sizing,
     model_fit,
@@ -69,6 +72,7 @@ DETECTORS = (
     host_pinning,
     rendezvous,
     hang,
+    stalled,
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
@@ -98,16 +102,20 @@ CAUSE_PRIORITY = (
     "VLLM-GPU-001",
     "SGL-KV-002",
     "SGL-XID-003",
+    "SGL-XID-004",
     "VLLM-KV-001",
     "SGL-XID-001",
     "SGL-HOST-004",
     "SGL-NCCL-006",
     "SGL-NCCL-008",
     "SGL-NCCL-007",
+    "SGL-NCCL-009",
     "SGL-HOST-006",
     "SGL-NCCL-003",
     "SGL-NCCL-004",
+    "VLLM-NCCL-001",
     "SGL-NCCL-005",
+    "SGL-NCCL-010",
     "SGL-NCCL-001",
     "SGL-NCCL-002",
     "SGL-GPU-008",
@@ -115,6 +123,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-003",
     "SGL-HOST-005",
     "VLLM-HOST-002",
+    "SGL-RUN-003",
     "SGL-RUN-001",
 )
 
@@ -135,7 +144,8 @@ _link(("SGL-HOST-001",), ("SGL-HOST-002",),
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
+                                                      "VLLM-NCCL-001"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
       "schedulers killed while pinning or unpinning their large host pools hang in uninterruptible sleep and keep "
@@ -152,7 +162,7 @@ _link(("SGL-HOST-007", "SGL-HOST-009"), ("SGL-HOST-004", "SGL-HOST-005", "SGL-NC
 _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
-       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003"), ("SGL-NCCL-005",),
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-005",),
       "the rank that failed while loading is the one the others waited for")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
@@ -175,6 +185,18 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
 _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
+       "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004",
+       "SGL-NCCL-006"),
+      ("SGL-NCCL-009",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
+_link(("SGL-NCCL-009",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
+      "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
+_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
+       "VLLM-HOST-002"), ("VLLM-NCCL-001",),
+      "a worker that failed first never returned from its step, so the engine's call to it timed out")
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "VLLM-HOST-001",
+       "SGL-GPU-006", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-010", "SGL-RUN-003"),
+      "the start-up stalled where that failure left it: the stage's wait never ended")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 _link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),

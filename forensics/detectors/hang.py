@@ -5,16 +5,29 @@ raises its timeout when a forward pass or a collective does not return. All rank
 request, with no batch line after the dump, is a hang inside the step: a collective some rank never
 entered, or a kernel that does not finish. A py-spy dump of a controller while batches still flow is
 the soft watchdog's noise, not a hang.
+
+VLLM-NCCL-001 is vLLM's side of the same: the engine's RPC to its workers times out (``RPC call to
+execute_model timed out.``, ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, 300 s, 0.9.2+), usually after
+``No available shared memory broadcast block found`` repeated every 60 s (vllm_formats.md §3.6 and §3.8
+rule 4): a worker did not return from its step — stuck in a collective, a deadlock, or a long compile.
 """
 
 from __future__ import annotations
 
+import re
+
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, before, rank_of
 from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.vllm import settings as vllm_settings
+from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
+from .nccl_timeout import rank_failures, transport_test
+
+#: the worker calls whose timeout means a step did not return (vllm_formats.md §3.6)
+_STEP_CALLS = ("execute_model", "sample_tokens")
 
 
 def _stuck_dumps(run: list[Row]) -> list[Row]:
@@ -25,6 +38,54 @@ def _stuck_dumps(run: list[Row]) -> list[Row]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return _sglang(tl) + _vllm_steps(tl)
+
+
+def _vllm_steps(tl: Timeline) -> list[Finding]:
+    out = []
+    for run in vllm_runs(tl):
+        # the record, or the same TimeoutError as a traceback's last line
+        timeouts = [r for r in run if (r.get("kind") == "rpc_timeout" and attrs(r).get("method") in _STEP_CALLS)
+                    or (r.get("kind") in ("exception", "failure") and _step_timeout(r))]
+        if not timeouts:
+            continue
+        s = vllm_settings(tl, run)
+        world = int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1))
+        if world < 2:
+            continue  # one worker: no collective to wait in (the unexplained-failure rule reports it)
+        waits = [r for r in run if r.get("kind") == "shm_wait"]
+        flags = transport_test(tl, server_config(tl, run)) if not rank_failures(tl) else []
+        out.append(make_finding(
+            "VLLM-NCCL-001",
+            summary=(f"vLLM's engine timed out waiting for its {world} workers to finish a step "
+                     f"({attrs(timeouts[0]).get('method') or _step_timeout(timeouts[0])})"
+                     + (f", after logging {len(waits)} times that they took no broadcast block" if waits else "")
+                     + ": a worker did not return — stuck in a collective some rank never entered, a deadlock, or "
+                     "a kernel that does not finish."
+                     + (" Every rank is on one node and none failed first: the GPUs' peer-to-peer path (custom "
+                        "all-reduce, NCCL P2P under ACS/IOMMU) is the suspect." if flags else "")),
+            evidence=[*timeouts[:2], *waits[:3]],
+            confidence="medium",
+            confidence_reason="the timeout says a worker did not answer, not which or why; a py-spy stack of each "
+                              "worker while it hangs would",
+            flags=flags,
+            actions=["`py-spy dump --pid <worker pid>` on every worker while it hangs: the one not in the collective "
+                     "is the culprit; NCCL_DEBUG=INFO for the communicator's state.",
+                     "On PCIe-only hosts try --disable-custom-all-reduce and NCCL_P2P_DISABLE=1; raise "
+                     "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only when a long compile is the reason."],
+        ))
+    return out
+
+
+_RPC_STEP = re.compile(r"RPC call to (execute_model|sample_tokens) timed out")
+
+
+def _step_timeout(row: Row) -> str | None:
+    m = _RPC_STEP.search(str(attrs(row).get("exception_message") or row.get("text") or ""))
+    return m.group(1) if m else None
+
+
+def _sglang(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
         stuck = _stuck_dumps(run)

@@ -8,6 +8,19 @@ Sample (c10d, stderr of each rank)::
 A low SeqNum (< 100) means the ranks barely started talking (rendezvous, network); a high one
 means one rank stopped joining mid-run.
 
+When every rank is on one node and no rank failed first (no OOM, Xid, crash in the input), the
+collective waited on the GPUs' own path to each other: CUDA peer-to-peer over PCIe, which PCI ACS or
+an IOMMU (VT-d/AMD-Vi) redirects through the CPU root complex and can hang outright (NCCL user guide,
+Troubleshooting, "PCI Access Control Services (ACS)"), and vLLM's/SGLang's custom all-reduce, which
+uses the same P2P path (vllm_formats.md §3.8 and rule T: ``--disable-custom-all-reduce`` on PCIe-only
+hosts with failing P2P). ``NCCL_P2P_DISABLE=1`` (NCCL falls back to shared memory) and
+``--disable-custom-all-reduce`` are then the test that tells a transport hang from a peer that hung.
+
+A start-up collective whose ranks logged ``Load weight end`` and nothing later is the first collective after
+loading (SGLang all-reduces the ranks' free memory before it sizes the KV pool): the ranks it waited on had not
+finished loading. SGLang's ``--dist-timeout`` (server_args ``dist_timeout``, seconds, handed to
+``init_process_group``'s timeout) then needs room for the slowest node's load.
+
 >>> phase_of(3), phase_of(1580)
 ('SGL-NCCL-001', 'SGL-NCCL-002')
 """
@@ -16,10 +29,10 @@ from __future__ import annotations
 
 import re
 
-from forensics.facts.launch import ServerConfig, server_config
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.launch import ServerConfig, launch_rows, server_config
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
-from forensics.model import Finding, Timeline
+from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
 
@@ -48,6 +61,86 @@ def _rank(row: Row) -> int | None:
     return int(m.group(1) or m.group(2)) if m else None
 
 
+#: A second node in the evidence: NCCL's inter-node transport on a channel (``via NET/IB``, ``via NET/Socket``),
+#: vLLM's custom all-reduce refusing a group that spans nodes (vllm_formats.md §3.8), c10d's inter-node store.
+_SPANS_NODES = re.compile(r"\bvia NET/|this process group spans across nodes|NET/IB : Got completion")
+#: Failure classes (parsers.failures) that say a rank broke on its own, before its peers waited on it.
+_RANK_FAILED = frozenset({"oom_killed", "ray_oom", "host_oom", "illegal_memory_access", "ecc_error", "nvlink_error",
+                          "launch_failure", "cuda_error", "shm_exhausted", "device_unavailable"})
+#: What the watchdog's own teardown prints after a collective timed out (failure_messages.md §4.4-4.5)
+#: and what vLLM's engine prints when a worker's step never returned (vllm_formats.md §3.6: the RPC timeout, then
+#: the generic EngineDeadError of every vLLM death)
+_WATCHDOG_WORDS = re.compile(r"[Ww]atchdog|DistBackendError|NCCL communicator was aborted|collective operation timeout|"
+                             r"NCCL work|ProcessGroupNCCL|RPC call to \w+ timed out|EngineDeadError|"
+                             r"EngineCore encountered|"
+                             # NCCL's own failure surfacing in the rank (§4.3); an OOM inside NCCL is its own row
+                             r"NCCL error|ncclSystemError|ncclRemoteError|unhandled system error")
+
+
+#: Ray's prefix on a relayed line; Ray adds ``, ip=A.B.C.D`` only for an actor on another node than the driver
+#: (vllm_formats.md §1, "V0/V1 Ray worker")
+_RAY_TAG = re.compile(r"^\s*(?:\x1b\[[0-9;]*m|\[\d+m)?\((?:[A-Za-z_][\w-]* )?pid=\d+(, ip=[^)]{1,60})?\)")
+
+
+def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
+    """Whether the server's ranks span several nodes: True / False when the input says, None when it is silent.
+
+    Several nodes: ``--nnodes`` > 1, several hosts' evidence, an inter-node NCCL channel, a Ray actor on another
+    node. One node: ``nnodes`` 1 stated, a launch or server_args without ``--nnodes`` (its default is 1), Ray
+    actors all on the driver's node."""
+    nnodes = cfg.num("nnodes")
+    if (nnodes or 0) > 1 or len(tl.facts.hosts) > 1:
+        return True
+    texts = rows(tl, "nccl_info", "notice", "failure", "nccl_error", "nccl_watchdog", "exception", "rank_dead")
+    if any(_SPANS_NODES.search(r.get("text") or "") for r in texts):
+        return True
+    ray = [m for r in texts if (m := _RAY_TAG.match(r.get("text") or "")) is not None]
+    if any(m.group(1) for m in ray):
+        return True
+    if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args) or channel_transports(tl) & {"P2P", "SHM"}:
+        return False
+    return None
+
+
+def channel_transports(tl: Timeline) -> set[str]:
+    """The transports NCCL's channel lines name (``Channel 00 : 0[0] -> 1[1] via P2P/IPC``): P2P and SHM join GPUs
+    of one node, NET the nodes (failure_messages.md §4.1, NCCL INFO lines)."""
+    return {str(t) for r in rows(tl, "nccl_info") if (t := attrs(r).get("transport"))}
+
+
+def rank_failures(tl: Timeline) -> list[Row]:
+    """Rows where a rank failed on its own (OOM, Xid, a kernel fault, an exception that is not the watchdog's)."""
+    out = rows(tl, "cuda_oom", "cuda_error_oom", "xid", "gpu_fallen_off_bus", "oom_kill")
+    out += [r for r in rows(tl, "failure") if attrs(r).get("failure") in _RANK_FAILED]
+    out += [r for r in rows(tl, "scheduler_exception", "exception")
+            if not _WATCHDOG_WORDS.search(r.get("text") or "")]
+    return out
+
+
+def transport_test(tl: Timeline, cfg: ServerConfig) -> list[FlagChange]:
+    """The flags that isolate a hang in the GPUs' peer-to-peer path, for ranks the input places on one node, none
+    of which failed first."""
+    if spans_nodes(tl, cfg) is not False or rank_failures(tl):
+        return []
+    env = {}
+    for r in launch_rows(tl):
+        env.update(attrs(r).get("env") or {})
+    flags = []
+    # channels that already go through shared memory: NCCL does not use P2P, only the custom all-reduce does
+    nccl_p2p_off = channel_transports(tl) == {"SHM"}
+    if str(env.get("NCCL_P2P_DISABLE", "0")) != "1" and not nccl_p2p_off:
+        flags.append(FlagChange(
+            "NCCL_P2P_DISABLE", env.get("NCCL_P2P_DISABLE"), "1",
+            "every rank on one node and none failed first: the collective waited on CUDA peer-to-peer between the "
+            "GPUs, which PCI ACS or an IOMMU can hang; with P2P off NCCL uses shared memory — if the hang goes, the "
+            "PCIe P2P path is the cause (disable ACS/IOMMU in the BIOS or kernel to get P2P back)"))
+    if not cfg.enabled("disable_custom_all_reduce"):
+        flags.append(FlagChange(
+            "--disable-custom-all-reduce", None, "true",
+            "the engine's custom all-reduce uses the same peer-to-peer path and bypasses NCCL_P2P_DISABLE"))
+    return flags
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None]
     # the same watchdog line in a fragment or a vLLM log, read by the failure scan
@@ -59,25 +152,76 @@ def detect(tl: Timeline) -> list[Finding]:
     for ref, run in iter_runs(tl):  # each run with its own world size
         mine = [r for r in of_kind(run, "nccl_watchdog") if _seq(r) is not None]
         seen |= {(r["file"], r["line"]) for r in mine}
-        out += [tag_run(f, ref) for f in _detect_run(mine, server_config(tl, run))] if mine else []
+        out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]
     if rest:
-        out += _detect_run(rest, server_config(tl))
+        out += _detect_run(tl, rest, server_config(tl))
     return out
 
 
-def _detect_run(hits: list[Row], cfg: ServerConfig) -> list[Finding]:
+#: SGLang's start-up records after the weights are loaded (sglang_formats.md §3)
+_AFTER_LOAD = ("kv_cache_allocated", "memory_pool_end", "cuda_graph_begin", "cuda_graph_end", "server_ready",
+               "prefill_batch", "decode_batch")
+#: c10d's process-group timeout before torch 2.2 and a common explicit value (failure_messages.md §4.4)
+LONG_DIST_TIMEOUT_S = 1800
+
+
+def waited_after_load(run: list[Row] | None, hits: list[Row]) -> bool:
+    """The run's ranks logged ``Load weight end`` and nothing of a later stage before the collective timed out: the
+    collective that waited is the first one after loading (SGLang all-reduces the ranks' free memory before it
+    sizes the KV pool), so the ranks it waited on had not finished loading — on slower storage, another node, or
+    failed while loading."""
+    if not run:
+        return False
+    first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    loaded = of_kind(run, "weight_load_end")
+    later = [r for r in of_kind(run, *_AFTER_LOAD) if before(first, r) is not True]
+    return bool(loaded) and not later
+
+
+def _load_wait_flag(cfg: ServerConfig, timeout_s: float | None) -> FlagChange:
+    old = cfg.num("dist_timeout")
+    wait = max(float(LONG_DIST_TIMEOUT_S), 2 * (old or timeout_s or 0))
+    return FlagChange("--dist-timeout", cfg.flag_text("dist_timeout"), f"{wait:g}",
+                      "the ranks that finished loading gave up waiting for ranks still loading: a process-group "
+                      "timeout longer than the slowest rank's load lets it finish (fix slow storage first)")
+
+
+def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row] | None = None) -> list[Finding]:
     by_rule: dict[str, list[Row]] = {}
     for r in hits:
         by_rule.setdefault(phase_of(_seq(r) or 0), []).append(r)
     world = int((cfg.num("tp_size") or 1) * (cfg.num("pp_size") or 1)) if cfg.get("tp_size") else None
+    p2p_flags = transport_test(tl, cfg)
     out = []
     for rule_id, group in sorted(by_rule.items()):
         ranks = sorted({x for x in (_rank(r) for r in group) if x is not None})
         seqs = sorted({_seq(r) for r in group if _seq(r) is not None})
         ops = sorted({str(attrs(r).get("op_type")) for r in group if attrs(r).get("op_type")})
         silent = sorted(set(range(world)) - set(ranks)) if world and ranks and len(ranks) < world else []
-        if rule_id == "SGL-NCCL-001":
+        after_load = rule_id == "SGL-NCCL-001" and waited_after_load(run, group)
+        if after_load:
+            timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+                       f"{', '.join(map(str, ranks)) or '?'}, the first collective after they finished loading the "
+                       "weights (the free-memory all-reduce before the KV pool): the ranks they waited on had not "
+                       "finished loading — slower storage or a slower node, or a rank that failed while loading.")
+            actions = ["Read the log of the ranks not seen here (the other node's): a traceback or OOM while loading "
+                       "is the cause; shard progress at seconds per shard means slow storage.",
+                       "Put the weights on local NVMe (or warm the page cache) on every node; give --dist-timeout "
+                       "room for the slowest node's load."]
+            # SGLang's --dist-timeout sets the process group's timeout (vLLM has no such flag)
+            flags = [_load_wait_flag(cfg, timeout)] if any(r.get("source") == "sglang" for r in run or []) else []
+        elif rule_id == "SGL-NCCL-001" and p2p_flags:
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+                       f"{', '.join(map(str, ranks)) or '?'}, one of the first collectives, with every rank on one node "
+                       "and none failing first: the GPUs could not reach each other over their peer-to-peer path "
+                       "(PCIe P2P blocked or hanging under ACS/IOMMU, consumer GPUs without working P2P).")
+            actions = ["Rerun with NCCL_P2P_DISABLE=1 (and --disable-custom-all-reduce): if it starts, P2P is the "
+                       "cause. Check `lspci -vvv | grep ACSCtl` (SrcValid+ means ACS is on), the IOMMU (`dmesg | grep "
+                       "-i -e DMAR -e IOMMU`), and `nvidia-smi topo -p2p r`.",
+                       "Run nccl-tests' all_reduce_perf across the same GPUs to reproduce it outside the engine."]
+        elif rule_id == "SGL-NCCL-001":
             summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}: the ranks never got to talk (start-up/rendezvous).")
             actions = ["Rerun with NCCL_DEBUG=INFO; check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the firewall between "
@@ -89,6 +233,12 @@ def _detect_run(hits: list[Row], cfg: ServerConfig) -> list[Finding]:
                        + ": one rank stopped joining collectives (crash, hang or hardware fault).")
             actions = ["Find the first rank that failed (its traceback, an OOM kill, an Xid) and fix that; py-spy dump a "
                        "hung rank. --watchdog-timeout only changes how long the others wait."]
+            if p2p_flags:
+                summary += (" No rank failed first in the input and every rank is on one node, so the peer-to-peer "
+                            "path between the GPUs (PCIe P2P under ACS/IOMMU, the custom all-reduce) is the suspect.")
+                actions.insert(0, "Rerun with NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce: if the hang goes, "
+                                  "P2P is the cause; check `lspci -vvv | grep ACSCtl` and the IOMMU (`dmesg | grep -i "
+                                  "-e DMAR -e IOMMU`).")
         reasons = [m for m, bad in (("the timeout lines do not name their rank", not ranks),
                                     ("the world size is unknown (no server_args or launch command): the rank that "
                                      "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None))
@@ -103,5 +253,6 @@ def _detect_run(hits: list[Row], cfg: ServerConfig) -> list[Finding]:
             figures={"seq_nums": seqs, "op_types": ops, "reporting_ranks": ranks, "silent_ranks": silent,
                      "timeout_s": max((float(attrs(r).get("timeout_s") or 0) for r in group), default=None) or None},
             actions=actions,
+            flags=flags if after_load else p2p_flags,
         ))
     return out

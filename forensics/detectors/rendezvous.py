@@ -21,8 +21,35 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import make_finding
 from .fatal_other import failure_class
 
-_STORE_SETUP = re.compile(r"init_torch_distributed|init_process_group|_store_based_barrier|TCPStore|"
-                          r"waitForInput: socket .* timed out|in rendezvous\b")
+#: What c10d and its store raise when the rendezvous does not complete (failure_messages.md §4.6; PyTorch
+#: ``torch/csrc/distributed/c10d/socket.cpp`` ``waitForInput: socket {} timed out after {}ms``, ``TCPStore.cpp``,
+#: ``distributed_c10d.py`` ``_store_based_barrier``). Read on a failure's own message, never on its frames: a
+#: traceback through ``init_torch_distributed`` that raises something else (SGLang's memory-imbalance check,
+#: an OOM) is not a rendezvous that failed.
+_STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
+                            r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
+                            r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined")
+_CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
+
+
+#: Gloo on rank 0 when ``monitored_barrier(wait_all_ranks=True)`` times out (failure_messages.md §4.6), as SGLang's
+#: post-load barrier calls it (model_runner ``load_model``: ``UNBALANCED_MODEL_LOADING_TIMEOUT_S``)
+_BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredBarrier")  # one class: linear
+#: and on the other ranks, which did reach it (the culprit is named only in rank 0's log)
+_BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
+
+
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
+
+
+def _failure_line(row: Row) -> str:
+    """The line that says what failed: a traceback's exception line (its last line that is not a cut marker),
+    a one-line failure's text."""
+    lines = [ln for ln in (row.get("text") or "").splitlines() if ln.strip() and not _CUT.match(ln)]
+    if not lines:
+        return ""
+    last = lines[-1]
+    return "" if last.lstrip().startswith(("File \"", "raise ", "return ")) or last[:1].isspace() else last
 
 
 def _flag(row: Row, key: str) -> str | None:
@@ -71,7 +98,11 @@ def _never_met(tl: Timeline) -> list[Finding]:
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
     # a rank that failed inside the process-group set-up, or c10d's store socket timing out, is the same wait
     store += [r for r in rows(tl, "scheduler_exception", "failure", "nccl_watchdog", "exception")
-              if r not in store and _STORE_SETUP.search(r.get("text") or "")]
+              if r not in store and _STORE_MESSAGE.search(_failure_line(r))]
+    # a monitored barrier that some ranks did not pass: the ranks met, then some did not arrive (SGL-NCCL-005)
+    store = [r for r in store if "monitoredBarrier" not in (r.get("text") or "")]
+    # a peer's connection closed or reset: the ranks had met (SGL-NCCL-009 reads it)
+    store = [r for r in store if not _PEER_GONE.search(r.get("text") or "")]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []
@@ -122,20 +153,36 @@ def detect_unbalanced_loading(tl: Timeline) -> list[Finding]:
     out = []
     for ref, run in iter_runs(tl):
         waits = [r for r in of_kind(run, "ranks_not_loaded") if not (r.get("text") or "").lstrip().startswith("#")]
-        if not waits:
+        barrier = [r for r in of_kind(run, "failure", "nccl_watchdog") if "monitoredBarrier" in (r.get("text") or "")]
+        if not waits and not barrier:
             continue
         ranks = sorted({x for x in (attrs(r).get("named_tp_rank") for r in waits) if x is not None}
                        | {x for x in (rank_of(r) for r in waits) if x is not None})
+        absent = sorted({int(x) for r in barrier if (m := _BARRIER_FAILED.search(r.get("text") or ""))
+                         for x in re.findall(r"\d+", m.group(1))})
+        ranks = sorted(set(ranks) | {int(m.group(1)) for r in barrier
+                                     if (m := _BARRIER_REACHED.search(r.get("text") or ""))})
+        summary = (f"Rank(s) {', '.join(map(str, ranks)) or '?'} finished loading the weights and gave up waiting "
+                   "for ranks that had not: a rank that crashed or ran out of memory while loading, or a node "
+                   "loading from slower storage, held the others at SGLang's post-load barrier until its timeout.")
+        if absent:
+            summary = (f"Rank 0's barrier names rank(s) {', '.join(map(str, absent))} as never arriving at SGLang's "
+                       "post-load barrier (Gloo's monitoredBarrier): they had not finished loading the weights when "
+                       "the others gave up — crashed or out of memory while loading, or on slower storage or a "
+                       "slower node.")
+        quits = of_kind(run, "sigquit")  # the launcher's SIGQUIT: this failure reaching the parent
+        if quits:
+            summary += " The SIGQUIT the launcher then received is this failure reaching the parent, not a cause."
         out.append(tag_run(make_finding(
             "SGL-NCCL-005",
-            summary=(f"Rank(s) {', '.join(map(str, ranks)) or '?'} finished loading the weights and gave up waiting "
-                     "for ranks that had not: a rank that crashed or ran out of memory while loading, or a node "
-                     "loading from slower storage, held the others at SGLang's post-load barrier until its timeout."),
-            evidence=waits[:6],
+            summary=summary,
+            evidence=[*waits[:6], *barrier[:2], *quits[:1]],
             confidence="medium",
-            confidence_reason="the ranks that did not finish are not in the input: their log says which of the two",
-            ranks=ranks,
-            figures={"waiting_ranks": ranks},
+            confidence_reason=("the log of the ranks that did not arrive is not in the input: it says which of the "
+                               "two") if absent else
+                              "the ranks that did not finish are not in the input: their log says which of the two",
+            ranks=absent or ranks,
+            figures={"waiting_ranks": ranks or None, "absent_ranks": absent or None},
             actions=["Read the log of the ranks (and nodes) not named here: an OOM or a traceback while loading is the "
                      "cause; if they were only slow (`Loading safetensors checkpoint shards` at seconds per shard), "
                      "put the weights on local disk or page cache before the launch.",

@@ -80,7 +80,79 @@ def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _detect_xids(tl) + _hardware_from_cuda(tl, rows(tl, "xid"))
+    return _detect_xids(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) + _memory_counters(tl)
+
+
+def _yes(value: Any) -> bool:
+    return str(value or "").strip().lower() in ("yes", "1", "true")
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return 0
+
+
+def _section(a: dict[str, Any], key: str) -> dict[str, Any]:
+    """An ``nvidia-smi -q`` section as a dict (it is ``N/A`` text on GPUs without it)."""
+    v = a.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def gpu_memory_faults(row: Row) -> list[str]:
+    """What a GPU's nvidia-smi counters say about its memory failing (system_formats.md §2.1-2.3): uncorrectable
+    ECC errors since the driver loaded (volatile; the aggregate is history), a row remap pending (it needs a reset)
+    or one that failed, pages pending retirement. Empty when the counters are clean or absent.
+
+    >>> gpu_memory_faults({"attrs": {"ecc_uncorrected_volatile": 2}})
+    ['2 uncorrectable ECC errors since the driver loaded']
+    >>> gpu_memory_faults({"attrs": {"remapped_rows": {"Pending": "No", "Remapping Failure Occurred": "Yes"}}})
+    ['a row remapping failed']
+    """
+    a = attrs(row)
+    out = []
+    volatile = _count(a.get("ecc_uncorrected_volatile"))
+    volatile += sum(_count(v) for k, v in _section(a, "ecc_errors").items()
+                    if k.startswith("Volatile") and ("Uncorr" in k or "Double Bit" in k) and not k.endswith("Total"))
+    if volatile:
+        out.append(f"{volatile} uncorrectable ECC error{'s' if volatile > 1 else ''} since the driver loaded")
+    remap = _section(a, "remapped_rows")
+    if _yes(a.get("remapped_rows_failure")) or _yes(remap.get("Remapping Failure Occurred")):
+        out.append("a row remapping failed")
+    if _yes(a.get("remapped_rows_pending")) or _yes(remap.get("Pending")):
+        out.append("a row remap is pending (applied at the next GPU reset)")
+    retired = _section(a, "retired_pages")
+    if _yes(a.get("retired_pages_pending")) or any(_yes(v) for k, v in retired.items() if k.startswith("Pending")):
+        out.append("pages are pending retirement")
+    return out
+
+
+def _memory_counters(tl: Timeline) -> list[Finding]:
+    """SGL-XID-004: nvidia-smi's own counters say a GPU's memory failed, whatever the logs say."""
+    by_gpu: dict[int, tuple[Row, list[str]]] = {}
+    for r in rows(tl, "gpu_memory"):
+        faults = gpu_memory_faults(r)
+        if faults and r.get("gpu") is not None:
+            by_gpu[int(r["gpu"])] = (r, faults)  # the latest snapshot of each GPU
+    if not by_gpu:
+        return []
+    words = "; ".join(f"GPU {g}: {', '.join(f)}" for g, (_r, f) in sorted(by_gpu.items()))
+    failed = any("remapping failed" in x for _r, f in by_gpu.values() for x in f)
+    return [make_finding(
+        "SGL-XID-004",
+        summary=(f"nvidia-smi's counters show the GPU memory failing ({words}): a hardware fault, which kills the "
+                 "process that touches the bad memory and stays until the GPU is reset or replaced."),
+        evidence=[r for r, _f in by_gpu.values()][:6],
+        severity="critical" if failed else None,
+        confidence="high",
+        gpus=sorted(by_gpu),
+        figures={"memory_faults": {str(g): f for g, (_r, f) in sorted(by_gpu.items())}},
+        actions=["Drain the node; `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER -i N` for the counts, then reset the "
+                 "GPU (`nvidia-smi -r -i N`) or reboot to apply pending remaps.",
+                 "A failed remap, or uncorrectable errors that return after the reset, mean the GPU needs replacing "
+                 "(RMA); `dmesg -T | grep -i xid` shows the matching Xid 48/63/64/94/95."],
+    )]
 
 
 def _detect_xids(tl: Timeline) -> list[Finding]:
@@ -128,6 +200,15 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
                                                   "reproduce with another attention backend or with speculative "
                                                   "decoding off to find the kernel; report it with the driver and "
                                                   "engine versions.")
+        elif crashes and not app and SEVERITY_RANK[finding.severity] <= SEVERITY_RANK["high"] \
+                and not rows(tl, "cuda_oom", "cuda_error_oom"):
+            # the GPU failed (bus, memory, GSP): the rank on it died of that, and the launcher's SIGQUIT followed
+            quits = rows(tl, "sigquit")
+            finding.summary += (f" A rank of the server died in the same incident ({_crash_words(crashes[0])})"
+                                + (" and the launcher got SIGQUIT" if quits else "")
+                                + ": on a GPU that failed, that death is the Xid's consequence, not another fault.")
+            finding.evidence = finding.evidence + [evidence_of(r) for r in [*crashes[:2], *quits[:1]]]
+            finding.figures["crash_lines"] = [f"{r.get('file')}:{r.get('line')}" for r in crashes[:5]]
         out.append(finding)
     if noise:
         codes = sorted(noise)

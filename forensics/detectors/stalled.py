@@ -1,0 +1,353 @@
+"""SGL-NCCL-010 / SGL-RUN-003: a server that stopped at a start-up stage, or at its first requests, and went silent.
+
+A server comes up through stages each rank logs in order (sglang_formats.md §3: ``Init torch distributed
+begin`` → ``Load weight begin/end`` → ``KV Cache is allocated`` → ``Capture cuda graph begin/end`` → the HTTP
+server → the warm-up request → ``The server is fired up and ready to roll!``; vllm_formats.md §2: weights,
+memory profiling, KV cache, graph capture, ``init engine … took``, the API server). Several of these stages wait
+on something outside the rank: distributed initialisation on every rank of every node reaching the rendezvous;
+loading on the weights' storage and, after it, on the other ranks at the post-load barrier; profiling, capture
+and the warm-up request on collectives across the ranks. A stage whose wait never ends leaves no error: the log
+just stops, until a timeout fires (c10d's 600 s NCCL default, failure_messages.md §4.4) or forever.
+
+A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
+
+* **silence measured**: the run's last line is at least :data:`STALL_S` before the end of the evidence (the
+  bundle's collection time, or a later line of another file) and the server was not seen exiting, or before
+  an operator stopped it by hand (SGLang's ``SIGTERM received`` record, sglang_formats.md §7; a Ctrl-C's
+  ``KeyboardInterrupt``);
+* **the engine saying it waits**: vLLM's ``No available shared memory broadcast block found in 60 seconds``
+  (vllm_formats.md §3.8, "the hang signature") repeated :data:`WAIT_REPEATS` times after the last stage;
+* **requests that never finish**: the offline requests' bar (``Processed prompts``, one update per finished
+  request, vllm/entrypoints/llm.py) is the run's last line with requests unfinished — the log's end is then the
+  state of the run when it was copied, though how long it had been there is not known.
+
+A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here.
+With more than one rank or node the stage waits on the others (SGL-NCCL-010, ``nccl_timeout``); one rank alone
+waits on its storage or its own work (SGL-RUN-003, ``other``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from forensics.facts.launch import server_config
+from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
+from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows, to_number
+from forensics.facts.runs import iter_runs
+from forensics.facts.vllm import settings as vllm_settings
+from forensics.facts.vllm import vllm_runs
+from forensics.model import Finding, Timeline, iso_z
+
+from ._common import make_finding, tag_run
+from .nccl_timeout import channel_transports, transport_test
+
+#: silence past c10d's default NCCL timeout (600 s) is past every start-up wait the engines time out on their own
+STALL_S = 600.0
+#: vLLM repeats its shared-memory wait every 60 s; five in a row is the documented hang signature (§3.8 rule 4)
+WAIT_REPEATS = 5
+
+_RANKS = "the other ranks"
+#: kind → (order, the stage, what it waits on). Order: later stages are larger.
+STAGES: dict[str, tuple[int, str, str]] = {
+    "dist_init_begin": (10, "distributed initialisation",
+                        "every rank of every node reaching the rendezvous (--dist-init-addr, the TCPStore on node "
+                        "rank 0) and NCCL's communicator set-up"),
+    "nccl_info": (15, "the NCCL communicator's set-up and first collective",
+                  "every rank joining the communicator over the network or the GPUs' peer-to-peer path"),
+    "dist_init_end": (20, "the start of the weight load", "the weights' storage"),
+    "weight_load_begin": (30, "loading the weights",
+                          "the weights' storage (the model path: a network filesystem or object store that stalled, a "
+                          "host short of page cache)"),
+    "weight_load_end": (40, "the post-load barrier and memory profiling",
+                        f"{_RANKS} finishing their load (free memory is all-reduced over the ranks before the KV "
+                        "pool is sized)"),
+    "memory_profile": (45, "memory profiling", "a dummy forward over all ranks (its collectives)"),
+    "kv_memory": (50, "the KV cache's allocation", f"{_RANKS}' collectives"),
+    "kv_sizing": (50, "the KV cache's allocation and CUDA graph capture", f"{_RANKS}' collectives"),
+    "kv_cache_allocated": (50, "the KV pool's set-up", f"{_RANKS}' collectives"),
+    "memory_pool_end": (55, "the set-up of CUDA graph capture", f"{_RANKS}' collectives"),
+    "cuda_graph_begin": (60, "CUDA graph capture",
+                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
+    "capture_progress": (60, "CUDA graph capture",
+                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
+    "cuda_graph_end": (70, "the warm-up and the HTTP server's start",
+                       "the warm-up request's forward: the first collectives of serving"),
+    "hicache_alloc": (72, "the host cache's allocation", "pinning host memory"),
+    "uvicorn": (75, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "http_access": (76, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "prefill_batch": (78, "the warm-up request's decode", "the warm-up's decode steps: collectives across the ranks"),
+}
+_REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
+#: rows that say the run got to serve (idle afterwards is health)
+_SERVING = ("server_ready", "decode_batch", "engine_metrics")
+#: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
+#: → a ``Prefill batch`` on TP0 → ready): more than that is traffic, so the server was serving
+_WARMUP_BATCHES, _WARMUP_REQUESTS = 1, 2
+#: rows that say the run failed: other rules explain those
+_FAILED = ("failure", "scheduler_exception", "exception", "cuda_oom", "cuda_error_oom", "rank_dead", "engine_dead",
+           "init_failed", "nccl_watchdog", "watchdog_timeout", "ranks_not_loaded", "kv_cache_too_small", "kv_no_room",
+           "not_enough_memory", "weights_no_kv_room", "cuda_graph_failed", "sigquit", "subprocess_crashed",
+           "nccl_error", "rpc_timeout", "gpu_memory_short", "memory_imbalance", "hicache_insufficient", "sigterm")
+
+
+def _order(row: Row) -> tuple:
+    return (row.get("file") or "", row.get("line") or 0)
+
+
+def _stage_of(row: Row) -> tuple[int, str, str] | None:
+    kind = row.get("kind") or ""
+    if kind == "progress_bar" and attrs(row).get("label") == "Processed prompts":
+        return _REQUESTS
+    if kind == "progress_bar":
+        return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
+    return STAGES.get(kind)
+
+
+def _evidence_end(tl: Timeline) -> tuple[datetime | None, str]:
+    """The latest moment the evidence speaks for: the collection, else the last stamped line of any file."""
+    ev = tl.events
+    last = ev.get_column("ts").drop_nulls().max() if not ev.is_empty() and "ts" in ev.columns else None
+    collected = tl.facts.collected_at
+    if collected is not None and (last is None or collected >= last):  # type: ignore[operator]
+        return collected, f"the collection at {iso_z(collected)}"
+    if isinstance(last, datetime):
+        return last, f"the input's last stamped line at {iso_z(last)}"
+    return None, ""
+
+
+_YEARLESS = re.compile(r"^(\d\d)-?(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def _stamp_of(row: Row, tl: Timeline) -> datetime | None:
+    """A row's moment in UTC: its resolved stamp, else its year-less one (vLLM ``MM-DD HH:MM:SS``, c10d ``MMDD …``)
+    in the collection's year on the host's stated clock (None when the bundle does not state them)."""
+    ts = row.get("ts")
+    if isinstance(ts, datetime):
+        return ts
+    collected, offset = tl.facts.collected_at, tl.facts.utc_offset_s
+    m = _YEARLESS.match(str(attrs(row).get("stamp") or ""))
+    if m is None or collected is None or offset is None:
+        return None
+    try:
+        local = datetime(collected.year, *(int(g) for g in m.groups()))
+    except ValueError:
+        return None
+    at = (local - timedelta(seconds=offset)).replace(tzinfo=UTC)
+    return at.replace(year=at.year - 1) if at > collected + timedelta(days=1) else at  # the stamp was last year's
+
+
+def _server_gone(tl: Timeline) -> bool:
+    """A ps snapshot without the engine: the server had exited, so its silence is not a hang."""
+    snaps = group_snapshots(rows(tl, "process"))
+    return bool(snaps) and not any(is_sglang_process(r.get("comm"), attrs(r).get("args"))
+                                   or "vllm" in str(attrs(r).get("args") or r.get("comm") or "").lower()
+                                   for snap in snaps for r in snap)
+
+
+def _ranks_of(tl: Timeline, run: list[Row]) -> int:
+    """How many ranks the server has: its parallel sizes, the ranks its lines name, NCCL's ``nranks``."""
+    cfg = server_config(tl, run)
+    world = 1
+    for key in ("tp_size", "pp_size", "tensor_parallel_size", "pipeline_parallel_size"):
+        world *= int(to_number(cfg.get(key)) or 1)
+    if any(r.get("source") == "vllm" for r in run):
+        s = vllm_settings(tl, run)
+        world = max(world, int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1)))
+    world = max(world, int(to_number(cfg.get("nnodes")) or 1))
+    named = {x for x in (rank_of(r) for r in run) if x is not None}
+    nranks = [int(attrs(r)["nranks"]) for r in run if r.get("kind") == "nccl_info" and attrs(r).get("nranks")]
+    return max([world, len(named), *nranks])
+
+
+#: stages every rank logs (sglang_formats.md §3 "every rank"; vLLM's workers' load and KV lines, §2): only these
+#: compare ranks — capture bars and the warm-up are rank 0's alone
+EVERY_RANK = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated",
+              "memory_pool_end", "kv_memory")
+
+
+def _lagging(run: list[Row]) -> dict[str, tuple[str, Row]]:
+    """Ranks whose last stage is behind the furthest rank's: its label (``TP3``, ``PP1 TP0``) → (its last stage, the
+    row that says so)."""
+    last: dict[str, tuple[int, str, Row]] = {}
+    for r in run:
+        st, rank = _stage_of(r), rank_label(r)
+        if st is None or rank is None or r.get("kind") not in EVERY_RANK:
+            continue
+        if rank not in last or st[0] >= last[rank][0]:
+            last[rank] = (st[0], st[1], r)
+    if len(last) < 2:
+        return {}
+    top = max(v[0] for v in last.values())
+    return {k: (v[1], v[2]) for k, v in sorted(last.items()) if v[0] < top}
+
+
+def _served(run: list[Row]) -> bool:
+    """The run reached ready or served traffic beyond SGLang's one warm-up request."""
+    kinds = [r.get("kind") for r in run]
+    return (any(k in _SERVING for k in kinds) or kinds.count("prefill_batch") > _WARMUP_BATCHES
+            or kinds.count("http_access") > _WARMUP_REQUESTS)
+
+
+def _stopped_by_hand(r: Row) -> bool:
+    """SIGTERM or Ctrl-C: someone stopped the server (and what its processes print as they go)."""
+    return r.get("kind") in ("sigterm", "sigquit") or "KeyboardInterrupt" in (r.get("text") or "")
+
+
+def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
+    stops = [r for r in run if _stopped_by_hand(r)]
+    if _served(run) or any(r.get("kind") in _FAILED for r in run if r not in stops) or \
+            (stops and not any(r.get("kind") == "sigterm" or "KeyboardInterrupt" in (r.get("text") or "")
+                               for r in stops)):
+        return None
+    staged = [r for r in run if _stage_of(r) is not None]
+    if not staged:
+        return None
+    last_row = max(staged, key=lambda r: (_stage_of(r)[0], _order(r)))  # type: ignore[index]
+    order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
+    tail = max(run, key=_order)
+    waits_rows = [r for r in run if r.get("kind") == "shm_wait" and _order(r) > _order(last_row)]
+    # a kill typed in a transcript or the kernel's OOM kill of the server also ended the wait (what each proves is
+    # another rule's; here it only bounds the silence, and without a stamp it cannot be measured)
+    stops += [e for e in end_events(tl) if e.get("kind") in ("command", "oom_kill") and e not in stops]
+    first_stop = min(stops, key=lambda r: (_stamp_of(r, tl) is None,
+                                            _stamp_of(r, tl) or datetime.min.replace(tzinfo=UTC), _order(r))) \
+        if stops else None
+    stop_at = _stamp_of(first_stop, tl) if first_stop is not None else None
+    stamped = [t for r in run if r not in stops and (t := _stamp_of(r, tl)) is not None
+               and (first_stop is None or (stop_at is not None and t <= stop_at)
+                    or (stop_at is None and r.get("file") == first_stop.get("file") and _order(r) < _order(first_stop)))]
+    end, end_words = _evidence_end(tl)
+    if first_stop is not None:  # stopped: the silence ends where someone (or the kernel) ended the wait
+        end = _stamp_of(first_stop, tl)
+        end_words = (f"the kernel killed it ({first_stop.get('file')}:{first_stop.get('line')})"
+                     if first_stop.get("kind") == "oom_kill" else
+                     f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})")
+    silent_s = (end - max(stamped)).total_seconds() if end is not None and stamped else None
+    out: dict[str, Any] = {"row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
+                           "end_words": end_words, "waits": waits_rows}
+    if silent_s is not None and silent_s >= STALL_S and first_stop is None and not _server_gone(tl) or \
+            silent_s is not None and silent_s >= STALL_S and first_stop is not None and end is not None:
+        out["how"] = "silence"
+    elif len(waits_rows) >= WAIT_REPEATS:
+        out["how"] = "engine_waits"
+    elif order == _REQUESTS[0] and tail is last_row and \
+            (attrs(last_row).get("steps_done") or 0) < (attrs(last_row).get("steps_total") or 0):
+        out["how"] = "requests_unfinished"
+    else:
+        return None
+    return out
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
+
+
+def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
+    world = _ranks_of(tl, run)
+    rule = "SGL-NCCL-010" if world > 1 else "SGL-RUN-003"
+    row = st["row"]
+    lagging = _lagging(run)
+    behind = sorted({x for _s, r in lagging.values() if (x := rank_of(r)) is not None})
+    waits = st["waits_on"] if world > 1 else st["waits_on"].replace(f"{_RANKS}' collectives", "its own work") \
+        .replace(f"{_RANKS} finishing their load", "its own set-up")
+    addr = server_config(tl, run).get("dist_init_addr")
+    if addr and st["order"] <= STAGES["dist_init_end"][0]:
+        waits = waits.replace("(--dist-init-addr, the TCPStore", f"(--dist-init-addr {addr}, the TCPStore")
+    if st["how"] == "silence":
+        how = f"its last stamped line is {_duration(st['silent_s'])} before {st['end_words']}" + \
+            ("" if "by hand" in st["end_words"] else ", and nothing says it exited")
+    elif st["how"] == "engine_waits":
+        how = (f"the engine logged {len(st['waits'])} times that it found no shared-memory broadcast block: its "
+               "workers stopped answering")
+    else:
+        a = attrs(row)
+        how = (f"the offline requests' bar is its last line at {a.get('steps_done')} of {a.get('steps_total')} "
+               "finished: no request completed after it")
+    opening = ("The server came up but its first requests never finished" if st["order"] == _REQUESTS[0]
+               else f"The server stopped at {st['stage']} and never became ready")
+    summary = f"{opening} ({world} rank{'s' if world > 1 else ''}): {how}. That stage waits on {waits}."
+    for label, (stage, _r) in lagging.items():
+        summary += f" {label} got only as far as {stage}: it is the one the others wait on."
+    reasons = []
+    if st["how"] == "requests_unfinished":
+        reasons.append("how long the requests had been waiting is not in the input: a later snapshot (the "
+                       "collection's time, nvidia-smi or py-spy while it hangs) would say")
+    if st["how"] == "silence" and not tl.facts.collected_at:
+        reasons.append("the silence is measured against another file's later line, not a snapshot of the host")
+    flags, actions = [], []
+    if world > 1 and st["order"] >= STAGES["memory_profile"][0] and row.get("kind") != "hicache_alloc":
+        cfg = server_config(tl, run)
+        flags = transport_test(tl, cfg)
+        if flags and channel_transports(tl) == {"SHM"}:
+            summary += (" Every rank is on one node and none failed, and NCCL's channels already go through shared "
+                        "memory (NCCL did not use P2P between these GPUs): the engine's custom all-reduce, which "
+                        "still uses CUDA peer-to-peer, is the suspect (PCIe P2P under ACS or an IOMMU).")
+        elif flags:
+            summary += (" Every rank is on one node and none failed: the GPUs' peer-to-peer path (PCIe P2P under ACS "
+                        "or an IOMMU) is the suspect.")
+    if world > 1:
+        actions.append("`py-spy dump --pid <pid>` of every rank while it hangs: the rank in a different frame (not "
+                       "in the collective, or still loading) is the one the others wait on.")
+        actions.append("Rerun with NCCL_DEBUG=INFO: the last NCCL line of each rank says how far the communicator "
+                       "got; on one node try NCCL_P2P_DISABLE=1 and check ACS/IOMMU (`lspci -vvv | grep ACSCtl`).")
+    if st["order"] <= STAGES["weight_load_end"][0]:
+        actions.append("Time a read of the weights from the model path on every node (`dd`/`cat` a shard to "
+                       "/dev/null): slow or stalled storage holds the load"
+                       + (", and the ranks that finished wait for it at the barrier." if world > 1 else
+                          "; watch host memory and swap while it loads (`free -g`, `vmstat 1`)."))
+    if st["order"] <= STAGES["dist_init_begin"][0]:
+        actions.append("From every node: `nc -zv <dist-init-addr> <port>`, and the same --dist-init-addr, --nnodes "
+                       "and a distinct --node-rank on each.")
+    actions.append("Collect while it hangs (`forensics collect`): the snapshot's time against the last line measures "
+                   "the silence, and nvidia-smi shows whether the GPUs spin in a kernel.")
+    return make_finding(
+        rule,
+        summary=summary,
+        evidence=[row, *(r for _s, r in lagging.values()), *st["waits"][:3]],
+        confidence="low" if st["how"] == "requests_unfinished" else "medium",
+        confidence_reason="; ".join(reasons) or "the log says where the server stopped, not why; a stack of each "
+                                                "rank while it hangs would",
+        severity="medium" if st["how"] == "requests_unfinished" else None,
+        ranks=behind,
+        figures={"stage": st["stage"], "waits_on": waits, "silent_s": round(st["silent_s"], 1)
+                 if st["silent_s"] is not None else None, "evidence_of_stall": st["how"], "ranks": world,
+                 "lagging_ranks": sorted(lagging) or None, "last_line": f"{row.get('file')}:{row.get('line')}"},
+        flags=flags,
+        actions=actions,
+    )
+
+
+def _relaunched(run: list[Row], later_runs: dict[str, int]) -> bool:
+    """A later run starts in the same log: this one ended (it was stopped and the server launched again), so its
+    end is not a silence."""
+    return any(int(r.get("run") or 0) < later_runs.get(r.get("file") or "", -1) for r in run[:1])
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    out: list[Finding] = []
+    seen: set[tuple] = set()
+    runs = iter_runs(tl)
+    vruns = vllm_runs(tl)
+    last_run: dict[str, int] = {}
+    for r in [row for _ref, rs in runs for row in rs[:1]] + [rs[0] for rs in vruns if rs]:
+        f = r.get("file") or ""
+        last_run[f] = max(last_run.get(f, 0), int(r.get("run") or 0))
+    for ref, run in runs:
+        files = {r.get("file") for r in run}
+        # lines the run's rows leave out: the HTTP server's, requests served, NCCL's
+        run = sorted([*run, *(r for r in rows(tl, "uvicorn", "http_access", "nccl_info")
+                              if r.get("file") in files and int(r.get("run") or 0) == ref.key[1])], key=_order)
+        seen |= {_order(r) for r in run}
+        st = None if _relaunched(run, last_run) else _stall(tl, run)
+        if st is not None:
+            out.append(tag_run(_finding(tl, run, st), ref))
+    for run in vruns:
+        if any(_order(r) in seen for r in run) or _relaunched(run, last_run):
+            continue
+        st = _stall(tl, run)
+        if st is not None:
+            out.append(_finding(tl, run, st))
+    return out
