@@ -268,6 +268,61 @@ def collect(
         _say(f"wrote {path}")
 
 
+@app.command()
+def record(
+    folder: Path = typer.Option(None, "--dir", metavar="DIR",
+                                help="The ring's folder (default /var/lib/forensics/record)."),
+    interval: float = typer.Option(5.0, "--interval", min=0.2, metavar="S", help="Seconds between samples."),
+    max_mib: int = typer.Option(64, "--max-mib", min=1, metavar="N", help="Cap on the ring's size on disk (MiB)."),
+    max_hours: float = typer.Option(24.0, "--max-hours", min=0.01, metavar="H", help="Cap on the ring's age (hours)."),
+    duration: float = typer.Option(None, "--duration", min=0.1, metavar="S", help="Stop after S seconds (default: run until stopped)."),
+    gpu: str = typer.Option("auto", "--gpu", metavar="SOURCE", help="auto (NVML, else nvidia-smi), nvml, smi or none."),
+    install_systemd: bool = typer.Option(False, "--install-systemd", help="Print a hardened systemd unit for the recorder."),
+    write: bool = typer.Option(False, "--write", help="With --install-systemd: write it to /etc/systemd/system."),
+    status: bool = typer.Option(False, "--status", help="Say what the ring holds, since when, and how full it is."),
+) -> None:
+    """Record host, GPU and inference-process memory into a bounded ring, for the minutes before a crash.
+
+    Every --interval it samples /proc/meminfo, the cgroup's memory, /dev/shm, each GPU's memory and
+    compute processes (NVML, else nvidia-smi, each under a timeout) and the RSS of SGLang/vLLM
+    processes. The ring is capped by --max-mib and --max-hours, oldest first; `collect` bundles the
+    last hour and `report` reads it. See docs/record.md for systemd, Kubernetes and Slurm.
+    """
+    from .record import DEFAULT_DIR, RecordOptions, run, status_text
+    from .record.systemd import UNIT_PATH, unit_text
+
+    ring = folder or DEFAULT_DIR
+    if gpu not in ("auto", "nvml", "smi", "none"):
+        raise Fail(f"--gpu {gpu!r}: one of auto, nvml, smi, none", EXIT_USAGE)
+    if write and not install_systemd:
+        raise Fail("--write goes with --install-systemd", EXIT_USAGE)
+    if install_systemd:
+        text = unit_text(ring.absolute(), interval)
+        if not write:
+            typer.echo(text, nl=False)
+            return
+        try:
+            UNIT_PATH.write_text(text)
+        except OSError as e:
+            raise Fail(f"cannot write {UNIT_PATH}: {e.strerror or e} (run as root, or without --write)") from None
+        _say(f"wrote {UNIT_PATH}; now: systemctl daemon-reload && systemctl enable --now {UNIT_PATH.name}")
+        return
+    if status:
+        typer.echo(status_text(ring, max_bytes=max_mib * 2**20, max_age_s=max_hours * 3600))
+        return
+    try:
+        ring.mkdir(parents=True, exist_ok=True)
+        probe = ring / ".forensics-record-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise Fail(f"--dir {ring}: cannot write there ({e.strerror or e}); choose another with --dir", EXIT_USAGE) from None
+    opts = RecordOptions(folder=ring, interval_s=interval, max_bytes=max_mib * 2**20, max_age_s=max_hours * 3600,
+                         duration_s=duration, gpu=gpu, progress=_say)
+    rec = run(opts)
+    _say(f"record: stopped after {rec.samples} samples; ring in {ring}")
+
+
 def _size_option(name: str, value: str | None) -> int | None:
     from parsers.units import parse_cli_size
 

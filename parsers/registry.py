@@ -26,6 +26,7 @@ PARSER_MODULES = (
     "kernel",
     "ps",
     "fuser",
+    "record",
 )
 
 MIN_SCORE = 0.5
