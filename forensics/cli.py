@@ -241,6 +241,10 @@ def collect(
     max_log_bytes: int = typer.Option(512 * 1024**2, "--max-log-bytes", min=1024, metavar="N", help="Keep at most the last N bytes of each log."),
     tag: str = typer.Option(None, "--tag", metavar="TAG",
                             help="Incident tag shared by every node's bundle (in the bundle's name and manifest)."),
+    record_dir: Path = typer.Option(Path("/var/lib/forensics/record"), "--record-dir", metavar="DIR",
+                                    help="The flight recorder's ring (forensics record --dir)."),
+    record_since: float = typer.Option(3600.0, "--record-since", min=0.0, metavar="S",
+                                       help="Take the recorder's last S seconds (default one hour)."),
 ) -> None:
     """Gather the evidence on this host into one bundle.
 
@@ -261,7 +265,7 @@ def collect(
         output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
         logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
         budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
-        max_log_bytes=max_log_bytes, progress=_say, tag=tag,
+        max_log_bytes=max_log_bytes, progress=_say, tag=tag, record_dir=record_dir, record_since_s=record_since,
     )
     path = run_collect(opts)
     if str(path) != "-":

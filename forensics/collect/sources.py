@@ -78,6 +78,8 @@ SOURCES: tuple[Source, ...] = (
     Source("sglang", "sglang/", builtin="sglang", sensitivity="secret"),
     Source("logs", "logs/", "sglang", builtin="logs", sensitivity="secret"),
     Source("added", "added/", builtin="added", sensitivity="secret"),
+    # the flight recorder's ring (`forensics record`): the last hour before now, re-sealed and redacted
+    Source("record", "record/", "record", builtin="record", sensitivity="secret"),
     # memory limits of the SGLang processes' cgroups (and ours)
     Source("cgroup-memory", "host/cgroup-memory.txt", builtin="cgroup_memory"),
     # the snapshot set: memory now, GPUs now, processes now

@@ -394,3 +394,57 @@ def ring_status(folder: Path, deep: bool = True) -> RingStatus:
             st.gaps[key] = why
     st.hosts.discard("")
     return st
+
+
+def export_window(folder: Path, since: float, now: float, host: str | None = None,
+                  transform: Callable[[str], str] | None = None) -> list[tuple[str, bytes, int]]:
+    """The ring's records at or after ``since`` as sealed segments for a bundle: (name, bytes, records).
+
+    Sealed segments are re-sealed with only the window's records, the open segment's complete lines
+    become one more, and a ``collect`` event closes the last, so the report can mark the moment.
+    ``transform`` rewrites each record's JSON text (redaction); a record that is no longer JSON is left out.
+    """
+    out: list[tuple[str, bytes, int]] = []
+    pending: list[tuple[dict[str, Any], list[bytes]]] = []
+    for p in sealed_segments(folder):
+        span = segment_span(p)
+        if span and span[1] < since:
+            continue
+        try:
+            seg = decode_segment(p.read_bytes())
+        except OSError:
+            continue
+        if seg.refused:
+            continue
+        lines = [encode_line(r) for r in seg.records if float(r.get("t") or 0) >= since]
+        if lines:
+            pending.append((seg.header, lines))
+    header, open_lines = read_open(folder / OPEN_NAME)
+    open_lines = [x for x in open_lines if (_time_of(x) or 0) >= since]
+    if open_lines:
+        pending.append(({k: v for k, v in header.items() if k not in (HEADER_KEY, "open")} or {"host": host},
+                        open_lines))
+    if not pending:
+        return out
+    pending[-1][1].append(encode_line({"t": now, "k": "event", "event": "collect"}))
+    for head, lines in pending:
+        if transform is not None:
+            kept = []
+            for line in lines:
+                text = transform(line.decode())
+                try:
+                    json.loads(text)
+                except ValueError:
+                    continue
+                kept.append(text.encode() if text.endswith("\n") else text.encode() + b"\n")
+            lines = kept
+        times = [t for t in (_time_of(x) for x in lines) if t is not None]
+        if not times:
+            continue
+        first, last = min(times), max(times)
+        head = {**{k: v for k, v in head.items() if k != HEADER_KEY}, "first": first, "last": last}
+        name = f"rec-{stamp(first)}-{stamp(last)}.jsonl.gz"
+        if any(n == name for n, _, _ in out):
+            name = f"rec-{stamp(first)}-{stamp(last)}-{len(out) + 1}.jsonl.gz"
+        out.append((name, encode_segment(head, lines), len(lines)))
+    return out

@@ -40,7 +40,7 @@ CGROUP_V1_FILES = {"memory.usage_in_bytes": "current", "memory.limit_in_bytes": 
 V1_UNLIMITED = 1 << 62
 
 
-def _read(path: Path, limit: int = 64 * 1024) -> str | None:
+def _read(path: Path | str, limit: int = 64 * 1024) -> str | None:
     try:
         with open(path, "rb") as fh:
             return fh.read(limit).decode(errors="replace")
@@ -172,21 +172,23 @@ class ProcScanner:
             pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
         except OSError:
             return []
+        root = str(self.proc)
         for pid in pids:
-            base = self.proc / str(pid)
-            state, ppid, start = _stat_fields(_read(base / "stat", 4096))
+            # plain strings, not Path: pathlib interns every part, and pids churn all day
+            base = f"{root}/{pid}/"
+            state, ppid, start = _stat_fields(_read(base + "stat", 4096))
             key = (pid, start)
             seen.add(key)
             ident = self._ident.get(key)
             if ident is None:
-                comm = (_read(base / "comm", 256) or "").strip()
-                raw = _read(base / "cmdline", MAX_CMD * 4) or ""
+                comm = (_read(base + "comm", 256) or "").strip()
+                raw = _read(base + "cmdline", MAX_CMD * 4) or ""
                 cmd = " ".join(raw.split("\0")).strip()[:MAX_CMD]
                 ident = (comm, cmd, bool(process_identity(comm, cmd).get("engine")))
                 self._ident[key] = ident
             if not ident[2]:
                 continue
-            statm = (_read(base / "statm", 256) or "").split()
+            statm = (_read(base + "statm", 256) or "").split()
             rss = int(statm[1]) * PAGE if len(statm) > 1 and statm[1].isdigit() else None
             out.append({"pid": pid, "ppid": ppid, "state": state, "rss": rss, "comm": ident[0], "cmd": ident[1]})
         for key in set(self._ident) - seen:  # bounded by the live processes, not by the day's churn
@@ -200,7 +202,7 @@ class ProcScanner:
         for p in [*procs, {"pid": "self"}]:
             if p["pid"] == "self" and found:
                 break
-            text = _read(self.proc / str(p["pid"]) / "cgroup", 8192)
+            text = _read(f"{self.proc}/{p['pid']}/cgroup", 8192)
             for path, v, folder in cgroup_dirs(text or "", root):
                 found.setdefault(path, (path, v, folder))
             if len(found) >= MAX_CGROUPS:

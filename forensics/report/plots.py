@@ -54,6 +54,11 @@ MARKER_LABELS = {
     "sigterm": "SIGTERM",
     "xid": "Xid",
     "oom_kill": "OOM-killer",
+    # the flight recorder's own events (parsers/record.py)
+    "oom_kill_count": "OOM kill",
+    "process_exit": "process exited",
+    "record_collect": "collect",
+    "record_stall": "probe stalled",
 }
 _KILL_WORDS = ("kill", "pkill", "fuser -k", "killall")
 _TRACE_COLOURS = (
@@ -228,7 +233,8 @@ def _gpu_points(rows: list[dict[str, Any]], x_of) -> dict[str, list]:
     groups: dict[str, list] = {}
     for r in rows:
         if r["kind"] == "gpu_memory" and r.get("used_bytes") is not None and r.get("gpu") is not None:
-            groups.setdefault(f"GPU {r['gpu']} used (nvidia-smi)", []).append(
+            via = "recorded" if r.get("source") == "record" else "nvidia-smi"
+            groups.setdefault(f"GPU {r['gpu']} used ({via})", []).append(
                 (x_of(r), _gib(r["used_bytes"]), _hover(r)))
     return groups
 
@@ -303,7 +309,7 @@ def timeline_plots(tl: Timeline) -> Plots:
         figures.append(PlotSpec(
             key="gpu-memory",
             title="GPU memory over time",
-            caption="Solid: memory used per GPU as nvidia-smi reported it. Dashed: device-wide free memory "
+            caption="Solid: memory used per GPU as nvidia-smi (or the flight recorder) reported it. Dashed: device-wide free memory "
                     "each SGLang rank printed (\"avail mem\", GiB). Time axis is UTC; dotted lines mark "
                     "events." + dropped_note,
             data=gpu_traces + sgl_traces,
@@ -318,8 +324,9 @@ def timeline_plots(tl: Timeline) -> Plots:
         figures.append(PlotSpec(
             key="host-memory",
             title="Host memory over time",
-            caption="Used and available host memory (GiB) from free and /proc/meminfo. free -g truncates to "
-                    "whole GiB, so those points are lower bounds. Time axis is UTC." + dropped_note,
+            caption="Used and available host memory (GiB) from free, /proc/meminfo and the flight recorder "
+                    "(forensics record). free -g truncates to whole GiB, so those points are lower bounds. "
+                    "Time axis is UTC." + dropped_note,
             data=host_traces,
             layout=_layout("time (UTC)", "date", shapes, annotations),
             downsampled=host_cut,
