@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,23 +24,30 @@ def write_vmstat(proc: Path, oom_kill: int) -> None:
     (proc / "vmstat").write_text(f"nr_free_pages 12345\npgfault 99\noom_kill {oom_kill}\n")
 
 
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
 def add_process(proc: Path, pid: int, comm: str, argv: list[str], rss_bytes: int, ppid: int = 1,
                 state: str = "S", cgroup: str = "0::/system.slice/sglang.service\n", start: int = 1000) -> None:
-    d = proc / str(pid)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "comm").write_text(comm + "\n")
-    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    # plain strings, not Path: pathlib interns every part, which would charge the fake's pids to the
+    # recorder's memory in the simulated day
+    d = f"{proc}/{pid}"
+    os.makedirs(d, exist_ok=True)
+    _write(f"{d}/comm", (comm + "\n").encode())
+    _write(f"{d}/cmdline", b"\0".join(a.encode() for a in argv) + b"\0")
     fields = [state, str(ppid)] + ["0"] * 17 + [str(start)] + ["0"] * 5
-    (d / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
-    (d / "statm").write_text(f"999999 {rss_bytes // PAGE} 100 1 0 500 0\n")
-    (d / "cgroup").write_text(cgroup)
+    _write(f"{d}/stat", (f"{pid} ({comm}) " + " ".join(fields) + "\n").encode())
+    _write(f"{d}/statm", f"999999 {rss_bytes // PAGE} 100 1 0 500 0\n".encode())
+    _write(f"{d}/cgroup", cgroup.encode())
 
 
 def remove_process(proc: Path, pid: int) -> None:
-    d = proc / str(pid)
-    for f in d.iterdir():
-        f.unlink()
-    d.rmdir()
+    d = f"{proc}/{pid}"
+    for name in os.listdir(d):
+        os.unlink(f"{d}/{name}")
+    os.rmdir(d)
 
 
 def fake_host(root: Path, total_kb: int = 470_000_000, avail_kb: int = 460_000_000) -> tuple[Path, Path]:

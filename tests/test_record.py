@@ -293,14 +293,16 @@ def test_recorder_memory_stays_bounded_over_a_simulated_day(tmp_path: Path) -> N
             write_meminfo(proc, 470_000_000, 460_000_000 - i)
             rec.step()
             clock.sleep(180)
-            if i in (120, 479):
+            if i in (120, 300, 479):
                 gc.collect()
                 peaks.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
     rec.close()
     assert len(rec.host.procs._ident) <= 6
-    assert peaks[1] - peaks[0] < 256 * 1024, peaks
+    # a leak grows with every sample, in both halves; a one-off (a dict resizing) shows in one at most
+    grew = [b - a for a, b in zip(peaks, peaks[1:], strict=False)]
+    assert min(grew) < 64 * 1024 and max(grew) < 1024 * 1024, peaks
     assert sum(p.stat().st_size for p in sealed_segments(tmp_path / "ring")) <= 256 * 1024
 
 

@@ -30,6 +30,7 @@ from . import (
     model_fit,
     nccl_timeout,
     per_rank_overallocation,
+    recorded_history,
     rendezvous,
     shm_exhausted,
     stranded_context,
@@ -61,6 +62,7 @@ DETECTORS = (
     vllm_kv_cache,
     vllm_headroom,
     vllm_host_memory,
+    recorded_history,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -70,6 +72,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-007",
     "SGL-HOST-009",
     "VLLM-HOST-001",
+    "SGL-REC-001",
     "SGL-GPU-006",
     "SGL-GPU-007",
     "SGL-GPU-004",
@@ -92,7 +95,9 @@ CAUSE_PRIORITY = (
     "SGL-NCCL-002",
     "SGL-GPU-008",
     "SGL-GPU-005",
+    "SGL-REC-002",
     "SGL-HOST-003",
+    "SGL-REC-003",
     "SGL-HOST-005",
     "VLLM-HOST-002",
     "SGL-RUN-001",
@@ -149,6 +154,12 @@ _link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HO
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
 _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
+_link(("SGL-REC-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002", "SGL-NCCL-001", "SGL-NCCL-002"),
+      "the process's host memory grew until the kernel OOM killer took it")
+_link(("SGL-HOST-001", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-XID-001"),
+      ("SGL-REC-002",), "the crash and the kill that followed left processes that did not release their GPU")
+_link(("SGL-REC-002",), ("SGL-GPU-006",), "the stranded context of the earlier run is what holds the GPU")
+_link(("SGL-REC-003",), ("SGL-HOST-006",), "the shared-memory segments left by earlier runs filled /dev/shm")
 
 
 def _run_of(f: Finding) -> str | None:

@@ -159,8 +159,9 @@ def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
     their memory: asked about after a shutdown, that is memory a survivor holds."""
     from ._common import rows, sglang_runs
 
-    if sglang_runs(tl) or rows(tl, "process", "launch_command", "gpu_process_none") or not tl.events.height:
-        return []  # an engine, a process table, or a process list said empty (SGL-GPU-005's case) says more
+    if sglang_runs(tl) or rows(tl, "process", "launch_command", "gpu_process_none", "process_sample") \
+            or not tl.events.height:
+        return []  # an engine, a process table (ps's or the recorder's), or a process list said empty says more
     if tl.events.filter(pl.col("source") == "vllm").height:
         return []
     full = [r for r in rows(tl, "gpu_memory") if r.get("used_bytes") and r.get("total_bytes")

@@ -180,13 +180,14 @@ class RingWriter:
     def __init__(self, folder: Path, host: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
                  max_age_s: float = DEFAULT_MAX_AGE_S, segment_s: float = DEFAULT_SEGMENT_S,
                  interval_s: float | None = None, clock: Callable[[], float] = time.time,
-                 fsync_each: bool = False) -> None:
+                 fsync_each: bool = False, pid: int | None = None) -> None:
         self.folder = Path(folder)
         self.host = host
         self.max_bytes, self.max_age_s, self.segment_s = max_bytes, max_age_s, segment_s
         self.interval_s = interval_s
         self.clock = clock
         self.fsync_each = fsync_each
+        self.pid = os.getpid() if pid is None else pid  # 0: none in the header (rings made by tests)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.open_path = self.folder / OPEN_NAME
         self._fh: Any = None
@@ -215,7 +216,9 @@ class RingWriter:
     def _start_open(self, t: float) -> None:
         self._fh = open(self.open_path, "ab", buffering=0)  # noqa: SIM115 - held across appends
         self._first, self._last = t, t
-        header = {HEADER_KEY: FORMAT_VERSION, "open": True, "host": self.host, "started": t, "pid": os.getpid()}
+        header = {HEADER_KEY: FORMAT_VERSION, "open": True, "host": self.host, "started": t}
+        if self.pid:
+            header["pid"] = self.pid
         if self.interval_s:
             header["interval_s"] = self.interval_s
         line = encode_line(header)
