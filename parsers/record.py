@@ -28,11 +28,13 @@ parsers use so the detectors and charts read them alike:
   ``memory.events``) rose since the previous sample: ``count`` = by how much; ``attrs.scope``
   (``host`` | the cgroup); the victim is not named (the kernel log does that);
 * ``process_exit`` — an engine process seen at the previous sample is gone: ``pid``, ``comm``,
-  ``used_bytes`` = its last RSS;
+  ``used_bytes`` = its last RSS; ``process_start`` — one not there at the previous sample (the rank
+  columns and identity as for ``process_sample``);
 * ``record_start`` / ``record_stop`` / ``record_collect`` / ``record_stall`` (a GPU query or process
   scan that did not answer in time: ``seconds``, ``attrs.probe``).
 
 >>> import hashlib, json
+>>> from parsers.record_format import FOOTER_KEY
 >>> body = (json.dumps({"forensics_record": 1, "host": "h"}) + "\\n" + json.dumps({"t": 0.0, "k": "sample",
 ...         "meminfo": {"MemTotal": 1000, "MemFree": 400, "MemAvailable": 600}}) + "\\n")
 >>> text = body + json.dumps({FOOTER_KEY: {"records": 1, "sha256": hashlib.sha256(body.encode()).hexdigest()}})
@@ -44,80 +46,17 @@ parsers use so the detectors and charts read them alike:
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ._proc_titles import process_identity
 from .meminfo import attr_name
+from .record_format import HEADER_KEY, check_text, load_line
 from .schema import NotThisFormat, ParseResult
 from .units import KIB
 
 FORMAT = "record"
-FORMAT_VERSION = 1
-HEADER_KEY = "forensics_record"
-FOOTER_KEY = "forensics_record_end"
-MAX_LINE = 1 << 20
 _RANK_COLS = ("tp_rank", "dp_rank", "pp_rank", "ep_rank")
-
-
-@dataclass
-class Checked:
-    """A segment's text checked: header, (line, record) pairs, why it was refused (None when whole)."""
-
-    header: dict[str, Any] = field(default_factory=dict)
-    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    refused: str | None = None
-    torn_lines: int = 0
-
-
-def _json(line: str) -> Any:
-    if len(line) > MAX_LINE:
-        return None
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
-def check_text(text: str) -> Checked:
-    """Validate a segment's text: header, every record a JSON object, the footer's count and digest.
-
-    An open segment (header ``open``) has no footer: its complete lines are taken, torn ones counted.
-    """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    header = _json(lines[0]) if lines else None
-    if not isinstance(header, dict) or HEADER_KEY not in header:
-        return Checked(refused="no header")
-    if header.get("open"):
-        out = Checked(header=header)
-        for no, line in enumerate(lines[1:], 2):
-            rec = _json(line)
-            if isinstance(rec, dict) and FOOTER_KEY not in rec:
-                out.records.append((no, rec))
-            else:
-                out.torn_lines += 1
-        return out
-    footer = _json(lines[-1]) if len(lines) > 1 else None
-    end = footer.get(FOOTER_KEY) if isinstance(footer, dict) else None
-    if not isinstance(end, dict):
-        return Checked(header=header, refused="no footer: the segment was cut (a crash mid-write)")
-    body = "\n".join(lines[:-1]) + "\n"
-    if hashlib.sha256(body.encode()).hexdigest() != end.get("sha256"):
-        return Checked(header=header, refused="footer digest does not match: the segment is corrupt")
-    out = Checked(header=header)
-    for no, line in enumerate(lines[1:-1], 2):
-        rec = _json(line)
-        if not isinstance(rec, dict):
-            return Checked(header=header, refused=f"line {no} is not a JSON record")
-        out.records.append((no, rec))
-    if len(out.records) != end.get("records"):
-        return Checked(header=header, refused="record count does not match the footer")
-    return out
 
 
 def sniff(head: str) -> float:
@@ -129,7 +68,7 @@ def sniff(head: str) -> float:
     first = head.split("\n", 1)[0]
     if f'"{HEADER_KEY}"' not in first:
         return 0.0
-    rec = _json(first)
+    rec = load_line(first)
     return 1.0 if isinstance(rec, dict) and HEADER_KEY in rec else 0.0
 
 
@@ -277,7 +216,7 @@ def _sample_rows(base: dict[str, Any], rec: dict[str, Any], st: _State) -> list[
 
 
 _EVENT_KINDS = {"start": "record_start", "stop": "record_stop", "collect": "record_collect",
-                "stall": "record_stall", "exit": "process_exit"}
+                "stall": "record_stall", "exit": "process_exit", "spawn": "process_start"}
 
 
 def _event_rows(base: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -286,12 +225,14 @@ def _event_rows(base: dict[str, Any], rec: dict[str, Any]) -> list[dict[str, Any
         return []
     row: dict[str, Any] = {**base, "kind": kind}
     attrs = {k: v for k, v in rec.items() if k not in ("t", "k", "event") and isinstance(v, str | int | float | bool)}
-    if kind == "process_exit":
+    if kind in ("process_exit", "process_start"):
         comm, cmd = str(rec.get("comm") or ""), str(rec.get("cmd") or "")
         cols, ident = _identity_cols(comm, cmd)
+        verb = "exited" if kind == "process_exit" else "started"
         row.update(cols, pid=_int(rec.get("pid")), comm=comm or None, used_bytes=_int(rec.get("rss")),
-                   text=f"recorded: process {rec.get('pid')} ({cmd[:200] or comm}) exited")
-        attrs = {**ident, "args": cmd, "last_rss_bytes": _int(rec.get("rss"))}
+                   text=f"recorded: process {rec.get('pid')} ({cmd[:200] or comm}) {verb}")
+        attrs = {**ident, "args": cmd, "last_rss_bytes": _int(rec.get("rss")), "ppid": _int(rec.get("ppid"))}
+        attrs = {k: v for k, v in attrs.items() if v is not None}
     elif kind == "record_stall":
         row.update(seconds=rec.get("seconds") if isinstance(rec.get("seconds"), int | float) else None,
                    text=f"recorded: the {rec.get('probe')} probe did not answer in {rec.get('seconds')} s")

@@ -78,6 +78,10 @@ def pools_pinned_until_oom() -> Iterator[dict]:
     for i in range(80):
         t = t0 + 5 * i
         procs, used, cut = [], base, False
+        if t == launch:
+            for pid, cmd in [(5000, LAUNCH)] + [(5001 + r, f"sglang::scheduler_TP{r}") for r in range(8)]:
+                yield {"t": t, "k": "event", "event": "spawn", "pid": pid, "ppid": 1 if pid == 5000 else 5000,
+                       "comm": cmd.split(" ")[0][:15], "cmd": cmd}
         if t >= launch:
             procs.append(_proc(5000, LAUNCH, 1.5 * GIB))
             used += 1.5 * GIB

@@ -324,3 +324,33 @@ def test_status_of_an_empty_ring(tmp_path: Path) -> None:
 def test_segment_bytes_are_deterministic() -> None:
     a = encode_segment({"host": "h"}, [{"t": 1.0}])
     assert a == encode_segment({"host": "h"}, [{"t": 1.0}]) and decode_segment(a).records == [{"t": 1.0}]
+
+
+def test_collect_bundles_the_ring_and_the_report_charts_it(tmp_path: Path) -> None:
+    """Done means: a recorder run of 10 samples at 1 s → collect's bundle → the timeline and host chart."""
+    import json
+    import tarfile
+    import time
+
+    from forensics.collect import CollectOptions, collect
+    from forensics.report.plots import timeline_plots
+    from forensics.timeline import build_timeline
+
+    proc, cg = fake_host(tmp_path)
+    add_process(proc, 100, "python3", LAUNCH_ARGV, 2 << 30)
+    clock = Clock(time.time() - 30)
+    run(_opts(tmp_path, proc, cg, interval_s=1.0, duration_s=10.0), clock=clock, sleep=clock.sleep)
+    out = collect(CollectOptions(output=tmp_path / "b.tar", proc_root=proc, cgroup_root=cg, safe_mode=True,
+                                 timeout_s=5, budget_s=60, record_dir=tmp_path / "ring"))
+    with tarfile.open(out) as tar:
+        manifest = json.load(tar.extractfile(tar.getmembers()[0]))
+    entries = [a for a in manifest["artifacts"] if a["source"] == "record"]
+    assert len(entries) == 1 and entries[0]["format"] == "record" and entries[0]["records"] == 10 + 3
+    assert entries[0]["path"].startswith("record/rec-") and entries[0]["path"].endswith(".jsonl.gz")
+    tl = build_timeline([out])
+    ev = tl.events
+    assert ev.filter((ev["kind"] == "host_memory") & (ev["source"] == "record")).height == 10
+    assert ev.filter(ev["kind"] == "record_collect").height == 1
+    host = next(f for f in timeline_plots(tl).figures if f.key == "host-memory")
+    trace = next(t for t in host.data if t["name"] == "host used (record)")
+    assert len(trace["x"]) == 10

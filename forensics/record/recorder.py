@@ -79,7 +79,7 @@ class Recorder:
             except gpu_mod.NoGpu as exc:
                 self.gpu_gap = f"no GPU source: {exc}"
         self.samples = 0
-        self._last_procs: dict[int, dict[str, Any]] = {}
+        self._last_procs: dict[int, dict[str, Any]] | None = None  # None until the first scan
 
     def start_event(self, note: str) -> None:
         self.writer.append({"t": self.clock(), "k": "event", "event": "start", "note": note,
@@ -124,12 +124,17 @@ class Recorder:
         return f"{what} failed: {got}"
 
     def _process_events(self, now: float, procs: list[dict[str, Any]]) -> None:
-        """``exit`` events for engine processes that were there last sample and are gone now."""
+        """``spawn`` / ``exit`` events for engine processes that appeared / were there last sample and are gone."""
         current = {p["pid"]: p for p in procs}
-        for pid, p in self._last_procs.items():
-            if pid not in current:
-                self.writer.append({"t": now, "k": "event", "event": "exit", "pid": pid, "comm": p.get("comm"),
-                                    "cmd": p.get("cmd"), "rss": p.get("rss")})
+        if self._last_procs is not None:
+            for pid, p in current.items():
+                if pid not in self._last_procs:
+                    self.writer.append({"t": now, "k": "event", "event": "spawn", "pid": pid, "ppid": p.get("ppid"),
+                                        "comm": p.get("comm"), "cmd": p.get("cmd")})
+            for pid, p in self._last_procs.items():
+                if pid not in current:
+                    self.writer.append({"t": now, "k": "event", "event": "exit", "pid": pid, "comm": p.get("comm"),
+                                        "cmd": p.get("cmd"), "rss": p.get("rss")})
         self._last_procs = current
 
     def close(self) -> None:

@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from parsers.record import FOOTER_KEY, FORMAT_VERSION, HEADER_KEY, check_text
+from parsers.record_format import FOOTER_KEY, FORMAT_VERSION, HEADER_KEY, check_text
 
 OPEN_NAME = "open.jsonl"
 SEGMENT_RE = re.compile(r"^rec-(\d{8}T\d{6}Z)-(\d{8}T\d{6}Z)(?:-\d+)?\.jsonl\.gz$")

@@ -17,7 +17,7 @@ Sources: proc(5) for ``meminfo``, ``vmstat``, ``PID/statm`` (resident pages), ``
 ``PID/cmdline``, ``PID/comm``, ``PID/cgroup``; the kernel's cgroup v2 docs (``memory.current``,
 ``memory.max``, ``memory.events``) and v1 (``memory.usage_in_bytes``, ``memory.limit_in_bytes``,
 ``memory.oom_control``). Process identity: the rules ``ps`` rows use (``process_identity``, re-exported
-by :mod:`parsers.ps`): titles ``sglang::scheduler_TP3``, ``VLLM::Worker_TP1``, the launchers' argv.
+by :mod:`parsers.record_format`): titles ``sglang::scheduler_TP3``, ``VLLM::Worker_TP1``, the launchers' argv.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from parsers.ps import process_identity
+from parsers.record_format import process_identity
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 MAX_CMD = 512  # characters of argv kept per process

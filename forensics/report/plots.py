@@ -60,6 +60,8 @@ MARKER_LABELS = {
     "record_collect": "collect",
     "record_stall": "probe stalled",
 }
+#: the recorder's ``process_start`` marks a launch only for a server's launcher, not for each of its ranks
+_LAUNCHER_ROLES = ("launch_server", "api_server")
 _KILL_WORDS = ("kill", "pkill", "fuser -k", "killall")
 _TRACE_COLOURS = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -173,6 +175,8 @@ def _marker_label(row: dict[str, Any]) -> str | None:
         return f"Xid {row['code']}"
     if kind in MARKER_LABELS:
         return MARKER_LABELS[kind]
+    if kind == "process_start" and any(f'"{r}"' in (row.get("attrs") or "") for r in _LAUNCHER_ROLES):
+        return "launch"
     if _is_kill_command(row):
         return "kill"
     return None
@@ -287,7 +291,7 @@ _PLOTTED = ("gpu_memory", "host_memory", *SGLANG_AVAIL_KINDS)
 def timeline_plots(tl: Timeline) -> Plots:
     """The report's figures: GPU memory, host memory (UTC time axis) and a "by order" figure."""
     ev = tl.events
-    wanted = ev.filter(pl.col("kind").is_in(list({*_PLOTTED, *MARKER_LABELS, "command"})))
+    wanted = ev.filter(pl.col("kind").is_in(list({*_PLOTTED, *MARKER_LABELS, "command", "process_start"})))
     rows = _rows(wanted)
     several_runs = wanted.filter(pl.col("run").is_not_null())["run"].n_unique() > 1 if len(wanted) else False
     timed = [r for r in rows if r.get("ts") is not None]
