@@ -354,3 +354,28 @@ def test_collect_bundles_the_ring_and_the_report_charts_it(tmp_path: Path) -> No
     host = next(f for f in timeline_plots(tl).figures if f.key == "host-memory")
     trace = next(t for t in host.data if t["name"] == "host used (record)")
     assert len(trace["x"]) == 10
+
+
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "forensics.cli", "record", *args], capture_output=True, text=True)
+
+
+def test_cli_record_install_status_and_usage_errors(tmp_path: Path) -> None:
+    unit = _cli("--install-systemd", "--dir", str(tmp_path / "ring"), "--interval", "2")
+    assert unit.returncode == 0 and f"record --dir {tmp_path / 'ring'} --interval 2" in unit.stdout
+    assert "[Install]" in unit.stdout
+    bad = _cli("--write")
+    assert bad.returncode == 2 and bad.stderr.strip() == "forensics: error: --write goes with --install-systemd"
+    bad = _cli("--gpu", "cuda", "--dir", str(tmp_path))
+    assert bad.returncode == 2 and "--gpu 'cuda'" in bad.stderr and "Traceback" not in bad.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    bad = _cli("--dir", str(blocker / "ring"), "--duration", "1")
+    assert bad.returncode == 2 and "cannot write there" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    ok = _cli("--dir", str(tmp_path / "ring"), "--interval", "0.5", "--duration", "1.2", "--gpu", "none")
+    assert ok.returncode == 0, ok.stderr
+    status = _cli("--status", "--dir", str(tmp_path / "ring"))
+    assert status.returncode == 0 and "sealed segments" in status.stdout and "host memory" in status.stdout
