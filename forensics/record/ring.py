@@ -188,6 +188,8 @@ class RingWriter:
         self.clock = clock
         self.fsync_each = fsync_each
         self.pid = os.getpid() if pid is None else pid  # 0: none in the header (rings made by tests)
+        #: the open segment's share of the cap: sealed segments keep below the rest, so the whole never exceeds it
+        self.open_limit = max(max_bytes // 8, 4096)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.open_path = self.folder / OPEN_NAME
         self._fh: Any = None
@@ -228,18 +230,18 @@ class RingWriter:
     def append(self, record: dict[str, Any]) -> None:
         """Add one record (it must carry ``t``, epoch seconds); seal and cap when the segment is due."""
         t = float(record.get("t") or self.clock())
-        if self._fh is not None and self._first is not None and t - self._first >= self.segment_s:
+        line = encode_line(record)
+        # a burst (many processes, many GPUs) never lets the open segment outgrow its share of the cap
+        full = self._open_bytes + len(line) > self.open_limit
+        if self._fh is not None and self._first is not None and (t - self._first >= self.segment_s or full):
             self.seal()
         if self._fh is None:
             self._start_open(t)
-        line = encode_line(record)
         self._fh.write(line)
         if self.fsync_each:
             os.fsync(self._fh.fileno())
         self._open_bytes += len(line)
         self._last = max(self._last or t, t)
-        if self._open_bytes > max(self.max_bytes // 8, 64 * 1024):
-            self.seal()  # a burst (many processes, many GPUs) never lets the open segment outgrow the cap
 
     def seal(self) -> Path | None:
         """Compress the open segment into a sealed one and start afresh; apply the caps."""
@@ -290,8 +292,8 @@ class RingWriter:
             if span and now - span[1] > self.max_age_s:
                 self._drop(p)
                 keep.remove(p)
-        total = sum(sizes[p] for p in keep) + self._open_bytes
-        while keep and total > self.max_bytes:
+        total = sum(sizes[p] for p in keep)
+        while keep and total > self.max_bytes - self.open_limit:
             p = keep.pop(0)
             total -= sizes[p]
             self._drop(p)
