@@ -12,7 +12,7 @@ import ctypes
 from pathlib import Path
 
 from forensics.detectors import run_all
-from forensics.detectors._common import release
+from forensics.facts.rows import release
 from forensics.model import Timeline
 from forensics.progress import for_stderr
 from forensics.report.findings import to_document

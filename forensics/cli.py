@@ -58,11 +58,11 @@ def _say(msg: str) -> None:
 
 def _version_cb(value: bool) -> None:
     if value:
-        from parsers import _bulkscan
+        from parsers import bulkscan
 
         typer.echo(f"forensics {__version__}")
         # the first question when a big input parses slowly: is the compiled scanner in use?
-        typer.echo("native scanner: " + ("in use" if _bulkscan.available() else f"not in use ({_bulkscan.why_not or 'FORENSICS_NATIVE=0'})"))
+        typer.echo("native scanner: " + ("in use" if bulkscan.available() else f"not in use ({bulkscan.why_not or 'FORENSICS_NATIVE=0'})"))
         raise typer.Exit()
 
 

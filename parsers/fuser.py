@@ -34,7 +34,7 @@ from typing import Any
 
 import regex as re
 
-from ._proc_titles import process_identity, rank_columns
+from .proc_titles import process_identity, rank_columns
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "fuser"

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ._proc_titles import process_identity
+from .proc_titles import process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import kib
 

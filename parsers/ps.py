@@ -13,7 +13,7 @@ STIME TTY TIME CMD``); header-less rows of those three layouts are recognised by
 
 One ``process`` event per process: ``pid``, ``comm``, ``used_bytes`` = RSS, ``seconds`` = elapsed;
 attrs ``ppid``, ``stat``, ``state``, ``vsz_bytes``, ``args``, ``start``, ``user``, and for engine
-processes their identity (:func:`parsers._proc_titles.process_identity`): ``engine``,
+processes their identity (:func:`parsers.proc_titles.process_identity`): ``engine``,
 ``sglang_role`` (``launch_server``, ``scheduler``, ``detokenizer``, ``tokenizer``,
 ``data_parallel_controller``) or ``vllm_role``, with ``tp_rank``/``dp_rank``/``pp_rank``/``ep_rank``
 from the process title (also in the rank columns). Header-less ``ps -eo pid,ppid,stat,etime,rss,args``
@@ -38,7 +38,7 @@ from typing import Any
 
 import regex as re
 
-from ._proc_titles import CHILD_ROLES, process_identity
+from .proc_titles import CHILD_ROLES, process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from .units import KIB
 

@@ -240,14 +240,14 @@ def _value(v: str) -> Any:
 
 
 _KEY_CACHE: dict[str, str] = {}
-_KEY_RENAMES = {"gen throughput (token/s)": "gen_throughput", "input throughput (token/s)": "input_throughput"}
+KEY_RENAMES = {"gen throughput (token/s)": "gen_throughput", "input throughput (token/s)": "input_throughput"}
 
 
 def _snake(key: str) -> str:
     """``#new-seq`` → ``new_seq``; ``est. decode TFLOPS/s (per GPU)`` → ``est_decode_tflops_per_gpu``."""
     out = _KEY_CACHE.get(key)
     if out is None:
-        out = _KEY_RENAMES.get(key)
+        out = KEY_RENAMES.get(key)
         if out is None:
             k = key.lower().replace("tflops/s", "tflops").replace("/", "_per_")
             out = re.sub(r"[^a-z0-9]+", "_", k).strip("_") or "field"

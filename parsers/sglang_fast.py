@@ -1,7 +1,7 @@
 """Vectorised SGLang parsing for the bulk line kinds; identical output to :func:`parsers.sglang.parse`.
 
 A long-running server's log is >99% three one-line records: ``Decode batch``, ``Prefill batch`` and the
-uvicorn access line. Those are read by the compiled scanner (``parsers._bulkscan``) where it is built,
+uvicorn access line. Those are read by the compiled scanner (``parsers.bulkscan``) where it is built,
 else here with polars (Rust regex, column-wise string ops), both under the same rule; every other
 line (tracebacks, start-up, anything odd) goes to the Python scanner of ``parsers.sglang``, which is fed
 only those lines, in order, with their own line numbers (``scan_lines``). A bulk line closes the open
@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers import _bulkscan
+from parsers import bulkscan
 from parsers import sglang as S
 from parsers.schema import (
     COLUMNS,
@@ -372,14 +372,14 @@ def _native_chunk(data: bytes | bytearray | str) -> tuple[int, pl.DataFrame, pl.
     """(lines in the chunk, bulk rows as _bulk gives them, line index and text of every other line)."""
     is_str = isinstance(data, str)
     raw = data.encode("utf-8", "surrogatepass") if is_str else data
-    got = _bulkscan.scan(raw)
+    got = bulkscan.scan(raw)
     errors = "surrogatepass" if is_str else "replace"
     others = [raw[a:b].decode("utf-8", errors) for a, b in got.other_spans]
     idx = got.other_line
-    bulk = pl.from_arrow(_bulkscan.table(got.rows))
+    bulk = pl.from_arrow(bulkscan.table(got.rows))
     assert isinstance(bulk, pl.DataFrame)
     bulk = bulk.select(pl.col("i").cast(pl.UInt32), "l", "labels",
-                       pl.col("k").replace_strict(_bulkscan.KIND_NAMES, return_dtype=pl.Utf8).alias("kind"),
+                       pl.col("k").replace_strict(bulkscan.KIND_NAMES, return_dtype=pl.Utf8).alias("kind"),
                        "tokens", "ratio", "count", "code", "attrs",
                        pl.col("ts").cast(pl.Datetime("us")).alias("ts_local"))
     if bulk.height:
@@ -429,7 +429,7 @@ class Stream:
         self.recognized = 0
         self.has_sglang = False
         self.n_rows = 0
-        self.native = _bulkscan.available()
+        self.native = bulkscan.available()
 
     def feed(self, data: bytes | bytearray | str) -> pl.DataFrame:
         """A chunk that ends at a line end (or the last chunk); the rows now final, in line order."""

@@ -335,3 +335,56 @@ def test_prints_with_a_page_per_section(tmp_path):
     # six sections after the root cause each start a page (what to change … what we read)
     assert pages >= 6
     assert bar == "none"  # no sticky bar on paper
+
+
+FIRST_SCREEN = {"width": 1400, "height": 900}
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "fixtures" / "scenarios"
+
+
+def _first_screen_positions(html_path: Path, profile: Path) -> dict[str, Any]:
+    """Where the root cause, the arithmetic and the corrected command sit on a 1400 × 900 screen."""
+    browser = Chromium(profile)
+    try:
+        browser.attach()
+        browser.send("Emulation.setDeviceMetricsOverride", {**FIRST_SCREEN, "deviceScaleFactor": 1, "mobile": False})
+        browser.send("Page.navigate", {"url": html_path.resolve().as_uri()})
+        browser.wait_for("Page.loadEventFired", timeout=60)
+        browser.drain(0.5)
+        return browser.evaluate("""(() => {
+            const box = sel => { const e = document.querySelector(sel);
+                                 if (!e) return null; const r = e.getBoundingClientRect();
+                                 return {top: r.top, bottom: r.bottom, width: r.width}; };
+            return {viewport: window.innerHeight, scrolled: window.scrollY,
+                    root: box('#root-summary'), arithmetic: box('#flag-diff tbody tr td:last-child'),
+                    command: box('#cmd-new') || box('#cmd-flags')};
+        })()""")
+    finally:
+        browser.close()
+
+
+def _write_report(inputs: list[Path], out: Path) -> Path:
+    from forensics.analysis import analyse
+    from forensics.report import write_outputs
+
+    tl, doc = analyse(inputs, quiet=True)
+    assert doc["root_cause"], "the report needs a root cause for this check"
+    write_outputs(doc, tl, out, {"html"})
+    return out / "report.html"
+
+
+@needs_chromium
+@pytest.mark.parametrize("name, inputs", [
+    ("seed demo", [ROOT / "fixtures" / "seed_bundle"]),
+    ("vLLM", [SCENARIOS / "vllm_graph_capture_oom" / "input"]),
+    ("four hosts", sorted(p for p in (SCENARIOS / "multihost_four_nodes_hicache").iterdir() if p.is_dir())),
+])
+def test_first_screen_shows_root_cause_fix_and_arithmetic(tmp_path, name, inputs):
+    """At 1400 × 900 the on-call engineer sees, without scrolling, what broke, the arithmetic and the
+    command to relaunch with."""
+    pos = _first_screen_positions(_write_report(inputs, tmp_path / "out"), tmp_path / "profile")
+    assert pos["scrolled"] == 0 and pos["viewport"] == FIRST_SCREEN["height"]
+    for part in ("root", "arithmetic", "command"):
+        box = pos[part]
+        assert box is not None, f"{name}: no {part} on the page"
+        assert box["top"] >= 0 and box["bottom"] <= FIRST_SCREEN["height"], f"{name}: {part} at {box}"

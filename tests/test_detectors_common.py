@@ -33,7 +33,7 @@ def fired(findings) -> dict[str, Any]:
 def test_order_within_a_file_and_across_files():
     from datetime import datetime, timezone
 
-    from forensics.detectors._common import before
+    from forensics.facts.rows import before
 
     a = {"file": "s.txt", "line": 3, "ts": None}
     b = {"file": "s.txt", "line": 9, "ts": None}
@@ -45,7 +45,7 @@ def test_order_within_a_file_and_across_files():
 
 
 def test_server_config_overlays_server_args_on_launch_flags():
-    from forensics.detectors._common import server_config
+    from forensics.facts.launch import server_config
 
     tl = timeline(
         {"kind": "launch_command", "source": "launch", "attrs": {"flags": {"--tp-size": "8", "--hicache-size": "300"}}},
@@ -56,7 +56,8 @@ def test_server_config_overlays_server_args_on_launch_flags():
 
 
 def test_kill_commands_and_version_markers():
-    from forensics.detectors._common import kill_commands, version_window
+    from forensics.facts.lifecycle import kill_commands
+    from forensics.facts.versions import version_window
 
     tl = timeline(
         {"kind": "command", "source": "transcript", "text": "pkill -9 -f sglang", "attrs": {"command": "pkill -9 -f sglang"}},
@@ -69,7 +70,7 @@ def test_kill_commands_and_version_markers():
 
 def test_version_markers_read_the_first_line_after_the_prefix():
     """Markers are matched on the record's first line without its [stamp rank] prefix, column-wise."""
-    from forensics.detectors._common import version_window
+    from forensics.facts.versions import version_window
 
     old_format = timeline(
         {"kind": "decode_batch", "text": "[2025-11-20 11:02:41 TP0] Decode batch. #running-req: 41, #token: 9"},

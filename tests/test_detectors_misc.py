@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_detectors_common import GIB, fired, timeline
 
 from forensics.detectors import kv_cache_capacity, nccl_timeout, run_all
-from forensics.detectors._common import SGLANG_KINDS
+from forensics.facts.runs import SGLANG_KINDS
 from forensics.report.findings import dumps_document, to_document
 
 

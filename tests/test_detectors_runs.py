@@ -151,14 +151,14 @@ def test_no_action_carries_its_own_number():
 
 def test_report_shows_the_run_and_marks_one_root():
     from forensics import rules
-    from forensics.report import _findings_view, render_markdown
+    from forensics.report import findings_view, render_markdown
     from forensics.report.findings import to_document
 
     tl = timeline(*_run(0, 1, 0.91, crash=True), *_run(1, 20, 0.95, crash=True))
     doc = to_document(*run_all(tl), tl)
     md = render_markdown(doc, rules.load_catalog(), tl)
     assert f"Run 1 (started {LOG}:20)" in md and "`SGL-GPU-001` (run 0)" in md
-    view = _findings_view(doc, rules.load_catalog())
+    view = findings_view(doc, rules.load_catalog())
     assert [v["f"]["figures"].get("run") for v in view if v["is_root"]] == [1]
 
 

@@ -285,7 +285,7 @@ def test_an_ordinary_exit_is_not_a_kill() -> None:
 def test_settings_take_vllm_launch_flags_and_ignore_sglang_launches() -> None:
     import polars as pl
 
-    from forensics.detectors import _vllm
+    from forensics.facts import vllm as _vllm
     from parsers.schema import rows_to_frame
 
     launch = rows_to_frame([

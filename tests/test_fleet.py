@@ -24,7 +24,7 @@ import pytest
 import zstandard
 
 from forensics import rules
-from forensics.cli import _analyse
+from forensics.analysis import analyse
 from forensics.fleet import FleetUsageError, expand_inputs, identify, run_fleet
 from forensics.fleet.dataset import FINDINGS_SCHEMA, INCIDENTS_SCHEMA
 from forensics.fleet.index import build_view
@@ -116,7 +116,7 @@ def test_each_incident_is_analysed_by_reports_function(fleet) -> None:
         folder = out / row["report"]
         doc = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
         assert (folder / "report.html").is_file() and (folder / "summary.md").is_file()
-        _tl, direct = _analyse([b.path], None, quiet=True)
+        _tl, direct = analyse([b.path], None, quiet=True)
         assert doc["root_cause"] == direct["root_cause"] == row["root_cause_rule"]
         assert [f["rule_id"] for f in doc["findings"]] == [f["rule_id"] for f in direct["findings"]]
         mine = fnd.filter(pl.col("incident_id") == row["incident_id"])
@@ -156,7 +156,7 @@ def test_tagged_bundles_are_one_incident(fleet) -> None:
     row = tagged.row(0, named=True)
     assert sorted(row["inputs"]) == sorted(str(p.absolute()) for p in fleet["pair"])
     assert len(set(row["input_sha256"])) == 2
-    _tl, direct = _analyse(fleet["pair"], None, quiet=True)
+    _tl, direct = analyse(fleet["pair"], None, quiet=True)
     assert row["root_cause_rule"] == direct["root_cause"]
 
 
@@ -345,7 +345,7 @@ def test_real_incident_corpus(tmp_path) -> None:
     inc = _incidents(tmp_path / "out")
     assert inc.height == len(cases)
     for case in cases[:: max(1, len(cases) // 8)]:
-        _tl, direct = _analyse([case], None, quiet=True)
+        _tl, direct = analyse([case], None, quiet=True)
         assert _row_of(inc, case)["root_cause_rule"] == direct["root_cause"], case.name
     html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert html.count('href="incidents/') == len(cases)
@@ -369,3 +369,29 @@ def test_two_hundred_bundles(tmp_path) -> None:
     assert Counter(ok.get_column("root_cause_category")) == Counter(_category(b.root_cause) for b in made)
     proc = _cli(str(tmp_path / "b"), "-o", str(out))
     assert proc.returncode == 0 and _incidents(out).equals(inc)
+
+
+def test_plotly_js_is_written_once_for_the_whole_dataset(fleet) -> None:
+    """Twenty incidents' pages load the dataset's one plotly.js instead of carrying 4.6 MB each."""
+    from forensics.report import PLOTLY_JS
+
+    out = fleet["out"]
+    shared = out / PLOTLY_JS
+    assert shared.is_file() and shared.stat().st_size > 1_000_000
+    pages = sorted(out.glob("incidents/*/report.html"))
+    assert len(pages) >= 20
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert f'<script src="../../{PLOTLY_JS}"></script>' in html
+        assert page.stat().st_size < shared.stat().st_size / 10, page
+    assert f'<script src="{PLOTLY_JS}"></script>' in (out / "index.html").read_text(encoding="utf-8")
+    assert [p.name for p in out.rglob("*.js")] == [PLOTLY_JS]
+
+
+def test_a_single_report_stays_one_self_contained_file(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "forensics.cli", "report", str(ROOT / "fixtures" / "seed_bundle"),
+                           "-o", str(tmp_path), "-q", "--format", "html"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "<script src=" not in html and "Plotly" in html

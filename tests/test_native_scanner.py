@@ -13,17 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from parsers import _bulkscan, sglang, sglang_fast
+from parsers import bulkscan, sglang, sglang_fast
 from parsers.schema import NotThisFormat
 
-pytestmark = pytest.mark.skipif(not _bulkscan.available(), reason=f"native scanner: {_bulkscan.why_not}")
+pytestmark = pytest.mark.skipif(not bulkscan.available(), reason=f"native scanner: {bulkscan.why_not}")
 
 
 def test_built_where_ci_requires_it() -> None:
     """CI sets FORENSICS_REQUIRE_NATIVE=1: there a silent fall-back to the slow path is a failure."""
     if os.environ.get("FORENSICS_REQUIRE_NATIVE") != "1":
         pytest.skip("FORENSICS_REQUIRE_NATIVE not set")
-    assert _bulkscan.available(), _bulkscan.why_not
+    assert bulkscan.available(), bulkscan.why_not
 
 
 def _check(text: str) -> None:
@@ -97,11 +97,11 @@ def same_key_lines(draw) -> list[str]:
 
 @given(same_key_lines(), st.sampled_from([1 << 20, 1]))
 def test_lines_of_one_shape_read_identically(lines: list[str], split: int) -> None:
-    _bulkscan.SPLIT_BYTES, before = split, _bulkscan.SPLIT_BYTES
+    bulkscan.SPLIT_BYTES, before = split, bulkscan.SPLIT_BYTES
     try:
         _check("\n".join(lines) + "\n")
     finally:
-        _bulkscan.SPLIT_BYTES = before
+        bulkscan.SPLIT_BYTES = before
 
 
 @st.composite
@@ -121,11 +121,11 @@ def access_lines(draw) -> str:
 @given(st.lists(batch_lines() | access_lines(), min_size=1, max_size=6), st.sampled_from(["\n", "\r\n"]),
        st.sampled_from([1 << 20, 1]))
 def test_generated_lines_read_identically(lines: list[str], eol: str, split: int) -> None:
-    _bulkscan.SPLIT_BYTES, before = split, _bulkscan.SPLIT_BYTES  # 1: every chunk in two halves
+    bulkscan.SPLIT_BYTES, before = split, bulkscan.SPLIT_BYTES  # 1: every chunk in two halves
     try:
         _check(eol.join(lines) + eol)
     finally:
-        _bulkscan.SPLIT_BYTES = before
+        bulkscan.SPLIT_BYTES = before
 
 
 def test_common_lines_are_all_taken() -> None:
@@ -147,12 +147,12 @@ def test_common_lines_are_all_taken() -> None:
 def test_stale_library_is_not_used(monkeypatch, tmp_path) -> None:
     src = tmp_path / "bulkscan.c"
     src.write_text("/* another revision */\n")
-    monkeypatch.setattr(_bulkscan, "SOURCE", src)
-    monkeypatch.setattr(_bulkscan, "_tried", False)
-    monkeypatch.setattr(_bulkscan, "_lib", None)
-    monkeypatch.setattr(_bulkscan, "why_not", None)  # registered first, so the reason set below is undone
-    assert _bulkscan._load() is None
-    assert "stale" in (_bulkscan.why_not or "")
+    monkeypatch.setattr(bulkscan, "SOURCE", src)
+    monkeypatch.setattr(bulkscan, "_tried", False)
+    monkeypatch.setattr(bulkscan, "_lib", None)
+    monkeypatch.setattr(bulkscan, "why_not", None)  # registered first, so the reason set below is undone
+    assert bulkscan._load() is None
+    assert "stale" in (bulkscan.why_not or "")
 
 
 @given(st.lists(st.one_of(st.none(), st.text(alphabet='"queu_r: -0123456789,}{ax\\', max_size=40),
@@ -168,7 +168,7 @@ def test_json_int_finds_what_the_regex_finds(values, cut) -> None:
     import pyarrow as pa
 
     arr = pa.array(values, type=pa.large_string()).slice(min(cut, len(values)))
-    got = _bulkscan.json_int(arr, "queue_req").to_pylist()
+    got = bulkscan.json_int(arr, "queue_req").to_pylist()
     rx = re.compile(r'"queue_req": (-?[0-9]{1,15})[,}]')
     want = [None if v is None or not (m := rx.search(v)) else int(m.group(1)) for v in arr.to_pylist()]
     assert got == want

@@ -50,7 +50,7 @@ def test_wheel_carries_the_native_scanner(wheel, tmp_path):
     assert not wheel.name.endswith("-none-any.whl")  # a compiled library makes it platform-specific
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    probe = subprocess.run([sys.executable, "-c", "from parsers import _bulkscan as b; print(b.available(), b.why_not)"],
+    probe = subprocess.run([sys.executable, "-c", "from parsers import bulkscan as b; print(b.available(), b.why_not)"],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path)
     assert probe.stdout.split()[0] == "True", probe.stdout + probe.stderr
 

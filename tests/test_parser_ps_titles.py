@@ -12,9 +12,9 @@ import json
 import pytest
 
 from parsers import fuser, ps, registry
-from parsers._proc_titles import process_identity
 from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.nvidia_smi import table as nvidia_smi_table
+from parsers.proc_titles import process_identity
 
 
 def rows(result) -> list[dict]:

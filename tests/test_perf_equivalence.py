@@ -18,19 +18,19 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from parsers import _bulkscan, sglang, sglang_fast
+from parsers import bulkscan, sglang, sglang_fast
 from parsers.schema import NotThisFormat
 
 
 @pytest.fixture(autouse=True, params=["native", "polars"])
 def fast_path(request, monkeypatch) -> str:
     if request.param == "native":
-        if not _bulkscan.available():
-            pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+        if not bulkscan.available():
+            pytest.skip(f"native scanner not available: {bulkscan.why_not}")
         # read every chunk but the smallest in two halves on two threads, as big chunks are
-        monkeypatch.setattr(_bulkscan, "SPLIT_BYTES", 256)
+        monkeypatch.setattr(bulkscan, "SPLIT_BYTES", 256)
     else:
-        monkeypatch.setattr(_bulkscan, "available", lambda: False)
+        monkeypatch.setattr(bulkscan, "available", lambda: False)
     return request.param
 
 ROOT = Path(__file__).resolve().parents[1]

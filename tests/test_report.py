@@ -15,7 +15,8 @@ import report_fixture as rf
 
 from forensics import report
 from forensics.model import Timeline
-from forensics.report import plots
+from forensics.report import document, plots
+from forensics.report import text as report_text
 from forensics.resources import templates_dir
 from parsers.schema import rows_to_frame
 
@@ -75,9 +76,9 @@ def test_headline_names_root_cause_ranks_and_gpus(html):
     # ranks 0..7 from the root cause, GPUs from all findings: 0, 2 and 3
     ranks = sorted({r for f in doc["findings"] for r in f["ranks"]})
     gpus = sorted({g for f in doc["findings"] for g in f["gpus"]})
-    assert f"<dt>Affected ranks</dt><dd>{report.ranges(ranks)}</dd>" in html
-    assert f"<dt>Affected GPUs</dt><dd>{report.ranges(gpus)}</dd>" in html
-    assert report.ranges(gpus) == "0, 2–3"
+    assert f"<dt>Affected ranks</dt><dd>{report_text.ranges(ranks)}</dd>" in html
+    assert f"<dt>Affected GPUs</dt><dd>{report_text.ranges(gpus)}</dd>" in html
+    assert report_text.ranges(gpus) == "0, 2–3"
     assert "No fuser output in the bundle" in html  # confidence_reason of a finding
 
 
@@ -185,9 +186,10 @@ def test_no_findings_document():
     assert report.render_markdown(doc, None).startswith("## No findings")
 
 
-def test_gaps_come_before_the_conclusions(html):
-    assert html.index("Read this first: gaps in the input") < html.index('id="root-cause"')
-    assert "nvidia-smi-q-xml: timed out after 10 s" in html
+def test_gaps_follow_the_root_cause_and_the_fix(html):
+    """Root cause first, then what to change and do; what the input lacked comes after, still on the page."""
+    assert html.index('id="root-cause"') < html.index('id="what-to-change"') < html.index('id="gaps"')
+    assert "nvidia-smi-q-xml: timed out after 10 s" in html[html.index('id="gaps"'):]
 
 
 def test_inventory_lists_coverage_examples_and_clocks(html):
@@ -244,17 +246,49 @@ def test_markdown_names_root_cause_evidence_flags_and_cleanup():
     assert "`logs/sglang.log:34`" in md
     assert "| `--hicache-size` | `300` | `48` |" in md
     assert "| `--mem-fraction-static` | `0.85` | `0.80` |" in md
-    assert "1. `pkill -9 -f sglang`" in md
+    assert "1. **Fix:** Relaunch with the corrected command: `--hicache-size 48`, `--mem-fraction-static 0.80`" in md
+    assert "2. **Clean up:** `pkill -9 -f sglang`" in md
+    assert "Not in the input: nvidia-smi-q-xml: timed out after 10 s" in md
+
+
+def test_next_steps_are_grouped_deduplicated_and_short():
+    """Fix, confirm, clean up — in that order; an action that repeats an earlier one (same command, or
+    mostly the same words) is said once; alternatives stay under their finding; eight at most."""
+    from forensics.report.document import MAX_NEXT_STEPS, next_steps
+
+    def finding(rule, *actions, severity="high"):
+        return {"rule_id": rule, "severity": severity, "remediation": {"flags": [], "actions": list(actions)}}
+
+    doc = {"root_cause": "A", "findings": [
+        finding("A", "Set --hicache-size per rank, not per server.", "Reboot the host when D-state processes never exit.",
+                severity="critical"),
+        finding("B", "Reboot the host (or the VM) when D-state processes never exit.",
+                "Kill from the hypervisor: `pct exec 101 -- pkill -9 -f sglang`",
+                "Or lower --max-running-requests (now 150)."),
+        finding("C", "In a container, stop it from the host: `pct exec 101 -- pkill -9 -f sglang` or `docker kill <ctr>`.",
+                "To confirm: host RAM — `free -g`"),
+        finding("D", *[f"Kill stray worker {i}: `kill -9 {4000 + i}`" for i in range(12)], severity="low"),
+    ]}
+    steps = next_steps(doc)
+    texts = [s["text"] for s in steps]
+    assert len(steps) == MAX_NEXT_STEPS
+    assert [s["group"] for s in steps] == sorted((s["group"] for s in steps), key=["fix", "confirm", "clean"].index)
+    assert texts[0] == "Set --hicache-size per rank, not per server." and steps[1]["group"] == "confirm"
+    assert sum("Reboot" in t for t in texts) == 1
+    assert sum("pct exec" in t for t in texts) == 1
+    assert not any(t.startswith("Or ") for t in texts)
+    # a command with a placeholder is shown, never offered to copy as it stands
+    assert all("<ctr>" not in c for s in steps for c in s["commands"])
 
 
 def test_corrected_argv_forms():
-    F = report.FlagRow
-    new, changed, old = report.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
+    F = document.FlagRow
+    new, changed, old = document.corrected_argv(["x", "--a", "1", "--b=2", "--c"],
                                               [F("--a", "1", "9", "", "r"), F("--b", "2", "8", "", "r"),
                                                F("--d", None, "7", "", "r"), F("--c", None, "", "", "r")])
     assert new == ["x", "--a", "9", "--b=8", "--d", "7"]
     assert changed == {2, 3, 4, 5} and old == {1, 2, 3, 4}
-    new, _, _ = report.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
+    new, _, _ = document.corrected_argv(["x", "--hicache_size", "300"], [F("--hicache-size", "300", "48", "", "r")])
     assert new == ["x", "--hicache_size", "48"]
 
 
@@ -347,3 +381,22 @@ def test_summary_of_binary_only_input_says_so(tmp_path) -> None:
     (md,) = write_outputs(doc, tl, tmp_path / "out", {"md"})
     text = md.read_text(encoding="utf-8")
     assert "blob.bin is binary and was not read" in text and "None of the rules" not in text
+
+
+def test_a_chart_needs_enough_samples_to_show_a_course():
+    """Two host-memory samples are a sentence, not a chart; three are a chart."""
+    from datetime import UTC, datetime, timedelta
+
+    from parsers.schema import rows_to_frame
+
+    def host_rows(n):
+        t0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+        return [{"kind": "host_memory", "file": "free.txt", "line": i + 1, "ts": t0 + timedelta(minutes=i),
+                 "used_bytes": (100 + 10 * i) << 30, "avail_bytes": (300 - 10 * i) << 30, "text": "Mem:"}
+                for i in range(n)]
+
+    few = plots.timeline_plots(Timeline(events=rows_to_frame(host_rows(2), source="free", path="free.txt")))
+    assert "host-memory" not in [f.key for f in few.figures]
+    assert any("Only 2 time-stamped host memory sample(s)" in n for n in few.notes)
+    enough = plots.timeline_plots(Timeline(events=rows_to_frame(host_rows(3), source="free", path="free.txt")))
+    assert "host-memory" in [f.key for f in enough.figures]

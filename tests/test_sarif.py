@@ -6,7 +6,7 @@ import json
 
 import report_fixture as rf
 
-from forensics.report import catalog_rules
+from forensics.report.catalog import catalog_rules
 from forensics.report.sarif import LEVELS, SARIF_VERSION, fingerprint, to_sarif
 
 

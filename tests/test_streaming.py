@@ -120,15 +120,15 @@ def test_spill_folder_is_removed(tmp_path, monkeypatch) -> None:
 def test_sample_is_the_same_with_and_without_the_compiled_reader(tmp_path, monkeypatch) -> None:
     """The sampler reads queue_req through parsers/_native where it is built; the sample must not differ,
     and each (kind, rank, run)'s largest queue is in it."""
-    from parsers import _bulkscan
+    from parsers import bulkscan
 
-    if not _bulkscan.available():
+    if not bulkscan.available():
         import pytest
 
-        pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+        pytest.skip(f"native scanner not available: {bulkscan.why_not}")
     _write_set(tmp_path / "in", 14)
     native = _streamed(tmp_path, monkeypatch, KEEP_ALL=10, BUCKETS=4)
-    monkeypatch.setattr(_bulkscan, "available", lambda: False)
+    monkeypatch.setattr(bulkscan, "available", lambda: False)
     plain = _streamed(tmp_path, monkeypatch, KEEP_ALL=10, BUCKETS=4)
     assert_frame_equal(native.events, plain.events)
     q = pl.col("attrs").str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1).cast(pl.Int64)
@@ -157,12 +157,12 @@ def _sampler_chunk(rng: random.Random, n: int, start: int) -> pl.DataFrame:
 def test_compiled_sampler_chooses_the_rows_polars_chooses(monkeypatch) -> None:
     """Ties, nulls, keys that come and go, buckets cut by chunk ends, the extreme budget running out:
     the compiled sampler (parsers/_native) keeps exactly the rows of the polars one, chunk after chunk."""
-    from parsers import _bulkscan
+    from parsers import bulkscan
 
-    if not _bulkscan.available():
+    if not bulkscan.available():
         import pytest
 
-        pytest.skip(f"native scanner not available: {_bulkscan.why_not}")
+        pytest.skip(f"native scanner not available: {bulkscan.why_not}")
     monkeypatch.setattr(timeline, "KEEP_ALL", 5)
     monkeypatch.setattr(timeline, "MAX_EXTREME", 9)
     for seed in range(12):
@@ -173,7 +173,7 @@ def test_compiled_sampler_chooses_the_rows_polars_chooses(monkeypatch) -> None:
             chunk = _sampler_chunk(rng, rng.randint(1, 120), start)
             start += chunk.height
             a = native.keep(chunk)
-            monkeypatch.setattr(_bulkscan, "available", lambda: False)
+            monkeypatch.setattr(bulkscan, "available", lambda: False)
             b = plain.keep(chunk)
             monkeypatch.undo()
             monkeypatch.setattr(timeline, "KEEP_ALL", 5)

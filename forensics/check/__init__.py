@@ -31,13 +31,8 @@ from typing import Any
 import polars as pl
 
 from forensics.detectors import link_consequences, pick_root_cause, prelaunch, run_all
-from forensics.detectors._common import (
-    _IMAGE_TAG_RE,
-    parse_version,
-    ranks_per_host,
-    server_config,
-    version_text,
-)
+from forensics.facts.launch import ranks_per_host, server_config
+from forensics.facts.versions import IMAGE_TAG_RE, parse_version, version_text
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
 from parsers import free as free_parser
 from parsers import launch as launch_parser
@@ -172,7 +167,7 @@ def file_limits(text: str) -> dict[str, Any]:
         size = k8s_quantity(m.group(1) or m.group(2)) if m else None
         if size:
             out["shm_mount_bytes"] = size
-    m = _IMAGE_TAG_RE.search(text)
+    m = IMAGE_TAG_RE.search(text)
     if m:
         out["image_version"] = m.group(1)
     return out

@@ -13,6 +13,8 @@ sentence that says how it follows.
 
 from __future__ import annotations
 
+from forensics.detectors.reconcile import reconcile_flags
+from forensics.facts.runs import iter_runs
 from forensics.model import SEVERITY_RANK, Finding, Timeline
 
 from . import (
@@ -40,7 +42,6 @@ from . import (
     weights_do_not_fit,
     xid,
 )
-from ._common import iter_runs
 
 DETECTORS = (
     per_rank_overallocation,
@@ -265,7 +266,9 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     if len(tl.facts.hosts) > 1:
         from . import multihost
 
-        return multihost.run_hosts(tl, _detect)
+        findings, root = multihost.run_hosts(tl, _detect)
+        reconcile_flags(findings, root)
+        return findings, root
     findings = _detect(tl)
     incident = incident_run(findings, tl)
     findings.sort(key=lambda f: _sort_key(f, incident))
@@ -274,7 +277,9 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     from . import multihost
 
     multihost.note_missing_nodes(tl, {tl.facts.host or "": tl})
-    return findings, pick_root_cause(findings, incident)
+    root = pick_root_cause(findings, incident)
+    reconcile_flags(findings, root)
+    return findings, root
 
 
 def _detect(tl: Timeline) -> list[Finding]:

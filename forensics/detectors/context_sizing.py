@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import math
 
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, Row, fmt_gib, iter_runs, make_finding, of_kind, server_config, tag_run
+from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 
 #: one allocation at least this share of the GPU during start-up is a table sized by configuration
@@ -55,7 +58,7 @@ def _startup_failures(run: list[Row]) -> list[Row]:
 
 
 def _in_setup(row: Row) -> bool:
-    from ._common import attrs
+    from forensics.facts.rows import attrs
 
     a = attrs(row)
     text = row.get("text") or ""

@@ -13,25 +13,14 @@ from __future__ import annotations
 import math
 import re
 
+from forensics.facts.gpu import gpu_capacity
+from forensics.facts.launch import ServerConfig, server_config
+from forensics.facts.rows import Row, attrs, before, rank_of
+from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.units import parse_size
 
-from ._common import (
-    GIB,
-    Row,
-    ServerConfig,
-    attrs,
-    before,
-    fmt_gib,
-    gpu_capacity,
-    has_kind,
-    iter_runs,
-    make_finding,
-    of_kind,
-    rank_of,
-    server_config,
-    tag_run,
-)
+from ._common import GIB, fmt_gib, make_finding, tag_run
 from .held_at_start import foreign_processes
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)

@@ -22,9 +22,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
-from ._common import Row, RunRef, attrs, iter_runs, make_finding, of_kind, rank_of, rows, tag_run
+from ._common import make_finding, tag_run
 
 #: What counts as the server dying, most telling first (the first kind present leads the finding).
 FATAL_KINDS = (
@@ -121,7 +123,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
 
 def _vllm_deaths(tl: Timeline, findings: list[Finding]) -> list[Finding]:
     """SGL-RUN-001 for a vLLM server that died of something no rule explains (its runs are vLLM's own)."""
-    from ._vllm import vllm_runs
+    from forensics.facts.vllm import vllm_runs
 
     if any(SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"] and f.rule_id not in ("SGL-RUN-001", "SGL-RUN-002")
            for f in findings):

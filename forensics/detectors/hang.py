@@ -9,9 +9,12 @@ the soft watchdog's noise, not a hang.
 
 from __future__ import annotations
 
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row, attrs, before, rank_of
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, before, iter_runs, make_finding, of_kind, rank_of, server_config, tag_run
+from ._common import make_finding, tag_run
 
 
 def _stuck_dumps(run: list[Row]) -> list[Row]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from ._common import GIB, Row, attrs, fmt_gib, iter_runs, make_finding, of_kind, rank_of, tag_run
+from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 from .stranded_context import ESCALATION
 
@@ -113,7 +115,8 @@ def detect_orphans(tl: Timeline) -> list[Finding]:
 
     A server's parent killed with SIGKILL cannot tell its children; schedulers and workers survive as
     orphans, keep their CUDA contexts and ports, and the next launch on those GPUs fails (SGL-GPU-006)."""
-    from ._common import group_snapshots, rows
+    from forensics.facts.lifecycle import group_snapshots
+    from forensics.facts.rows import rows
 
     out: list[Finding] = []
     gpu_rows = rows(tl, "gpu_process")
@@ -157,7 +160,8 @@ FULL_SHARE = 0.5
 def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
     """An nvidia-smi snapshot alone (no engine log, no process table naming a server) with GPUs holding most of
     their memory: asked about after a shutdown, that is memory a survivor holds."""
-    from ._common import rows, sglang_runs
+    from forensics.facts.rows import rows
+    from forensics.facts.runs import sglang_runs
 
     if sglang_runs(tl) or rows(tl, "process", "launch_command", "gpu_process_none", "process_sample") \
             or not tl.events.height:

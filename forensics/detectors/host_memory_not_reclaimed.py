@@ -14,20 +14,11 @@ not finished dying.
 
 from __future__ import annotations
 
+from forensics.facts.lifecycle import end_events, last_end_before, launch_moments, relaunched_between
+from forensics.facts.rows import Row, before, rows
 from forensics.model import Finding, Timeline
 
-from ._common import (
-    GIB,
-    Row,
-    before,
-    end_events,
-    fmt_gib,
-    last_end_before,
-    launch_moments,
-    make_finding,
-    relaunched_between,
-    rows,
-)
+from ._common import GIB, fmt_gib, make_finding
 
 EXCESS_FRACTION = 0.10  # used − baseline must exceed max(16 GiB, 10% of total)
 MIN_USED_FRACTION = 0.25  # and used must be at least 25% of total

@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 import re
 
+from forensics.facts.launch import ranks_per_host, server_config
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, fmt_gib, make_finding, rank_of, ranks_per_host, rows, server_config
+from ._common import fmt_gib, make_finding
 from .fatal_other import failure_class
 
 #: with no host figures, propose at most this share of what failed to pin

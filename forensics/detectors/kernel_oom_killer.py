@@ -17,22 +17,12 @@ from __future__ import annotations
 
 import polars as pl
 
+from forensics.facts.lifecycle import is_sglang_process, kill_commands
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from ._common import (
-    Row,
-    attrs,
-    before,
-    fmt_gib,
-    is_sglang_process,
-    iter_runs,
-    kill_commands,
-    make_finding,
-    of_kind,
-    rank_of,
-    rows,
-    tag_run,
-)
+from ._common import fmt_gib, make_finding, tag_run
 
 SIGKILL_CODES = (-9, 137)  # multiprocessing's -signal, and a shell's 128 + 9
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from ._common import Row, attrs, iter_runs, make_finding, of_kind, rank_of, server_config, tag_run
+from ._common import make_finding, tag_run
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from forensics.facts.rows import rows
+from forensics.facts.versions import sglang_version
 from forensics.model import SEVERITY_RANK, Finding, Timeline
-
-from ._common import rows, sglang_version
 
 #: fact → (words, the command that collects it)
 FACTS: dict[str, tuple[str, str]] = {

@@ -20,20 +20,13 @@ from __future__ import annotations
 import math
 import re
 
+from forensics.facts.gpu import gpu_capacity
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import (
-    GIB,
-    Row,
-    fmt_gb,
-    fmt_gib,
-    gpu_capacity,
-    iter_runs,
-    make_finding,
-    of_kind,
-    server_config,
-    tag_run,
-)
+from ._common import GIB, fmt_gb, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 
 #: weights may fill at most this share of a GPU and leave room for a KV pool worth serving from

@@ -16,9 +16,11 @@ from typing import Any
 
 import polars as pl
 
+from forensics.facts.launch import ranks_per_host, server_config
+from forensics.facts.rows import attrs, rank_of, rows, to_number
 from forensics.model import SEVERITY_RANK, Finding, Timeline, iso_z
 
-from ._common import attrs, make_finding, rank_of, ranks_per_host, rows, server_config, to_number
+from ._common import make_finding
 
 #: Row kinds whose rank labels say which ranks ran on a host.
 _RANK_KINDS = ("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "hicache_alloc",

@@ -16,20 +16,12 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.launch import ServerConfig, server_config
+from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
-from ._common import (
-    Row,
-    ServerConfig,
-    attrs,
-    iter_runs,
-    make_finding,
-    of_kind,
-    rank_of,
-    rows,
-    server_config,
-    tag_run,
-)
+from ._common import make_finding, tag_run
 
 STARTUP_SEQ = 100  # SeqNum below this: the collective was among the first few of the run
 

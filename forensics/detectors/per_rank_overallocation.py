@@ -17,36 +17,22 @@ import math
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from forensics.facts.launch import (
+    ServerConfig,
+    docker_memory_limit,
+    flag_key,
+    is_prose,
+    launch_rows,
+    ranks_per_host,
+    server_config,
+)
+from forensics.facts.lifecycle import launch_moments
+from forensics.facts.rows import Row, attrs, before, rank_label, rank_of, rows
+from forensics.facts.runs import RunRef, iter_runs, of_kind
+from forensics.facts.versions import sglang_version, version_text, version_window
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import (
-    GIB,
-    Row,
-    RunRef,
-    ServerConfig,
-    attrs,
-    before,
-    docker_memory_limit,
-    evidence_list,
-    flag_key,
-    fmt_gb,
-    fmt_gib,
-    is_prose,
-    iter_runs,
-    launch_moments,
-    launch_rows,
-    make_finding,
-    of_kind,
-    rank_label,
-    rank_of,
-    ranks_per_host,
-    rows,
-    server_config,
-    sglang_version,
-    tag_run,
-    version_text,
-    version_window,
-)
+from ._common import GIB, evidence_list, fmt_gb, fmt_gib, make_finding, tag_run
 from .recorded_history import recorded_climb
 
 SGLANG_RESERVE = 10 * GIB  # SGLang's own host reserve in the allocation check (0.4.10+)

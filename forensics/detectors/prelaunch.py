@@ -21,20 +21,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from forensics.facts.launch import launch_rows, ranks_per_host, server_config
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import (
-    GIB,
-    MIB,
-    Row,
-    attrs,
-    fmt_gib,
-    launch_rows,
-    make_finding,
-    ranks_per_host,
-    rows,
-    server_config,
-)
+from ._common import GIB, MIB, fmt_gib, make_finding
 from .cuda_graph_headroom import corrected_fraction, margin_bytes
 from .stranded_context import held_threshold
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, Timeline
 
-from ._common import GIB, Row, attrs, fmt_gib, make_finding, rows
+from ._common import GIB, fmt_gib, make_finding
 
 RECORD = "record"
 LEAK_MIN_SPAN_S = 1800.0  # a leak is a trend over half an hour at least, not one allocation

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.launch import launch_rows
+from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, launch_rows, make_finding, rows
+from ._common import make_finding
 from .fatal_other import failure_class
 
 _STORE_SETUP = re.compile(r"init_torch_distributed|init_process_group|_store_based_barrier|TCPStore|"
@@ -112,7 +114,10 @@ def detect_unbalanced_loading(tl: Timeline) -> list[Finding]:
     """``TP rank N could finish the model loading, but there are other ranks that didn't finish loading``: the
     ranks that finished waited at SGLang's post-load barrier, whose timeout is a constant of its own (300 s,
     later 480 s, ``SGLANG_UNBALANCED_MODEL_LOADING_TIMEOUT_S`` where it exists), not ``--dist-timeout``."""
-    from ._common import iter_runs, of_kind, rank_of, tag_run
+    from forensics.facts.rows import rank_of
+    from forensics.facts.runs import iter_runs, of_kind
+
+    from ._common import tag_run
 
     out = []
     for ref, run in iter_runs(tl):

@@ -11,9 +11,11 @@ or a container's 64 MiB default — not host RAM and not GPU memory::
 
 from __future__ import annotations
 
+from forensics.facts.launch import launch_rows
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import Row, attrs, fmt_gib, launch_rows, make_finding, rank_of, rows
+from ._common import fmt_gib, make_finding
 from .fatal_other import failure_class
 
 #: a multi-GPU container below this /dev/shm size is the usual suspect (NCCL and the tokenizer IPC use it)

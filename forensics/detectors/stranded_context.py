@@ -18,22 +18,17 @@ GPUs 0 and 2 stay ~full with no live owner while the others are empty: stranded 
 from __future__ import annotations
 
 from forensics.facts.gpu_map import fill_gpus, gpu_map
-from forensics.model import Finding, Timeline
-
-from ._common import (
-    GIB,
-    Row,
-    attrs,
-    before,
+from forensics.facts.lifecycle import (
     end_events,
-    fmt_gib,
     group_snapshots,
     is_sglang_process,
     last_end_before,
-    make_finding,
     relaunched_between,
-    rows,
 )
+from forensics.facts.rows import Row, attrs, before, rows
+from forensics.model import Finding, Timeline
+
+from ._common import GIB, fmt_gib, make_finding
 
 HELD_FRACTION = 0.05  # a GPU "holds memory" from max(1 GiB, 5% of its total)
 CLEAN_BYTES = GIB  # below this a GPU counts as released (driver/persistence overhead is MiBs)

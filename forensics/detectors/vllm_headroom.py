@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.rows import attrs, rank_of
+from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import attrs, fmt_gib, make_finding, rank_of
-from ._vllm import gpu_total_bytes, of_kind, settings, vllm_runs
+from ._common import fmt_gib, make_finding
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU

@@ -16,10 +16,12 @@ True
 from __future__ import annotations
 
 from forensics.facts import engines
+from forensics.facts.launch import docker_memory_limit, launch_rows
+from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, Row, attrs, docker_memory_limit, fmt_gib, launch_rows, make_finding, rows
-from ._vllm import VllmSettings, _is_vllm_launch, of_kind, settings, vllm_runs
+from ._common import GIB, fmt_gib, make_finding
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
 RESERVE_SHARE = 0.1  # of host RAM kept for the OS, weight loading and the processes themselves
@@ -69,7 +71,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     seen = False
     # a launch command alone (a ticket, `forensics check`) is a run with no log rows of its own
-    runs = vllm_runs(tl) or ([[]] if any(_is_vllm_launch(r) for r in launch_rows(tl)) else [])
+    runs = vllm_runs(tl) or ([[]] if any(is_vllm_launch(r) for r in launch_rows(tl)) else [])
     for run in runs:
         if seen:
             break

@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, Row, attrs, fmt_gib, make_finding, rank_of
-from ._vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
+from ._common import GIB, fmt_gib, make_finding
 
 MAX_SENSIBLE_UTILIZATION = 0.95  # above this nothing is left for NCCL, graphs and activation spikes
 UTIL_MARGIN = 0.01  # on top of the exact raise, as vLLM's own docs advise

@@ -16,20 +16,12 @@ from __future__ import annotations
 
 import math
 
+from forensics.facts.launch import server_config
+from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import (
-    Row,
-    attrs,
-    fmt_gib,
-    has_kind,
-    iter_runs,
-    make_finding,
-    of_kind,
-    rank_of,
-    server_config,
-    tag_run,
-)
+from ._common import fmt_gib, make_finding, tag_run
 
 RAISE_MARGIN = 0.02  # above the minimum viable fraction, so a KV pool of useful size remains
 MAX_SENSIBLE_FRACTION = 0.95  # above this there is no headroom left for graphs and activations

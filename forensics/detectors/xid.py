@@ -15,10 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from forensics.facts.gpu_map import fill_gpus, gpu_map
+from forensics.facts.lifecycle import end_events
+from forensics.facts.rows import Row, attrs, before, rows
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
 
-from ._common import Row, attrs, before, end_events, make_finding, rows
 from ._common import evidence as evidence_of
+from ._common import make_finding
 
 
 def our_severity(value: Any) -> str:

@@ -384,13 +384,14 @@ def analyse_incident(spec: dict[str, Any], out_dir: str, tz: str | None = None,
         return row
     from forensics.analysis import analyse
     from forensics.inputs import InputError
-    from forensics.report import write_outputs
+    from forensics.report import PLOTLY_JS, write_outputs
 
     report_dir = out / "incidents" / inc_id
     try:
         tl, doc = analyse([Path(p) for p in spec["inputs"]], tz, quiet=True, spill=out / "incidents")
         facts = _incident_facts(tl, doc)
-        write_outputs(doc, tl, report_dir, set(formats))
+        # the incident's page loads the dataset's one plotly.js (DIR/plotly.min.js, two folders up)
+        write_outputs(doc, tl, report_dir, set(formats), plotlyjs_src=f"../../{PLOTLY_JS}")
         gpu_ids = _gpu_identities(tl)
     except (InputError, OSError, ValueError, MemoryError) as e:
         row["error"] = _one_line(e)
@@ -554,6 +555,10 @@ def run_fleet(args: list[str], out_dir: Path, workers: int | None = None, ray: s
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock(out_dir)
     try:
+        if "html" in formats:  # before any incident's page, which loads it from two folders up
+            from forensics.report import write_plotlyjs
+
+            write_plotlyjs(out_dir)
         return _run_locked(paths, out_dir, workers, ray, tz, formats, say, index, t0)
     finally:
         lock.close()

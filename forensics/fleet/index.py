@@ -1,6 +1,6 @@
 """``DIR/index.html``: the fleet's page, built from the dataset alone (incidents.parquet + findings/).
 
-Self-contained like the report (inline CSS and plotly.js, no network; every value from the inputs is
+Self-contained like the report (inline CSS, the dataset's one plotly.js beside it, no network; every value from the inputs is
 escaped by the template, figure data is inert JSON). What a platform team asks across incidents:
 what keeps recurring, which GPUs keep faulting, which flags keep being wrong, and did a fix hold.
 """
@@ -210,23 +210,21 @@ def _headline(view: FleetView, ok: list[dict[str, Any]]) -> list[str]:
 
 
 def render_index(out_dir: Path) -> str:
-    import plotly.offline
-    from markupsafe import Markup
-
-    from forensics.report import _env
+    """The fleet page; it loads the dataset's one copy of plotly.js (``DIR/plotly.min.js``)."""
+    from forensics import __version__
+    from forensics.report import PLOTLY_JS, template_env
 
     out_dir = Path(out_dir)
     view = build_view(read_incidents(out_dir), read_findings(out_dir), out_dir)
-    plotlyjs = re.sub(r"</(script)", r"<\\/\1", plotly.offline.get_plotlyjs(), flags=re.IGNORECASE)
-    from forensics import __version__
-
-    return _env(True).get_template("fleet.html.j2").render(v=view, plotlyjs=Markup(plotlyjs), version=__version__)
+    return template_env(True).get_template("fleet.html.j2").render(v=view, plotlyjs_src=PLOTLY_JS, version=__version__)
 
 
 def write_index(out_dir: Path) -> Path:
-    from forensics.report import _write_atomic
+    from forensics.report import PLOTLY_JS, write_atomic, write_plotlyjs
 
+    if not (Path(out_dir) / PLOTLY_JS).is_file():
+        write_plotlyjs(Path(out_dir))
     target = Path(out_dir) / "index.html"
     text = render_index(out_dir)
-    _write_atomic(target, lambda p: p.write_text(text, encoding="utf-8", newline="\n"))
+    write_atomic(target, lambda p: p.write_text(text, encoding="utf-8", newline="\n"))
     return target

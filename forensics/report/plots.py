@@ -27,6 +27,9 @@ from forensics.model import Timeline
 MAX_POINTS = 5000
 #: Most marker lines drawn on one figure (the rest are listed as a count).
 MAX_MARKERS = 40
+#: A chart is drawn only when some series has at least this many points: one or two samples say
+#: nothing a sentence cannot, and an almost empty chart reads as missing data.
+MIN_SERIES_POINTS = 3
 GIB = float(1 << 30)
 
 #: SGLang lines that print the device's free memory ("avail mem=… GB", GiB) for one rank.
@@ -288,6 +291,20 @@ def _order_positions(rows: list[dict[str, Any]]) -> dict[int, int]:
 _PLOTTED = ("gpu_memory", "host_memory", *SGLANG_AVAIL_KINDS)
 
 
+def enough_to_plot(traces: list[dict[str, Any]]) -> bool:
+    """Whether a figure of these traces shows a course: some series with :data:`MIN_SERIES_POINTS` points.
+
+    >>> enough_to_plot([{"x": [1, 2], "y": [3, 4]}]), enough_to_plot([{"x": [1, 2, 3], "y": [3, 4, 5]}])
+    (False, True)
+    """
+    return any(sum(y is not None for y in t.get("y") or []) >= MIN_SERIES_POINTS for t in traces)
+
+
+def _samples(traces: list[dict[str, Any]]) -> int:
+    """Samples of the longest series (two series of one snapshot are one sample)."""
+    return max((sum(y is not None for y in t.get("y") or []) for t in traces), default=0)
+
+
 def timeline_plots(tl: Timeline) -> Plots:
     """The report's figures: GPU memory, host memory (UTC time axis) and a "by order" figure."""
     ev = tl.events
@@ -309,7 +326,10 @@ def timeline_plots(tl: Timeline) -> Plots:
 
     gpu_traces, gpu_cut = _series_traces(_gpu_points(timed, at_time))
     sgl_traces, sgl_cut = _series_traces(_sglang_points(timed, at_time, several_runs), dash="dash")
-    if gpu_traces or sgl_traces:
+    if (gpu_traces or sgl_traces) and not enough_to_plot(gpu_traces + sgl_traces):
+        notes.append(f"Only {_samples(gpu_traces + sgl_traces)} time-stamped GPU memory sample(s): too few to chart; "
+                     "they are in the evidence and timeline.parquet.")
+    elif gpu_traces or sgl_traces:
         figures.append(PlotSpec(
             key="gpu-memory",
             title="GPU memory over time",
@@ -324,7 +344,10 @@ def timeline_plots(tl: Timeline) -> Plots:
         notes.append("No time-stamped GPU memory samples (nvidia-smi or SGLang \"avail mem\" lines) in the input.")
 
     host_traces, host_cut = _series_traces(_host_points(timed, at_time))
-    if host_traces:
+    if host_traces and not enough_to_plot(host_traces):
+        notes.append(f"Only {_samples(host_traces)} time-stamped host memory sample(s): too few to chart; they are in "
+                     "the evidence and timeline.parquet.")
+    elif host_traces:
         figures.append(PlotSpec(
             key="host-memory",
             title="Host memory over time",
@@ -353,6 +376,10 @@ def timeline_plots(tl: Timeline) -> Plots:
             t, c = _series_traces(groups, dash=dash)
             traces += t
             cut += c
+        if not enough_to_plot(traces):
+            notes.append(f"{_samples(traces)} memory sample(s) without a time stamp: too few to chart by their order.")
+            traces = []
+    if any(r["kind"] in _PLOTTED for r in plotted_untimed) and traces:
         m_rows = [(at_order(r), lab, float(at_order(r))) for r in plotted_untimed if (lab := _marker_label(r))]
         o_shapes, o_notes, o_dropped = _markers(m_rows, window=0.0)
         figures.append(PlotSpec(

@@ -23,14 +23,8 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from forensics.report import (
-    RuleInfo,
-    catalog_rules,
-    flag_changes,
-    normalise_document,
-    ordered_findings,
-    rule_info,
-)
+from forensics.report.catalog import RuleInfo, catalog_rules, rule_info
+from forensics.report.document import flag_changes, normalise_document, ordered_findings
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 SARIF_VERSION = "2.1.0"

@@ -30,7 +30,7 @@ from forensics.inputs.rotation import member_examples
 from forensics.model import Artifact, Facts, Timeline, json_safe
 from forensics.progress import byte_task
 from forensics.redact import redact_frame, redact_text
-from parsers import _bulkscan, registry
+from parsers import bulkscan, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
 Progress = Callable[[str], None]
@@ -443,7 +443,7 @@ class _Sampler:
             return frame
         # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
         b = frame.select(*self.KEYS, "ratio", "tokens", "count", "attrs").with_row_index("_i").filter(is_bulk)
-        kept = self._choose_native(b) if _bulkscan.available() else self._choose(b)
+        kept = self._choose_native(b) if bulkscan.available() else self._choose(b)
         self.bulk += n_bulk
         self.kept += kept.len()
         # the other rows, then the kept bulk rows, each in line order
@@ -464,10 +464,10 @@ class _Sampler:
         for k, row in zip(kid.gather(firsts).to_list(), firsts.to_list(), strict=True):
             key_of[k] = key_cols.row(row)
             ord0[k] = self.seen.get(key_of[k], 0)
-        keep, counts, extreme = _bulkscan.sample(
+        keep, counts, extreme = bulkscan.sample(
             kid.to_arrow(), nkeys, ord0, self.bucket, KEEP_ALL, b.get_column("ratio").to_arrow(),
             b.get_column("tokens").to_arrow(), b.get_column("count").to_arrow(),
-            _bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"),
+            bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"),
             (b.get_column("kind") == "http_access").fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
             self.extreme)
         for k, key in key_of.items():

@@ -36,7 +36,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.nvidia_smi.common import (
     MAX_LINE,
     SmiCommand,
@@ -52,6 +51,7 @@ from parsers.nvidia_smi.common import (
     smi_invocations,
     split_lines,
 )
+from parsers.proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_csv"

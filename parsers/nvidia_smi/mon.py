@@ -43,7 +43,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.nvidia_smi.common import (
     failure_row,
     match_failure,
@@ -52,6 +51,7 @@ from parsers.nvidia_smi.common import (
     prompt_command,
     split_lines,
 )
+from parsers.proc_titles import process_identity, rank_columns
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_mon"

@@ -44,7 +44,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.nvidia_smi.common import (
     BUS_ID_PATTERN,
     failure_row,
@@ -60,6 +59,7 @@ from parsers.nvidia_smi.common import (
     smi_invocations,
     split_lines,
 )
+from parsers.proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_table"

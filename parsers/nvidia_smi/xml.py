@@ -48,7 +48,6 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from typing import Any
 
-from parsers._proc_titles import process_identity, rank_columns
 from parsers.nvidia_smi.common import (
     failure_row,
     integer,
@@ -63,6 +62,7 @@ from parsers.nvidia_smi.common import (
     smi_invocations,
     split_lines,
 )
+from parsers.proc_titles import process_identity, rank_columns
 from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_xml"

@@ -59,9 +59,9 @@ def _load() -> ctypes.CDLL | None:
     if not LIBRARY.is_file():
         why_not = f"{LIBRARY} not built (no C compiler at install?)"
         return None
-    from parsers.sglang import _KEY_RENAMES
+    from parsers.sglang import KEY_RENAMES
 
-    set_renames(_KEY_RENAMES)
+    set_renames(KEY_RENAMES)
     try:
         lib = ctypes.CDLL(str(LIBRARY))
         lib.fx_abi.restype = ctypes.c_int
@@ -95,7 +95,7 @@ def available() -> bool:
 
 
 def set_renames(renames: dict[str, str]) -> None:
-    """The raw batch keys whose snake name is not the generic one (parsers.sglang._KEY_RENAMES)."""
+    """The raw batch keys whose snake name is not the generic one (parsers.sglang.KEY_RENAMES)."""
     global _renames
     blob = b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in renames.items()) + b"\0"
     _renames = ctypes.create_string_buffer(blob, len(blob))

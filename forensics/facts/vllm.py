@@ -1,4 +1,4 @@
-"""What the vLLM detectors share: a log's runs and the settings that apply to each.
+"""vLLM facts: a log's runs and the settings that apply to each.
 
 Settings come from, in rising precedence: vLLM's defaults (``forensics.facts.engines``, marked assumed),
 a ``vllm serve`` launch command, ``args: Namespace(...)`` / ``non-default args: {...}``, the engine's
@@ -20,9 +20,9 @@ from typing import Any
 import polars as pl
 
 from forensics.facts import engines
+from forensics.facts.launch import flag_key, launch_rows
+from forensics.facts.rows import Row, attrs, rows, to_number
 from forensics.model import Timeline
-
-from ._common import Row, attrs, flag_key, launch_rows, rows, to_number
 
 VLLM_KINDS = (
     "engine_config", "server_args", "version", "weight_load_begin", "weight_load_end", "memory_profile",
@@ -109,7 +109,7 @@ _VLLM_ONLY = ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs", "
               "--num-scheduler-steps", "--cpu-offload-gb", "--max-num-batched-tokens")
 
 
-def _is_vllm_launch(row: Row) -> bool:
+def is_vllm_launch(row: Row) -> bool:
     """A launch command of vLLM: its engine attr, its program, else flags only vLLM has (a bare flag list)."""
     a = attrs(row)
     if a.get("engine") is not None:
@@ -124,7 +124,7 @@ def settings(tl: Timeline, run: list[Row]) -> VllmSettings:
     """The settings that apply to a run (its own config rows; the whole input's when it has none)."""
     s = VllmSettings()
     for row in launch_rows(tl):
-        if not _is_vllm_launch(row):
+        if not is_vllm_launch(row):
             continue
         for k, v in (attrs(row).get("flags") or {}).items():
             canon = engines.canonical_flag("vllm", k)

@@ -1,0 +1,137 @@
+"""The server's configuration: launch flags overlaid by the run's resolved ``server_args``, each value
+with the row that said it (a sentence in a write-up weighs less than program output), the container's
+memory limit, and the scheduler processes per host.
+
+>>> flag_key("--hicache-size"), flag_key("hicache_size")
+('hicache_size', 'hicache_size')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from forensics.facts.rows import Row, attrs, rows, to_number
+from forensics.model import Timeline
+
+
+def flag_key(name: str) -> str:
+    """``--hicache-size`` and ``hicache_size`` → ``hicache_size``."""
+    return name.lstrip("-").replace("-", "_")
+
+
+
+def flag_name(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+
+@dataclass
+class ServerConfig:
+    """Server settings: launch flags overlaid by the resolved ``server_args`` of the run."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origin: dict[str, Row] = field(default_factory=dict)  # key → the row that said it
+    has_server_args: bool = False
+    has_launch: bool = False
+
+    def get(self, key: str) -> Any:
+        return self.values.get(flag_key(key))
+
+    def num(self, key: str) -> float | None:
+        return to_number(self.get(key))
+
+    def flag_text(self, key: str) -> str | None:
+        v = self.get(key)
+        if v is None:
+            return None
+        n = to_number(v)
+        if n is not None:
+            return f"{n:g}"
+        return str(v)
+
+    def enabled(self, key: str) -> bool:
+        v = self.get(key)
+        return v is True or str(v).lower() in ("true", "1", "yes")
+
+    def evidence_rows(self, *keys: str) -> list[Row]:
+        return [stated_row(self.origin[flag_key(k)], flag_key(k)) for k in keys if flag_key(k) in self.origin]
+
+    def from_prose(self, *keys: str) -> list[Row]:
+        """The rows behind these settings that were read from sentences, not from a command or a log."""
+        return [r for r in self.evidence_rows(*keys) if is_prose(r)]
+
+
+
+def is_prose(row: Row) -> bool:
+    """A row read from a sentence (parsers/launch_prose.py): weaker than program output."""
+    return row.get("source") == "prose" or attrs(row).get("confidence") == "prose"
+
+
+
+def stated_row(row: Row, key: str) -> Row:
+    """For a configuration read from prose, the sentence that stated ``key`` (its own file:line) as evidence."""
+    mention = (attrs(row).get("mentions") or {}).get(flag_name(key)) if is_prose(row) else None
+    if not isinstance(mention, dict) or not isinstance(mention.get("line"), int):
+        return row
+    return {**row, "line": mention["line"], "line_end": mention["line"], "text": str(mention.get("text") or "")}
+
+
+
+def launch_rows(tl: Timeline) -> list[Row]:
+    return rows(tl, "launch_command")
+
+
+
+def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConfig:
+    """The configuration that applies to a run (or to the input when ``run_rows`` is None)."""
+    cfg = ServerConfig()
+    launches = launch_rows(tl)
+    if launches:
+        row = launches[-1]
+        cfg.has_launch = True
+        for k, v in (attrs(row).get("flags") or {}).items():
+            cfg.values[flag_key(k)] = v
+            cfg.origin[flag_key(k)] = row
+    pool = run_rows if run_rows is not None else rows(tl, "server_args")
+    dumps = [r for r in pool if r.get("kind") == "server_args"]
+    if dumps:
+        row = dumps[-1]
+        args = attrs(row).get("args") or {}
+        if isinstance(args, dict):
+            cfg.has_server_args = True
+            for k, v in args.items():
+                if v is not None:
+                    cfg.values[flag_key(k)] = v
+                    cfg.origin[flag_key(k)] = row
+    return cfg
+
+
+
+def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
+    for row in reversed(launch_rows(tl)):
+        # docker/compose, and any container or job limit (Kubernetes limits.memory, #SBATCH --mem)
+        limit = attrs(row).get("docker_memory_bytes") or attrs(row).get("container_memory_bytes")
+        if isinstance(limit, int | float) and limit > 0:
+            return int(limit), row
+    return None
+
+
+
+def ranks_per_host(cfg: ServerConfig, seen_ranks: int = 0) -> tuple[int, str]:
+    """Scheduler processes per host: the larger of ranks seen and what the parallel sizes imply."""
+    tp = int(cfg.num("tp_size") or 1)
+    pp = int(cfg.num("pp_size") or 1)
+    dp = int(cfg.num("dp_size") or 1)
+    nnodes = max(int(cfg.num("nnodes") or 1), 1)
+    gpus = tp * pp * (1 if cfg.enabled("enable_dp_attention") else dp)
+    by_args = max(gpus // nnodes, 1)
+    known = cfg.get("tp_size") is not None
+    if seen_ranks > by_args or not known:
+        if seen_ranks:
+            return seen_ranks, f"{seen_ranks} ranks seen in the log"
+        return 1, "no rank count known (assumed 1)"
+    how = f"tp {tp}" + (f" × pp {pp}" if pp > 1 else "") + (f" × dp {dp}" if gpus > tp * pp else "")
+    how += f" ÷ {nnodes} nodes" if nnodes > 1 else ""
+    return by_args, how
+

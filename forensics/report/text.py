@@ -1,0 +1,149 @@
+"""Text that reaches a page or a ticket: control characters made visible, Markdown escaped, figures and byte counts in the units people read."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from forensics.report.document import action_commands
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+
+
+def visible(text: Any) -> str:
+    """Text with control characters (NUL, ESC, CR, …) shown as ``\\xNN``; tabs and newlines kept.
+
+    >>> visible("a\\x00b\\x1b[31mc")
+    'a\\\\x00b\\\\x1b[31mc'
+    """
+    s = "" if text is None else str(text)
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                           else f"\\u{ord(m.group()):04x}", s)
+
+
+def script_json(value: Any) -> Markup:
+    """JSON safe to place inside a ``<script>`` element: ``<``, ``>``, ``&`` become ``\\u`` escapes.
+
+    >>> str(script_json({"t": "</script><b>"}))
+    '{"t": "\\\\u003c/script\\\\u003e\\\\u003cb\\\\u003e"}'
+    """
+    raw = json.dumps(value, ensure_ascii=True, sort_keys=True, allow_nan=False, default=str)
+    raw = raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(raw)
+
+
+_MD_SPECIAL_RE = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(text: Any, limit: int | None = 240) -> str:
+    """Log text as inert Markdown on one line: HTML metacharacters as entities, Markdown escaped; cut
+    at ``limit`` characters (None: whole — for our own sentences and arithmetic, never cut).
+
+    >>> md_text("<script>alert(1)</script> | *x*")
+    '&lt;script&gt;alert(1)&lt;/script&gt; \\\\| \\\\*x\\\\*'
+    """
+    s = visible(text).replace("\n", " ").replace("\t", " ")
+    if limit is not None and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL_RE.sub(r"\\\1", s)
+
+
+def md_code(text: Any) -> str:
+    """Inline code whose fence is longer than any backtick run inside; pipes escaped for tables.
+
+    >>> md_code("a`b")
+    '``a`b``'
+    >>> md_code("x|y")
+    '`x\\\\|y`'
+    """
+    s = visible(text).replace("\n", " ")
+    longest = max((len(r) for r in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s.replace('|', chr(92) + '|')}{pad}{fence}"
+
+
+def md_action(text: Any) -> str:
+    """A remediation action: prose escaped, its `backtick` spans kept as inline code.
+
+    >>> md_action("Find the holders: `fuser -v /dev/nvidia*` <now>")
+    'Find the holders: `fuser -v /dev/nvidia*` &lt;now&gt;'
+    >>> md_action("pkill -9 -f sglang")
+    '`pkill -9 -f sglang`'
+    """
+    s = str(text)
+    if action_commands(s) == [s.strip()]:
+        return md_code(s.strip())
+    parts = re.split(r"`([^`\n]+)`", s)
+    return "".join(md_code(p) if i % 2 else md_text(p, 400) for i, p in enumerate(parts))
+
+
+def md_fence(text: str) -> str:
+    """A fence for a code block that the block's own text cannot close."""
+    longest = max((len(r) for r in re.findall(r"`{3,}", text)), default=2)
+    return "`" * (longest + 1)
+
+
+_INLINE_CODE_RE = re.compile(r"`([^`\n]+)`")
+_EMPHASIS_RE = re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])")
+
+
+def inline_md(text: Any) -> Markup:
+    """Catalog prose with its `code` and *emphasis* as HTML; everything else escaped first.
+
+    >>> str(inline_md("set `--x <n>` *per rank* <b>"))
+    'set <code>--x &lt;n&gt;</code> <em>per rank</em> &lt;b&gt;'
+    """
+    safe = str(escape(visible(text)))
+    parts = _INLINE_CODE_RE.split(safe)
+    out = [f"<code>{p}</code>" if i % 2 else _EMPHASIS_RE.sub(r"<em>\1</em>", p) for i, p in enumerate(parts)]
+    return Markup("".join(out))
+
+
+def slug(text: Any) -> str:
+    """An HTML id fragment: letters, digits, ``-`` and ``_`` only."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", str(text)).strip("-") or "x"
+
+
+def human_bytes(n: Any) -> str:
+    """Bytes with both binary and decimal readings, since findings name their unit exactly.
+
+    >>> human_bytes(482000000000)
+    '448.9 GiB (482.0 GB)'
+    """
+    if not isinstance(n, int | float) or isinstance(n, bool):
+        return str(n)
+    return f"{n / (1 << 30):.1f} GiB ({n / 1e9:.1f} GB)"
+
+
+def fmt_figure(key: str, value: Any) -> str:
+    """A figure value as printed in the report: ``*_bytes`` keys get GiB/GB readings."""
+    if "bytes" in key and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:,} bytes = {human_bytes(value)}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def ranges(values: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``'0–2, 5'``.
+
+    >>> ranges([5, 0, 1, 2])
+    '0–2, 5'
+    """
+    vs = sorted(set(values))
+    out: list[str] = []
+    i = 0
+    while i < len(vs):
+        j = i
+        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+            j += 1
+        out.append(str(vs[i]) if i == j else f"{vs[i]}–{vs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
