@@ -20,7 +20,7 @@ parsers use so the detectors and charts read them alike:
   ``attrs.uuid``, ``name``, ``pci_bus_id`` (``dddd:bb:dd``), ``gpu_source`` (``nvml`` | ``nvidia-smi``);
 * ``gpu_process_sample`` — ``gpu``, ``pid``, ``comm``, ``used_bytes`` (as pmon rows);
 * ``process_sample`` — an SGLang/vLLM process: ``pid``, ``comm``, ``used_bytes`` = RSS, the rank columns;
-  ``attrs.args``, ``ppid``, ``state`` and the engine identity (``parsers/_proc_titles.py``);
+  ``attrs.args``, ``ppid``, ``state`` and the engine identity (``parsers/proc_titles.py``);
 * ``cgroup_memory`` — ``used_bytes`` = memory.current (v1 usage_in_bytes), ``total_bytes`` = memory.max
   (null = no limit), ``count`` = the oom_kill events; ``attrs.cgroup``, ``cgroup_version``, ``events``;
 * ``shm_usage`` — ``/dev/shm``: ``used_bytes``, ``total_bytes``, ``free_bytes``;
@@ -49,14 +49,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ._proc_titles import process_identity
 from .meminfo import attr_name
+from .proc_titles import process_identity, rank_columns
 from .record_format import HEADER_KEY, check_text, load_line
 from .schema import NotThisFormat, ParseResult
 from .units import KIB
 
 FORMAT = "record"
-_RANK_COLS = ("tp_rank", "dp_rank", "pp_rank", "ep_rank")
 
 
 def sniff(head: str) -> float:
@@ -126,10 +125,7 @@ def _meminfo_rows(base: dict[str, Any], mem: dict[str, Any]) -> list[dict[str, A
 
 def _identity_cols(comm: str, cmd: str) -> tuple[dict[str, Any], dict[str, Any]]:
     ident = process_identity(comm, cmd)
-    cols = {c: ident[c] for c in _RANK_COLS if c in ident}
-    if "rank" in ident:
-        cols["rank"] = ident["rank"]
-    return cols, ident
+    return rank_columns(ident), ident
 
 
 class _State:

@@ -1,8 +1,6 @@
 """The recorder's segment format, checked without polars (the recorder and ``collect`` load this, not the
 parser): a header line holding ``"forensics_record": 1``, one JSON record a line, a footer
 ``{"forensics_record_end": {"records": N, "sha256": …}}`` over every byte before it (docs/record.md).
-
-``process_identity`` is re-exported for the recorder: it keeps only the processes this names an engine.
 """
 
 from __future__ import annotations
@@ -12,9 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._proc_titles import process_identity
-
-__all__ = ["FOOTER_KEY", "FORMAT_VERSION", "HEADER_KEY", "Checked", "check_text", "load_line", "process_identity"]
+__all__ = ["FOOTER_KEY", "FORMAT_VERSION", "HEADER_KEY", "Checked", "check_text", "load_line"]
 
 FORMAT_VERSION = 1
 HEADER_KEY = "forensics_record"

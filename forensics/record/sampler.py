@@ -16,8 +16,8 @@ A sample is one JSON-ready dict::
 Sources: proc(5) for ``meminfo``, ``vmstat``, ``PID/statm`` (resident pages), ``PID/stat`` (state, ppid),
 ``PID/cmdline``, ``PID/comm``, ``PID/cgroup``; the kernel's cgroup v2 docs (``memory.current``,
 ``memory.max``, ``memory.events``) and v1 (``memory.usage_in_bytes``, ``memory.limit_in_bytes``,
-``memory.oom_control``). Process identity: the rules ``ps`` rows use (``process_identity``, re-exported
-by :mod:`parsers.record_format`): titles ``sglang::scheduler_TP3``, ``VLLM::Worker_TP1``, the launchers' argv.
+``memory.oom_control``). Process identity: the rules ``ps`` rows use
+(:func:`parsers.proc_titles.process_identity`): titles ``sglang::scheduler_TP3``, ``VLLM::Worker_TP1``, the launchers' argv.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from parsers.record_format import process_identity
+from parsers.proc_titles import process_identity
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 MAX_CMD = 512  # characters of argv kept per process
