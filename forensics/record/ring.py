@@ -393,7 +393,7 @@ def ring_status(folder: Path, deep: bool = True) -> RingStatus:
                 st.last = max(times) if st.last is None else max(st.last, max(times))
     for r in recs:
         for key in ("meminfo", "cgroups", "gpus", "procs", "shm", "vmstat"):
-            if r.get(key) is not None:
+            if r.get(key):  # an empty process list is "none running", not "recorded"
                 st.sections[key] = st.sections.get(key, 0) + 1
         for key, why in (r.get("gaps") or {}).items():
             st.gaps[key] = why

@@ -16,7 +16,11 @@ def _when(t: float | None) -> str:
 
 
 def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
+
+
+def _span(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else (f"{s / 60:.0f} min" if s >= 60 else f"{s:.0f} s")
 
 
 def status_text(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_age_s: float = DEFAULT_MAX_AGE_S,
@@ -30,13 +34,15 @@ def status_text(folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, max_age_s: flo
     lines = [
         f"ring        {folder}",
         f"host        {', '.join(sorted(st.hosts)) or 'unknown'}",
-        f"recorded    {_when(st.first)} → {_when(st.last)} ({span / 3600:.1f} h"
+        f"recorded    {_when(st.first)} → {_when(st.last)} ({_span(span)}"
         + (f", every {st.interval_s:g} s" if st.interval_s else "") + ")",
         f"last sample {now - st.last:.0f} s ago" if st.last is not None else "last sample —",
-        f"size        {_mib(used)} of {_mib(max_bytes)} ({used / max_bytes:.0%}); {st.segments} sealed segments"
-        f" + {st.open_records} samples being written; age cap {max_age_s / 3600:g} h",
+        f"size        {_mib(used)} of {_mib(max_bytes)} ({used / max_bytes:.0%}); {st.segments} sealed segment{'s' if st.segments != 1 else ''}"
+        f" + {st.open_records} record{'s' if st.open_records != 1 else ''} being written; age cap {max_age_s / 3600:g} h",
         "samples of  " + (", ".join(SECTION_WORDS[k] for k in SECTION_WORDS if st.sections.get(k)) or "nothing"),
     ]
+    if not st.sections.get("procs"):
+        lines.append("note        no SGLang or vLLM process in the latest samples")
     for src, why in sorted(st.gaps.items()):
         lines.append(f"gap         {SECTION_WORDS.get(src, src)}: {why}")
     for name, why in st.refused:
