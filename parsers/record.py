@@ -78,7 +78,10 @@ def _ts(t: Any) -> datetime | None:
 
 
 def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    """An integer that fits the timeline's int64 columns (bytes, pids, counts), else None."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not -(1 << 62) < v < (1 << 62):
+        return None
+    return int(v)
 
 
 def _pci(raw: Any) -> str | None:
@@ -94,7 +97,7 @@ def _meminfo_rows(base: dict[str, Any], mem: dict[str, Any]) -> list[dict[str, A
     vals: dict[str, int] = {}
     for key, v in mem.items():
         n = _int(v)
-        if n is None or not isinstance(key, str):
+        if n is None or not isinstance(key, str) or not 0 <= n < (1 << 52):  # kB beyond 2^52 overflow int64 bytes
             continue
         if key.startswith("HugePages_"):
             attrs[attr_name(key)] = n
@@ -260,9 +263,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             rows += _event_rows(base, rec)
         else:
             rows += _sample_rows(base, rec, st)
-            for key, why in (rec.get("gaps") or {}).items():
-                if isinstance(why, str):
-                    gaps.setdefault(str(key), why)
+            recorded_gaps = rec.get("gaps")
+            for key, why in (recorded_gaps.items() if isinstance(recorded_gaps, dict) else ()):
+                if isinstance(why, str) and len(gaps) < 50:
+                    gaps.setdefault(str(key)[:40], why[:300])
     notes = [f"recorder gap ({k}): {v}" for k, v in sorted(gaps.items())]
     if checked.torn_lines:
         notes.append(f"record segment being written: {checked.torn_lines} torn line(s) dropped")

@@ -391,3 +391,16 @@ def test_report_reads_a_segment_by_content_whatever_its_name(tmp_path: Path) -> 
     ev = build_timeline([tmp_path]).events
     assert ev.filter((ev["source"] == "record") & (ev["kind"] == "gpu_memory")).height > 0
     assert ev.filter(ev["source"] == "record")["host"].unique().to_list() == ["gpu-node-19"]
+
+
+def test_parser_survives_records_of_the_wrong_shapes() -> None:
+    weird = [{"t": 1.0, "k": "sample", "meminfo": "x", "gaps": ["a"], "procs": "abc", "cgroups": {"a": 1},
+              "gpus": {"gpus": {"index": 0}, "procs": [1, None, {"pid": "x"}]}, "shm": {"total": "big"}},
+             {"t": "yesterday", "k": "sample"}, {"t": 1e300}, {"t": 2.0, "k": "event", "event": "exit", "pid": [1]},
+             {"t": 3.0, "k": "sample", "meminfo": {"MemTotal": 10, "MemFree": 1.5e30, "MemAvailable": 2**60},
+              "vmstat": {"oom_kill": "many"}, "procs": [{"pid": 7, "rss": "lots", "cmd": ["a"]}]}]
+    text = gzip.decompress(encode_segment({"host": ["not", "a", "name"]}, weird)).decode()
+    res = record_parser.parse(text, "weird")
+    assert res.events.filter(res.events["kind"] == "process_sample")["pid"].to_list() == [7]
+    mem = res.events.filter(res.events["kind"] == "host_memory").row(0, named=True)
+    assert (mem["total_bytes"], mem["free_bytes"], mem["avail_bytes"]) == (10240, None, None)
