@@ -105,7 +105,8 @@ def test_every_finding_has_its_section_evidence_and_explanation(html):
     assert 'Follows from <a href="#finding-SGL-HOST-001">SGL-HOST-001</a>' in html
     if rf.catalog() is not None:
         assert html.count("<h4>What to do</h4>") == len(doc["findings"])
-    assert "103,079,215,104 bytes = 96.0 GiB (103.1 GB)" in html  # figures with both units
+    # figures in one unit with their names: memory in GiB, maps as "key: value", never JSON or bytes
+    assert "96.00 GiB" in html and "103,079,215,104" not in html and ">Held bytes by gpu<" not in html
 
 
 def test_missing_catalog_and_unknown_rule_are_tolerated():

@@ -13,6 +13,7 @@ sentence that says how it follows.
 
 from __future__ import annotations
 
+from forensics.detectors.implied_ranks import fill_implied_ranks
 from forensics.detectors.reconcile import reconcile_flags
 from forensics.facts.runs import iter_runs
 from forensics.model import SEVERITY_RANK, Finding, Timeline
@@ -288,6 +289,7 @@ def _detect(tl: Timeline) -> list[Finding]:
     for det in DETECTORS:
         findings.extend(det.detect(tl))
     findings.extend(fatal_other.detect(tl, findings))  # only what no other rule explains
+    fill_implied_ranks(tl, findings)
     _prose.weigh(findings, tl)  # what rests on sentences weighs less than program output
     if tl.facts.host:
         for f in findings:

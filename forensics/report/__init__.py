@@ -44,6 +44,7 @@ from forensics.report.document import (
 from forensics.report.plots import Plots, timeline_plots
 from forensics.report.startup import STARTUP_STAGES, startup_table
 from forensics.report.text import (
+    figure_label,
     fmt_figure,
     human_bytes,
     inline_md,
@@ -98,12 +99,18 @@ def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
         basis = [(b or "none", n) for b, n in counts.iter_rows()]
     coverage = doc.get("coverage") or (tl.coverage if tl is not None else [])
     examples = tl.unrecognized_examples if tl is not None else {}
-    cov_rows = []
+    artifacts = {a.path: a for a in (tl.artifacts if tl is not None else [])}
+    files = []  # one row per file: how it was collected (state, bytes) and how it was read (coverage)
     for c in coverage:
         lines, rec = int(c.get("lines") or 0), int(c.get("recognized") or 0)
-        cov_rows.append({**c, "share": f"{100.0 * rec / lines:.1f} %" if lines else "—",
-                         "examples": list(examples.get(c.get("file"), []))[:20]})
-    artifacts = list(tl.artifacts) if tl is not None else []
+        a = artifacts.pop(c.get("file"), None)
+        files.append({**c, "share": f"{100.0 * rec / lines:.1f} %" if lines else "—",
+                      "examples": list(examples.get(c.get("file"), []))[:20], "state": _artifact_state(a),
+                      "bytes": a.bytes if a else None, "segments": len(a.segments) if a else 0})
+    for a in artifacts.values():  # collected but not read line by line (binary, empty, skipped)
+        files.append({"file": a.path, "format": a.format, "lines": a.lines, "recognized": None,
+                      "unrecognized": None, "share": "—", "examples": [], "state": _artifact_state(a),
+                      "bytes": a.bytes, "segments": len(a.segments)})
     return {
         "paths": [str(p) for p in inp.get("paths") or (facts.input_paths if facts else [])],
         "host": inp.get("host") or (facts.host if facts else None),
@@ -114,9 +121,20 @@ def inventory(doc: dict[str, Any], tl: Timeline | None) -> dict[str, Any]:
         "notes": notes,
         "clocks": clocks,
         "ts_basis": basis,
-        "artifacts": artifacts,
-        "coverage": cov_rows,
+        "files": files,
     }
+
+
+def _artifact_state(a: Any) -> str:
+    """What went wrong collecting or reading one file, in words ("ok" when nothing did)."""
+    if a is None:
+        return "ok"
+    parts = [w for w, on in (("timed out", a.timed_out), ("truncated", a.truncated)) if on]
+    if a.rc is not None and a.rc != 0:
+        parts.append(f"exit {a.rc}")
+    if a.error:
+        parts.append(str(a.error))
+    return "; ".join(parts) or "ok"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +154,7 @@ def template_env(autoescape: bool) -> jinja2.Environment:
     env.filters.update(visible=visible, slug=slug, md_text=md_text, md_code=md_code, md_fence=md_fence,
                        md_action=md_action, inline_md=inline_md,
                        human_bytes=human_bytes, ranges=ranges, script_json=script_json)
-    env.globals.update(fmt_figure=fmt_figure)
+    env.globals.update(fmt_figure=fmt_figure, figure_label=figure_label)
     return env
 
 

@@ -120,13 +120,62 @@ def human_bytes(n: Any) -> str:
     return f"{n / (1 << 30):.1f} GiB ({n / 1e9:.1f} GB)"
 
 
+#: Words a figure's key ends with that name its unit, and how the label says it.
+_UNIT_SUFFIXES = (("_bytes", ""), ("_gib", " (GiB)"), ("_gb", " (GB)"), ("_mib", " (MiB)"), ("_s", " (s)"),
+                  ("_ms", " (ms)"), ("_pct", " (%)"))
+_LABEL_WORDS = {"gpu": "GPU", "gpus": "GPUs", "kv": "KV", "tp": "TP", "dp": "DP", "pp": "PP", "ep": "EP",
+                "ram": "RAM", "rss": "RSS", "oom": "OOM", "nccl": "NCCL", "cuda": "CUDA", "hicache": "HiCache",
+                "shm": "/dev/shm", "id": "id", "xid": "Xid", "sglang": "SGLang", "vllm": "vLLM", "len": "length", "bs": "batch size", "max": "max", "min": "min"}
+
+
+def figure_label(key: str) -> str:
+    """A figure's key as words: ``host_total_bytes`` → ``Host total``, ``kv_tokens`` → ``KV tokens``.
+
+    >>> figure_label("host_total_bytes"), figure_label("hicache_size_gb_per_rank"), figure_label("tp_size")
+    ('Host total', 'HiCache size GB per rank', 'TP size')
+    """
+    k = key
+    unit = ""
+    for suffix, said in _UNIT_SUFFIXES:
+        if k.endswith(suffix) and len(k) > len(suffix):
+            k, unit = k[: -len(suffix)], said
+            break
+    words = [_LABEL_WORDS.get(w, "GB" if w == "gb" else w) for w in k.split("_") if w]
+    text = " ".join(words)
+    return (text[:1].upper() + text[1:] if text else key) + unit
+
+
+def _gib_text(n: float) -> str:
+    return f"{n / (1 << 30):,.2f} GiB"
+
+
 def fmt_figure(key: str, value: Any) -> str:
-    """A figure value as printed in the report: ``*_bytes`` keys get GiB/GB readings."""
-    if "bytes" in key and isinstance(value, int | float) and not isinstance(value, bool):
-        return f"{value:,} bytes = {human_bytes(value)}"
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return str(value)
+    """A figure value as the report prints it: memory in GiB (one unit throughout the page), maps and
+    lists as ``key: value`` text, never JSON.
+
+    >>> fmt_figure("host_total_bytes", 482163445760)
+    '449.05 GiB'
+    >>> fmt_figure("held_bytes_by_gpu", {"0": 103079215104, "2": 103079215104})
+    '0: 96.00 GiB, 2: 96.00 GiB'
+    >>> fmt_figure("ranks", [0, 1, 2])
+    '0, 1, 2'
+    """
+    is_memory = "bytes" in key
+
+    def one(v: Any) -> str:
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if is_memory and isinstance(v, int | float) and not isinstance(v, bool):
+            return _gib_text(v)
+        if isinstance(v, float):
+            return f"{v:g}"
+        if isinstance(v, dict):
+            return ", ".join(f"{k}: {one(x)}" for k, x in sorted(v.items(), key=lambda kv: str(kv[0])))
+        if isinstance(v, list | tuple):
+            return ", ".join(one(x) for x in v)
+        return str(v)
+
+    return one(value)
 
 
 def ranges(values: list[int]) -> str:
