@@ -342,6 +342,10 @@ def collect(
     tag: str = typer.Option(None, "--tag", metavar="TAG",
                             help="Incident tag shared by every node's bundle (in the bundle's name and manifest)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+    record_dir: Path = typer.Option(Path("/var/lib/forensics/record"), "--record-dir", metavar="DIR",
+                                    help="The flight recorder's ring (forensics record --dir)."),
+    record_since: float = typer.Option(3600.0, "--record-since", min=0.0, metavar="S",
+                                       help="Take the recorder's last S seconds (default one hour)."),
 ) -> None:
     """Gather the evidence on this host into one bundle.
 
@@ -376,7 +380,8 @@ def collect(
         output=Path(output) if output and output != "-" else (Path("-") if output == "-" else None),
         logs=list(log), adds=list(add), snapshots=snapshots, interval_s=interval, timeout_s=timeout,
         budget_s=budget, redact=not no_redact, safe_mode=safe_mode, obfuscate=obfuscate,
-        max_log_bytes=max_log_bytes, progress=None if quiet else _say, tag=tag,
+        max_log_bytes=max_log_bytes, progress=None if quiet else _say, tag=tag, record_dir=record_dir,
+        record_since_s=record_since,
     )
     try:
         path = run_collect(opts)
@@ -384,6 +389,61 @@ def collect(
         raise _output_error(f"-o {output}" if output else "the bundle (in the current folder)", e) from None
     if str(path) != "-" and not quiet:
         _say(f"wrote {path}")
+
+
+@app.command()
+def record(
+    folder: Path = typer.Option(None, "--dir", metavar="DIR",
+                                help="The ring's folder (default /var/lib/forensics/record)."),
+    interval: float = typer.Option(5.0, "--interval", min=0.2, metavar="S", help="Seconds between samples."),
+    max_mib: int = typer.Option(64, "--max-mib", min=1, metavar="N", help="Cap on the ring's size on disk (MiB)."),
+    max_hours: float = typer.Option(24.0, "--max-hours", min=0.01, metavar="H", help="Cap on the ring's age (hours)."),
+    duration: float = typer.Option(None, "--duration", min=0.1, metavar="S", help="Stop after S seconds (default: run until stopped)."),
+    gpu: str = typer.Option("auto", "--gpu", metavar="SOURCE", help="auto (NVML, else nvidia-smi), nvml, smi or none."),
+    install_systemd: bool = typer.Option(False, "--install-systemd", help="Print a hardened systemd unit for the recorder."),
+    write: bool = typer.Option(False, "--write", help="With --install-systemd: write it to /etc/systemd/system."),
+    status: bool = typer.Option(False, "--status", help="Say what the ring holds, since when, and how full it is."),
+) -> None:
+    """Record host, GPU and inference-process memory into a bounded ring, for the minutes before a crash.
+
+    Every --interval it samples /proc/meminfo, the cgroup's memory, /dev/shm, each GPU's memory and
+    compute processes (NVML, else nvidia-smi, each under a timeout) and the RSS of SGLang/vLLM
+    processes. The ring is capped by --max-mib and --max-hours, oldest first; `collect` bundles the
+    last hour and `report` reads it. See docs/record.md for systemd, Kubernetes and Slurm.
+    """
+    from .record import DEFAULT_DIR, RecordOptions, run, status_text
+    from .record.systemd import UNIT_PATH, unit_text
+
+    ring = folder or DEFAULT_DIR
+    if gpu not in ("auto", "nvml", "smi", "none"):
+        raise Fail(f"--gpu {gpu!r}: one of auto, nvml, smi, none", EXIT_USAGE)
+    if write and not install_systemd:
+        raise Fail("--write goes with --install-systemd", EXIT_USAGE)
+    if install_systemd:
+        text = unit_text(ring.absolute(), interval)
+        if not write:
+            typer.echo(text, nl=False)
+            return
+        try:
+            UNIT_PATH.write_text(text)
+        except OSError as e:
+            raise Fail(f"cannot write {UNIT_PATH}: {e.strerror or e} (run as root, or without --write)") from None
+        _say(f"wrote {UNIT_PATH}; now: systemctl daemon-reload && systemctl enable --now {UNIT_PATH.name}")
+        return
+    if status:
+        typer.echo(status_text(ring, max_bytes=max_mib * 2**20, max_age_s=max_hours * 3600))
+        return
+    try:
+        ring.mkdir(parents=True, exist_ok=True)
+        probe = ring / ".forensics-record-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise Fail(f"--dir {ring}: cannot write there ({e.strerror or e}); choose another with --dir", EXIT_USAGE) from None
+    opts = RecordOptions(folder=ring, interval_s=interval, max_bytes=max_mib * 2**20, max_age_s=max_hours * 3600,
+                         duration_s=duration, gpu=gpu, progress=_say)
+    rec = run(opts)
+    _say(f"record: stopped after {rec.samples} samples; ring in {ring}")
 
 
 def _size_option(name: str, value: str | None) -> int | None:

@@ -13,6 +13,15 @@ header-less CSV). Parsers import only polars, regex and the standard library.
 
 from __future__ import annotations
 
-from .schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame, rows_to_frame
+from typing import Any
 
 __all__ = ["EVENT_SCHEMA", "NotThisFormat", "ParseResult", "empty_frame", "rows_to_frame"]
+
+
+def __getattr__(name: str) -> Any:
+    """The schema's names on first use: a light module (the recorder's format check) loads without polars."""
+    if name in __all__:
+        from . import schema
+
+        return getattr(schema, name)
+    raise AttributeError(f"module 'parsers' has no attribute {name!r}")

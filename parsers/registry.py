@@ -28,6 +28,7 @@ PARSER_MODULES = (
     "fuser",
     "crash_snapshot",
     "container_limits",
+    "record",
 )
 
 #: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,

@@ -89,6 +89,9 @@ class CollectOptions:
     cgroup_root: Path = Path("/sys/fs/cgroup")  # tests point this at a fake cgroup tree
     #: an incident tag shared by every node's bundle (``--tag INCIDENT-123``): in the name and the manifest
     tag: str | None = None
+    #: the flight recorder's ring (``forensics record --dir``) and how far back to take it (``--record-since``)
+    record_dir: Path = Path("/var/lib/forensics/record")
+    record_since_s: float = 3600.0
 
 
 #: What a tag may be: it goes into a file name on every node.
@@ -618,6 +621,17 @@ class Bundle:
         return self._entry(rel, source, fmt, cap, argv, snapshot, len(out), hashlib.sha256(out).hexdigest(),
                            counts, **extra)
 
+    def add_prepared(self, rel: str, data: bytes, source: str, fmt: str | None, cap: Captured,
+                     counts: Counter[str], **extra: object) -> dict:
+        """Bytes already redacted by the caller (a compressed artifact whose text it redacted)."""
+        rel = self.unique(rel)
+        self.taken.add(rel)
+        dst = self.staging / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
+        return self._entry(rel, source, fmt, cap, None, 0, len(data), hashlib.sha256(data).hexdigest(), counts,
+                           **extra)
+
     def add_file(self, rel: str, src: Path | str, source: str, fmt: str | None, max_bytes: int,
                  **extra: object) -> dict | None:
         """Copy the last ``max_bytes`` of a (possibly huge) file, cut at a line, redacted in chunks."""
@@ -795,7 +809,7 @@ class _Run:
         self.say(f"collect: {src.id} …")
         {"uptime": self.uptime, "container": self.container, "cgroup_memory": self.cgroup_memory,
          "sglang": self.sglang, "logs": self.user_logs, "added": self.added,
-         "crash_artifacts": self.crash_artifacts}[src.builtin](src)
+         "crash_artifacts": self.crash_artifacts, "record": self.record}[src.builtin](src)
 
     def crash_artifacts(self, src: Source) -> None:
         """The engines' crash dumps and flight-recorder files the discovered processes name (capped)."""
@@ -1008,6 +1022,37 @@ class _Run:
 
     def added(self, src: Source) -> None:
         self.user_files(self.opts.adds, "added", "add", None)
+
+    def record(self, src: Source) -> None:
+        """The recorder's last ``record_since_s`` seconds, as sealed segments (each record redacted)."""
+        from forensics.record.ring import export_window
+
+        folder = Path(self.opts.record_dir)
+        if not folder.is_dir():
+            self.say(f"collect: record: no ring at {folder} (forensics record is not running here)")
+            return
+        started, now = utc_stamp(), time.time()
+        counts: Counter[str] = Counter()
+
+        def scrub(text: str) -> str:
+            out, c = redact_text(text)
+            counts.update(c)
+            return out
+
+        try:
+            segments = export_window(folder, now - self.opts.record_since_s, now,
+                                     transform=scrub if self.opts.redact else None)
+        except OSError as exc:
+            self.gap(f"{src.id}: {folder}: {_os_error(exc)}")
+            return
+        if not segments:
+            self.gap(f"{src.id}: the ring at {folder} holds nothing from the last {self.opts.record_since_s:g} s")
+            return
+        for name, data, n in segments:
+            cap = Captured(rc=0, started=started, ended=utc_stamp())
+            self.bundle.add_prepared(f"{src.dest}{name}", data, src.id, src.format, cap, counts,
+                                     sensitivity=src.sensitivity, records=n, compression="gzip")
+            counts = Counter()
 
     # -- the whole table
     def sweep(self, sources: tuple[Source, ...]) -> None:

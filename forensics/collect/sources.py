@@ -80,6 +80,8 @@ SOURCES: tuple[Source, ...] = (
     Source("added", "added/", builtin="added", sensitivity="secret"),
     # the engines' own crash artifacts the processes name: crash dumps, crash snapshots, flight recorder
     Source("crash-artifacts", "crash/", builtin="crash_artifacts", sensitivity="secret"),
+    # the flight recorder's ring (`forensics record`): the last hour before now, re-sealed and redacted
+    Source("record", "record/", "record", builtin="record", sensitivity="secret"),
     # memory limits of the SGLang processes' cgroups (and ours)
     Source("cgroup-memory", "host/cgroup-memory.txt", builtin="cgroup_memory"),
     # the snapshot set: memory now, GPUs now, processes now

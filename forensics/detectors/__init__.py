@@ -38,6 +38,7 @@ from . import (
     nccl_timeout,
     nccl_transport,
     per_rank_overallocation,
+    recorded_history,
     rendezvous,
     request_refusals,
     shm_exhausted,
@@ -81,6 +82,7 @@ DETECTORS = (
     memory_balance,
     kernel_resources,
     vllm_start_memory,
+    recorded_history,
 )
 
 #: Rules that can be a cause, most fundamental first. A symptom links to the first of these that fired.
@@ -90,6 +92,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-007",
     "SGL-HOST-009",
     "VLLM-HOST-001",
+    "SGL-REC-001",
     "SGL-GPU-006",
     "SGL-GPU-010",
     "SGL-GPU-011",
@@ -120,7 +123,9 @@ CAUSE_PRIORITY = (
     "SGL-NCCL-002",
     "SGL-GPU-008",
     "SGL-GPU-005",
+    "SGL-REC-002",
     "SGL-HOST-003",
+    "SGL-REC-003",
     "SGL-HOST-005",
     "VLLM-HOST-002",
     "SGL-RUN-003",
@@ -201,6 +206,12 @@ _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 _link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),
       "the ranks' host pools together exceed the host, so pinning them failed or the kernel killed a rank holding one")
+_link(("SGL-REC-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002", "SGL-NCCL-001", "SGL-NCCL-002"),
+      "the process's host memory grew until the kernel OOM killer took it")
+_link(("SGL-HOST-001", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-XID-001"),
+      ("SGL-REC-002",), "the crash and the kill that followed left processes that did not release their GPU")
+_link(("SGL-REC-002",), ("SGL-GPU-006",), "the stranded context of the earlier run is what holds the GPU")
+_link(("SGL-REC-003",), ("SGL-HOST-006",), "the shared-memory segments left by earlier runs filled /dev/shm")
 
 
 def _run_of(f: Finding) -> str | None:

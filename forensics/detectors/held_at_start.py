@@ -203,8 +203,9 @@ def detect_unexplained_full_gpu(tl: Timeline) -> list[Finding]:
     from forensics.facts.rows import rows
     from forensics.facts.runs import sglang_runs
 
-    if sglang_runs(tl) or rows(tl, "process", "launch_command", "gpu_process_none") or not tl.events.height:
-        return []  # an engine, a process table, or a process list said empty (SGL-GPU-005's case) says more
+    if sglang_runs(tl) or rows(tl, "process", "launch_command", "gpu_process_none", "process_sample") \
+            or not tl.events.height:
+        return []  # an engine, a process table (ps's or the recorder's), or a process list said empty says more
     if tl.events.filter(pl.col("source") == "vllm").height:
         return []
     # the threshold every stranded-memory rule uses: a GPU "holds memory" from max(1 GiB, 5 % of its total)

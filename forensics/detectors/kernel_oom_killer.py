@@ -83,6 +83,16 @@ def detect(tl: Timeline) -> list[Finding]:
     )]
 
 
+def _recorded_oom_kill(tl: Timeline, death: Row) -> Row | None:
+    """The flight recorder's ``oom_kill_count`` row (``/proc/vmstat`` or a cgroup's ``memory.events``
+    counter rising) within a minute of ``death``, when both carry a time."""
+    if death.get("ts") is None:
+        return None
+    near = [r for r in rows(tl, "oom_kill_count") if r.get("ts") is not None
+            and abs((r["ts"] - death["ts"]).total_seconds()) <= 60]
+    return min(near, key=lambda r: abs((r["ts"] - death["ts"]).total_seconds())) if near else None
+
+
 def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
     """SGL-HOST-005: a scheduler SIGKILLed (exit -9) and no kernel log to tell who killed it.
 
@@ -103,16 +113,21 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
             continue
         first = dead[0]
         ranks = [x for x in (rank_of(r) for r in dead) if x is not None]
+        counted = _recorded_oom_kill(tl, first)
+        seen = (f" The flight recorder's OOM-kill counter rose at {counted['ts']:%H:%M:%S} UTC ({counted.get('text')}): "
+                "the kernel did kill a process then." if counted else " The input has no kernel log to confirm it.")
         out.append(tag_run(make_finding(
             "SGL-HOST-005",
             summary=(f"A {'scheduler' if first.get('kind') != 'failure' else 'server process'}"
                      f"{f' (rank {ranks[0]})' if ranks else ''} was killed by SIGKILL (exit code "
                      f"{first['code']}) without a Python traceback: most often the kernel OOM killer (host RAM or a "
-                     "container memory limit ran out). The input has no kernel log to confirm it."),
-            evidence=dead[:4],
-            confidence="low",
-            confidence_reason="no kernel log (dmesg/journal) in the input: the OOM kill is inferred from exit code -9; "
-                              "`kill -9` or the container runtime give the same code",
+                     "container memory limit ran out)." + seen),
+            evidence=[*dead[:4], *([counted] if counted else [])],
+            confidence="medium" if counted else "low",
+            confidence_reason=("no kernel log to name the victim: the recorded OOM-kill counter rose within a minute of "
+                               "the death" if counted else
+                               "no kernel log (dmesg/journal) in the input: the OOM kill is inferred from exit code -9; "
+                               "`kill -9` or the container runtime give the same code"),
             ranks=ranks,
             figures={"exit_code": first["code"], "dead_ranks": ranks or None},
             actions=["Confirm in the kernel log of the same minutes: `dmesg -T | grep -iE 'killed process|oom'` or "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 
 from forensics.facts.host_memory import HostMemory, host_memory
 from forensics.facts.launch import (
@@ -31,6 +32,7 @@ from forensics.facts.versions import sglang_version, version_text, version_windo
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, evidence_list, fmt_gb, fmt_gib, make_finding, tag_run
+from .recorded_history import recorded_climb
 
 SGLANG_RESERVE = 10 * GIB  # SGLang's own host reserve in the allocation check (0.4.10+)
 RESERVE_FRACTION = 0.10  # our reserve: max(10 GiB, 10% of capacity)
@@ -286,6 +288,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     confidence = "low" if only_if_pow2 or gaps >= 2 else ("medium" if gaps else "high")
     severity = "medium" if only_if_pow2 else None
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
+    climb = _observed_climb(tl, req, consequence_rows, pinned)
     summary = (
         f"--hicache-size is per rank: {ranks} ranks × {fmt_gb(req.per_rank)}"
         + (f" (pinned as {fmt_gib(pinned)} each on SGLang {version})" if pinned != req.per_rank else "")
@@ -293,6 +296,12 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )
+    if climb:
+        summary += (f" Observed (forensics record): host memory used rose {fmt_gib(climb.rise_bytes)} in {climb.steps} "
+                    f"step{'s' if climb.steps > 1 else ''} as the ranks pinned their pools, from {fmt_gib(climb.before['used_bytes'])} "
+                    f"to {fmt_gib(climb.peak['used_bytes'])}"
+                    + (f", {fmt_gib(climb.min_avail_bytes)} available at the lowest" if climb.min_avail_bytes is not None
+                       else "") + ".")
     figures = {
         "ranks_per_host": ranks,
         "ranks_per_host_from": ranks_how,
@@ -314,6 +323,15 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         "power_of_two_pinning": pow2,
     }
     ev = [*req.evidence, *cfg.evidence_rows("hicache_size", "tp_size", "enable_hierarchical_cache")]
+    if climb:
+        figures.update({"observed_climb_steps": climb.steps, "observed_climb_bytes": climb.rise_bytes,
+                        "observed_used_before_bytes": int(climb.before["used_bytes"]),
+                        "observed_used_peak_bytes": int(climb.peak["used_bytes"]),
+                        "observed_min_available_bytes": climb.min_avail_bytes,
+                        "observed_from": "recorded series (forensics record)"})
+        # the recorded samples are the observation: keep room for them and for the consequence
+        ev = [*req.evidence[:4], *cfg.evidence_rows("hicache_size", "tp_size")[:2], climb.before,
+              *climb.step_rows[:1], *climb.step_rows[-1:], climb.peak]
     ev += [r for r in (host.total_row, host.before_row, host.limit_row) if r]
     ev += consequence_rows[:3]
     return make_finding(
@@ -328,6 +346,18 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         flags=flags,
         actions=actions,
     )
+
+
+def _observed_climb(tl: Timeline, req: Request, consequences: list[Row], pinned: float):
+    """The recorder's host-memory series over the pools' allocation: steps of at least a quarter of a pool."""
+    stamps = [r["ts"] for r in req.evidence if r.get("ts") is not None and r.get("kind") in ("hicache_alloc",
+                                                                                             "hicache_insufficient")]
+    ends = [r["ts"] for r in consequences if r.get("ts") is not None]
+    if not stamps:
+        return None
+    since = min(stamps) - timedelta(seconds=10)  # the sample just before the first pool, after the launch
+    until = max(ends) + timedelta(seconds=60) if ends else None
+    return recorded_climb(tl, 0.25 * pinned, since, until)  # the last pool may be cut short by the OOM
 
 
 def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostMemory, split: bool,

@@ -107,7 +107,8 @@ def _classify(snap: list[Row], owners: dict[int, list[Row]], ps: list[Row]) -> t
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    gpu_rows = rows(tl, "gpu_memory")
+    # the flight recorder's series is read over time by SGL-REC-002, not as snapshots here
+    gpu_rows = [r for r in rows(tl, "gpu_memory") if r.get("source") != "record"]
     if not gpu_rows:
         return []
     ends = end_events(tl)

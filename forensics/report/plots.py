@@ -58,7 +58,14 @@ MARKER_LABELS = {
     "xid": "Xid",
     "oom_kill": "OOM-killer",
     "crash_dump": "crash dump",
+    # the flight recorder's own events (parsers/record.py)
+    "oom_kill_count": "OOM kill",
+    "process_exit": "process exited",
+    "record_collect": "collect",
+    "record_stall": "probe stalled",
 }
+#: the recorder's ``process_start`` marks a launch only for a server's launcher, not for each of its ranks
+_LAUNCHER_ROLES = ("launch_server", "api_server")
 _KILL_WORDS = ("kill", "pkill", "fuser -k", "killall")
 _TRACE_COLOURS = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -172,6 +179,8 @@ def _marker_label(row: dict[str, Any]) -> str | None:
         return f"Xid {row['code']}"
     if kind in MARKER_LABELS:
         return MARKER_LABELS[kind]
+    if kind == "process_start" and any(f'"{r}"' in (row.get("attrs") or "") for r in _LAUNCHER_ROLES):
+        return "launch"
     if _is_kill_command(row):
         return "kill"
     return None
@@ -232,7 +241,8 @@ def _gpu_points(rows: list[dict[str, Any]], x_of) -> dict[str, list]:
     groups: dict[str, list] = {}
     for r in rows:
         if r["kind"] == "gpu_memory" and r.get("used_bytes") is not None and r.get("gpu") is not None:
-            groups.setdefault(f"GPU {r['gpu']} used (nvidia-smi)", []).append(
+            via = "recorded" if r.get("source") == "record" else "nvidia-smi"
+            groups.setdefault(f"GPU {r['gpu']} used ({via})", []).append(
                 (x_of(r), _gib(r["used_bytes"]), _hover(r)))
     return groups
 
@@ -299,7 +309,7 @@ def _samples(traces: list[dict[str, Any]]) -> int:
 def timeline_plots(tl: Timeline) -> Plots:
     """The report's figures: GPU memory, host memory (UTC time axis) and a "by order" figure."""
     ev = tl.events
-    wanted = ev.filter(pl.col("kind").is_in(list({*_PLOTTED, *MARKER_LABELS, "command"})))
+    wanted = ev.filter(pl.col("kind").is_in(list({*_PLOTTED, *MARKER_LABELS, "command", "process_start"})))
     rows = _rows(wanted)
     several_runs = wanted.filter(pl.col("run").is_not_null())["run"].n_unique() > 1 if len(wanted) else False
     timed = [r for r in rows if r.get("ts") is not None]
@@ -324,7 +334,7 @@ def timeline_plots(tl: Timeline) -> Plots:
         figures.append(PlotSpec(
             key="gpu-memory",
             title="GPU memory over time",
-            caption="Solid: memory used per GPU as nvidia-smi reported it. Dashed: device-wide free memory "
+            caption="Solid: memory used per GPU as nvidia-smi (or the flight recorder) reported it. Dashed: device-wide free memory "
                     "each SGLang rank printed (\"avail mem\", GiB). Time axis is UTC; dotted lines mark "
                     "events." + dropped_note,
             data=gpu_traces + sgl_traces,
@@ -342,8 +352,9 @@ def timeline_plots(tl: Timeline) -> Plots:
         figures.append(PlotSpec(
             key="host-memory",
             title="Host memory over time",
-            caption="Used and available host memory (GiB) from free and /proc/meminfo. free -g truncates to "
-                    "whole GiB, so those points are lower bounds. Time axis is UTC." + dropped_note,
+            caption="Used and available host memory (GiB) from free, /proc/meminfo and the flight recorder "
+                    "(forensics record). free -g truncates to whole GiB, so those points are lower bounds. "
+                    "Time axis is UTC." + dropped_note,
             data=host_traces,
             layout=_layout("time (UTC)", "date", shapes, annotations),
             downsampled=host_cut,
