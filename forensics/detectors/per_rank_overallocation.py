@@ -291,8 +291,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
     summary = (
         f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB"
-        + (f", pinned as {fmt_gib(pinned)} each on SGLang {version}," if pinned != req.per_rank else "")
-        + f" = {fmt_gib(demand)} of pinned host memory on a host with {fmt_gib(capacity)} ({cap_name}). "
+        + (f" (pinned as {fmt_gib(pinned)} each: SGLang {version} rounds a pool up to a power of two)"
+           if pinned != req.per_rank else "")
+        + f" = {fmt_gib(demand)} of pinned host memory against {fmt_gib(capacity)} ({cap_name}). "
         + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )

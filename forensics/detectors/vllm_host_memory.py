@@ -141,10 +141,13 @@ def _overallocated(tl: Timeline) -> list[Finding]:
                                         "PyTorch's pinned allocator rounds each block up to a power of two, so "
                                         "leave room for up to 2×"))
             if lmc:
-                fit = int(max(room - groups * kv_off * GIB, 0) // ranks // GIB)
+                lmc_room = max(room - groups * kv_off * GIB, 0)
+                fit = int(lmc_room // ranks // GIB)
                 flags.append(FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmc:g}", str(fit),
-                                        f"LMCache's CPU backend is per worker, its \"GB\" GiB (× 2^30 bytes): {ranks} "
-                                        f"workers ({how}) × {fit} GiB fit {fmt_gib(total)} ({host_how}) − reserve"))
+                                        f"the size is GiB (× 2^30 bytes) per worker: {ranks} workers ({how}) × {fit} GiB "
+                                        f"= {fmt_gib(ranks * fit * GIB)} ≤ {fmt_gib(lmc_room)} left of {fmt_gib(total)} "
+                                        f"({host_how}) after a {fmt_gib(reserve_of(total))} reserve and the other host "
+                                        "pools"))
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
