@@ -259,7 +259,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
 
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
-        f"({ranks} × {req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)}).",
+        f"({ranks} × {req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)} requested).",
         "Upgrade to SGLang ≥ 0.5.19, which divides the host budget by the ranks per host and refuses cleanly.",
         "Before relaunching, check that the killed schedulers released their memory: free -g; nvidia-smi "
         "(see SGL-HOST-003 / SGL-GPU-005).",
