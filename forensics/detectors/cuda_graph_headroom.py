@@ -455,7 +455,7 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
         threshold = max(GIB, THIN_FRACTION * gpu)
         if headroom >= threshold:
             return None
-        rule_words = f"below {fmt_gib(threshold)}"
+        rule_words = f"below {fmt_gib(threshold)} (max(1 GiB, {THIN_FRACTION:.1%} of the GPU))"
     else:
         # the GPU's size unknown: SGLang's own budget for a prefill's activations is the measure
         threshold = activation_reserve(chunk, int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1))
@@ -469,7 +469,9 @@ def _thin(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Finding | None:
     if f is not None and gpu is not None:
         target = margin_bytes(gpu)
         new = math.floor(round((f - (target - headroom) / gpu) * 100, 6)) / 100
-        flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(target)} target headroom (max(1 GiB, 3% of {fmt_gib(gpu)})) − "
+        # the target sits above the threshold that flagged it, so a little drift after the change does not flag again
+        flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(target)} target headroom (max(1 GiB, {MARGIN_FRACTION:.0%} of "
+                                f"{fmt_gib(gpu)}), above the {fmt_gib(threshold)} this finding flags) − "
                                 f"{fmt_gib(headroom)} left) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
     max_bs, bs_how = graph_max_bs(run, cfg)
     if max_bs and max_bs > 128 and (gpu is None or not flags):

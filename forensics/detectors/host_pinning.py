@@ -21,13 +21,15 @@ import math
 import re
 from collections.abc import Callable
 
+from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import fmt_gib, make_finding
+from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import failure_class
+from .per_rank_overallocation import HICACHE_UNIT
 from .vllm_host_memory import lmcache_cpu_size, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
@@ -66,19 +68,19 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
         return [_vllm_pin_failed(tl, fails)]
     size = max((float(r["bytes"]) for r in fails if r.get("bytes")), default=None)
     ranks, ranks_how = ranks_per_host(cfg)
-    totals = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
+    capacity = host_memory(tl).capacity  # the host's facts, as every host-memory finding reads them
     flags: list[FlagChange] = []
     reasons = []
-    if totals:
-        total = float(min(r["total_bytes"] for r in totals))
-        budget = total * (1 - RESERVE_SHARE)
+    if capacity:
+        budget = capacity * (1 - RESERVE_SHARE)
         per_rank_gb = math.floor(budget / ranks / 1e9)
-        why = (f"{fmt_gib(total)} host memory − {RESERVE_SHARE:.0%} reserve = {fmt_gib(budget)} ÷ {ranks} rank(s) "
-               f"({ranks_how}) → {per_rank_gb} GB per rank")
+        why = (f"{fmt_gib(capacity)} host memory − {RESERVE_SHARE:.0%} reserve = {fmt_gib(budget)}; ÷ {ranks} rank(s) "
+               f"({ranks_how}) = {fmt_gib(budget / ranks)} per rank, so {per_rank_gb} GB ({HICACHE_UNIT}) = "
+               f"{fmt_gib(per_rank_gb * 1e9)}")
     elif size:
         per_rank_gb = math.floor(size * BLIND_SHARE / 1e9)
-        why = (f"the pool that failed to pin was {fmt_gib(size)}; half of it, until `free -g` shows what this host can "
-               "lock for all its ranks")
+        why = (f"the pool that failed to pin was {fmt_gib(size)}; half of it is {per_rank_gb} GB ({HICACHE_UNIT}), "
+               "until `free -g` shows what this host can lock for all its ranks")
         reasons.append("host memory not in the input")
     else:
         per_rank_gb, why = 0, ""
@@ -190,9 +192,9 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     if ranks < 2:
         return []
     pinned = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
-    # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM)
-    per_rank_gb = math.floor(pinned * (1 - RESERVE_SHARE) / ranks / 1e9)
-    flags = flags_of(per_rank_gb, pinned, ranks, ranks_how)
+    # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM);
+    # each flag floors this share in its own engine's unit
+    flags = flags_of(pinned * (1 - RESERVE_SHARE) / ranks, pinned, ranks, ranks_how)
     return [make_finding(
         "SGL-HOST-009",
         summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pinned)} of its memory was "
@@ -212,7 +214,8 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     )]
 
 
-_FlagsOf = Callable[[int, int, int, str], list[FlagChange]]
+#: (bytes one rank may pin, the killed rank's pinned bytes, ranks per host, how counted) → the flag change
+_FlagsOf = Callable[[float, int, int, str], list[FlagChange]]
 
 
 def _per_rank_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, str, _FlagsOf] | None:
@@ -223,10 +226,11 @@ def _per_rank_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], in
             or cfg.get("hicache_ratio") is not None:
         ranks, how = ranks_per_host(cfg)
 
-        def hicache_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+        def hicache_flags(share: float, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+            gb = math.floor(share / 1e9)
             why = (f"one rank's pinned pool was {fmt_gib(pinned)} when the host ran out; the host held at least that, "
-                   f"so {n} ranks ({n_how}) × {gb} GB stays below it with a {RESERVE_SHARE:.0%} reserve — "
-                   "`free -g` gives the real budget")
+                   f"so {n} ranks ({n_how}) × {gb} GB ({HICACHE_UNIT}) = {fmt_gib(n * gb * 1e9)} stays below "
+                   f"{fmt_gib(pinned)} − {RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
             old = cfg.flag_text("hicache_size") if cfg.get("hicache_size") not in (None, 0, "0") else None
             return [FlagChange("--hicache-size", old, str(gb), why)] if gb >= 1 else []
         return ("HiCache host pool", cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",
@@ -257,19 +261,27 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         ranks, how = 2, "at least 2: vLLM titles a worker Worker_TP<n> only when tensor parallel > 1"
     words = (set_flags[0][2] if set_flags else "offloaded weights" if logged else "LMCache CPU backend")
 
-    def vllm_flags(gb: int, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+    tp = int(cfg.value_or_default("tensor_parallel")[0] or 1)
+
+    def vllm_flags(share: float, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+        # vLLM's host flags and LMCache's size are GiB (vllm_formats.md: `* GiB_bytes`; LMCache allocates
+        # max_local_cpu_size * 1024**3), per GPU / worker except --kv-offloading-size, which is per TP group
+        gib = math.floor(share / GIB)
         why = (f"one rank held {fmt_gib(pinned)} pinned when the kernel killed it; {n} ranks ({n_how}) each pin "
-               f"their own, so per rank ≤ {gb} GB keeps all of them below what the host held, with a "
-               f"{RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
-        if gb < 1:
+               f"their own, so {n} × {gib} GiB per rank = {fmt_gib(n * gib * GIB)} stays below {fmt_gib(pinned)} "
+               f"− {RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
+        if gib < 1:
             return []
         if set_flags:
             key, flag, _w = set_flags[0]
-            return [FlagChange(flag, cfg.text(key), str(gb), why)]
+            if key == "kv_offloading_size":
+                return [FlagChange(flag, cfg.text(key), str(gib * tp), why + f"; the flag is GiB for the whole TP "
+                                   f"group: {tp} × {gib} GiB")]
+            return [FlagChange(flag, cfg.text(key), str(gib), why)]
         if lmcache_gb:
-            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gb), why)]
-        return [FlagChange("--cpu-offload-gb", None, str(gb), why + "; the offloaded share is set by "
-                           "--cpu-offload-gb (per GPU)")]
+            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gib), why)]
+        return [FlagChange("--cpu-offload-gb", None, str(gib), why + "; the offloaded share is set by "
+                           "--cpu-offload-gb (GiB per GPU)")]
     evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),
                 *([lmcache] if lmcache is not None and lmcache_gb else [])]
     return words, evidence, ranks, how, vllm_flags

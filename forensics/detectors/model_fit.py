@@ -1,8 +1,8 @@
 """SGL-GPU-007: the model's weights per GPU are larger than the GPU.
 
 When no start-up line says what the weights took (a fragment, a ticket), the model's name often does:
-``gpt-oss-120b-bf16`` is 120 × 10^9 parameters at 2 bytes, 240 GB, so TP2 puts 120 GB on each
-80 GB GPU and the load fails with a CUDA OOM whatever ``--mem-fraction-static`` says. The estimate
+``gpt-oss-120b-bf16`` is 120 × 10^9 parameters at 2 bytes, 223.5 GiB, so TP2 puts 111.8 GiB on each
+79.1 GiB H100 and the load fails with a CUDA OOM whatever ``--mem-fraction-static`` says. The estimate
 is parameters × bytes per parameter (from the name's precision tag or ``--quantization``) ÷ (TP × PP).
 
 >>> model_weights("lmsys/gpt-oss-120b-bf16")
@@ -30,7 +30,7 @@ from forensics.facts.rows import Row
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, fmt_gb, fmt_gib, make_finding, tag_run
+from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 
 #: weights may fill at most this share of a GPU and leave room for a KV pool worth serving from
@@ -131,8 +131,9 @@ def detect(tl: Timeline) -> list[Finding]:
         if per_gpu <= USABLE_FOR_WEIGHTS * gpu:
             continue
         new_tp = tp_that_fits(weights / pp, gpu)
-        why = (f"{billions:g}B parameters × {per_param:g} bytes ({how}) = {fmt_gb(weights)}; "
-               f"÷ {new_tp} GPUs{f' × PP {pp}' if pp > 1 else ''} = {fmt_gb(weights / (new_tp * pp))} per GPU ≤ "
+        # in GiB throughout, the GPU's unit (CUDA's OOM message and nvidia-smi's MiB are binary)
+        why = (f"{billions:g}B parameters × {per_param:g} bytes ({how}) = {fmt_gib(weights)}; "
+               f"÷ {new_tp} GPUs{f' × PP {pp}' if pp > 1 else ''} = {fmt_gib(weights / (new_tp * pp))} per GPU ≤ "
                f"{USABLE_FOR_WEIGHTS:.0%} of {fmt_gib(gpu)} ({gpu_how})")
         flags = [FlagChange("--tp-size", str(tp) if cfg.get("tp_size") is not None else None, str(new_tp), why)]
         assumed = [] if cfg.get("tp_size") is not None else ["TP size not in the input (assumed 1)"]
@@ -140,8 +141,8 @@ def detect(tl: Timeline) -> list[Finding]:
             assumed.append("precision not in the model's name (assumed bf16)")
         out.append(tag_run(make_finding(
             "SGL-GPU-007",
-            summary=(f"{model} needs about {fmt_gb(weights)} of weights ({billions:g}B × {per_param:g} bytes); over "
-                     f"{tp * pp} GPU(s) that is {fmt_gb(per_gpu)} per GPU, more than the {fmt_gib(gpu)} GPU holds. "
+            summary=(f"{model} needs about {fmt_gib(weights)} of weights ({billions:g}B × {per_param:g} bytes); over "
+                     f"{tp * pp} GPU(s) that is {fmt_gib(per_gpu)} per GPU, more than the {fmt_gib(gpu)} GPU holds. "
                      f"Use --tp-size {new_tp} (or a quantised checkpoint)."),
             evidence=[*failed[:3], *cfg.evidence_rows("model_path", "model", "tp_size")],
             confidence="medium" if not assumed else "low",

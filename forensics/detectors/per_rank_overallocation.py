@@ -39,6 +39,8 @@ RESERVE_FRACTION = 0.10  # our reserve: max(10 GiB, 10% of capacity)
 PER_PROCESS_BYTES = 3 * GIB  # host RSS of one scheduler process (CUDA context, torch, Python)
 POW2_FIRST, POW2_LAST = (0, 4, 5), (0, 5, 4)
 SPLIT_FIRST = (0, 5, 19)  # SGLang divides the host budget by the ranks per host
+#: ``--hicache-size N`` is ``N * 1e9`` bytes per rank (reference/sglang_formats.md, "HiCache host GB = 10^9 B")
+HICACHE_UNIT = "--hicache-size is in GB, 10^9 bytes"
 
 
 def pinned_bytes(requested: float, pow2: bool) -> float:
@@ -238,18 +240,19 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     if old is None and req.source == "log":
         old = f"{req.per_rank / 1e9:g}"
 
+    # every comparison in GiB: the flag's value is GB (10^9 bytes), said once and converted (DESIGN.md §5)
     arithmetic = (
-        f"budget = {cap_name} {fmt_gib(capacity)} − baseline {fmt_gib(baseline)} ({baseline_how}) − reserve "
-        f"{fmt_gib(reserve)} (max(10 GiB, 10% of capacity)) − {ranks} scheduler processes × 3 GiB = "
-        f"{fmt_gb(budget)}; ÷ {ranks} ranks = {fmt_gb(per_rank_budget)} per rank"
+        f"budget {fmt_gib(budget)} = {cap_name} {fmt_gib(capacity)} − baseline {fmt_gib(baseline)} ({baseline_how}) "
+        f"− reserve {fmt_gib(reserve)} (max(10 GiB, 10% of capacity)) − {ranks} scheduler processes × 3 GiB; "
+        f"÷ {ranks} ranks = {fmt_gib(per_rank_budget)} per rank"
     )
     if size_for_pow2:
-        pow2_note = (f"SGLang {version}: 0.4.5–0.5.4 pin each pool rounded up to a power of two, so "
-                     f"{new_gb} GB pins {fmt_gib(pinned_bytes(new_gb * 1e9, True))}; on ≥ 0.5.5 up to {plain_gb} GB fits")
-        why = (f"{ranks} ranks × {new_gb} GB (pinned ≤ {fmt_gib(pinned_bytes(new_gb * 1e9, True))} each) fits: "
-               f"{arithmetic}; {pow2_note}")
+        pinned_new = pinned_bytes(new_gb * 1e9, True)
+        why = (f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}), each pinned as {fmt_gib(pinned_new)} = "
+               f"{fmt_gib(ranks * pinned_new)} ≤ {arithmetic}; SGLang {version}: 0.4.5–0.5.4 pin each pool rounded up "
+               f"to a power of two; on ≥ 0.5.5 up to {plain_gb} GB fits")
     else:
-        why = f"{ranks} ranks × {new_gb} GB = {fmt_gb(ranks * new_gb * 1e9)} ≤ {arithmetic}"
+        why = f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}) = {fmt_gib(ranks * new_gb * 1e9)} ≤ {arithmetic}"
         if pow2 == "unknown":
             pow2_gb = largest_hicache_gb(per_rank_budget, True)
             why += (f". SGLang version not found: on 0.4.5–0.5.4 each pool is pinned rounded up to a power of two "
@@ -258,7 +261,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
 
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
-        f"({ranks} × {fmt_gb(req.per_rank)} = {fmt_gb(ranks * req.per_rank)}).",
+        f"({ranks} × {req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)} requested).",
         "Upgrade to SGLang ≥ 0.5.19, which divides the host budget by the ranks per host and refuses cleanly.",
         "Before relaunching, check that the killed schedulers released their memory: free -g; nvidia-smi "
         "(see SGL-HOST-003 / SGL-GPU-005).",
@@ -290,9 +293,10 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
     climb = _observed_climb(tl, req, consequence_rows, pinned)
     summary = (
-        f"--hicache-size is per rank: {ranks} ranks × {fmt_gb(req.per_rank)}"
-        + (f" (pinned as {fmt_gib(pinned)} each on SGLang {version})" if pinned != req.per_rank else "")
-        + f" = {fmt_gb(demand)} of pinned host memory on a host with {fmt_gib(capacity)} ({cap_name}). "
+        f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB"
+        + (f" (pinned as {fmt_gib(pinned)} each: SGLang {version} rounds a pool up to a power of two)"
+           if pinned != req.per_rank else "")
+        + f" = {fmt_gib(demand)} of pinned host memory against {fmt_gib(capacity)} ({cap_name}). "
         + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )
@@ -376,7 +380,7 @@ def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostMemo
         elif hi and hi <= (0, 4, 9):
             per_rank = (only_have - SGLANG_RESERVE) / ranks
             why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory on SGLang ≤ 0.4.9 "
-                   f"(no reserve subtracted): ({fmt_gb(only_have)} − 10 GiB) ÷ {ranks} ranks")
+                   f"(no reserve subtracted): ({fmt_gb(only_have)} − {fmt_gb(SGLANG_RESERVE)} reserve) ÷ {ranks} ranks")
         else:
             per_rank = only_have / ranks
             why = f"every rank measures the whole host: {fmt_gb(only_have)} ÷ {ranks} ranks"

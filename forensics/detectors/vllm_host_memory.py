@@ -16,7 +16,8 @@ True
 from __future__ import annotations
 
 from forensics.facts import engines
-from forensics.facts.launch import docker_memory_limit, launch_rows
+from forensics.facts.host_memory import host_memory
+from forensics.facts.launch import launch_rows
 from forensics.facts.rows import Row, attrs, rows
 from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
@@ -41,22 +42,24 @@ def corrected_per_gpu(*, host_total: float, ranks: int, offload_per_gpu: float) 
 
 
 def _host(tl: Timeline, run: list[Row]) -> tuple[float | None, list[Row], str]:
-    limit = docker_memory_limit(tl)
-    mem = [r for r in rows(tl, "host_memory") if r.get("total_bytes")]
+    """What the ranks could pin at most: the host's facts (:mod:`forensics.facts.host_memory`, the same total and
+    limit every host-memory finding shows), else vLLM's own account of total CPU memory."""
+    host = host_memory(tl)
     told = [r for r in of_kind(run, "swap_space_too_large") if r.get("total_bytes")]
-    if limit and (not mem or limit[0] < min(r["total_bytes"] for r in mem)):
-        return float(limit[0]), [limit[1]], "the container's memory limit"
-    if mem:
-        r = min(mem, key=lambda x: x["total_bytes"])
-        return float(r["total_bytes"]), [r], "host MemTotal"
+    if host.limit and (host.total is None or host.limit < host.total):
+        return float(host.limit), [r for r in (host.limit_row,) if r is not None], "the container's memory limit"
+    if host.total:
+        return float(host.total), [r for r in (host.total_row,) if r is not None], "host MemTotal"
     if told:
         return float(told[0]["total_bytes"]), [told[0]], "vLLM's own account of total CPU memory"
     return None, [], "unknown"
 
 
 def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
-    """LMCache's per-worker CPU backend size in GB (``LMCACHE_MAX_LOCAL_CPU_SIZE``, "CPU memory limit in GB": NVIDIA
-    Dynamo's LMCache page, vLLM's examples/offline_inference/cpu_offload_lmcache.py) from a launch's environment,
+    """LMCache's per-worker CPU backend size (``LMCACHE_MAX_LOCAL_CPU_SIZE``, "CPU memory limit in GB": NVIDIA
+    Dynamo's LMCache page, vLLM's examples/offline_inference/cpu_offload_lmcache.py) from a launch's environment;
+    its "GB" is GiB: LMCache's engine builder allocates ``max_local_cpu_size * 1024**3`` bytes
+    (``lmcache/v1/cache_engine.py``, ``MixedMemoryAllocator``),
     unless ``LMCACHE_LOCAL_CPU`` turns the CPU backend off; the vLLM connector builds one per worker."""
     for row in reversed(launch_rows(tl)):
         env = attrs(row).get("env") or {}
@@ -104,7 +107,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
         v1 = cfg.engine_generation == "V1"
-        pools = groups * kv_off * GIB + ranks * lmc * 1e9  # the KV offload buffers and LMCache's CPU backends
+        pools = groups * kv_off * GIB + ranks * lmc * GIB  # the KV offload buffers and LMCache's CPU backends
         demand = ranks * ((0 if v1 else swap_b) + offload * GIB) + pools
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
@@ -131,26 +134,29 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         if total and pools and over:
             room = total - reserve_of(total) - ranks * ((0 if v1 else swap_b) + offload * GIB)
             if kv_off:  # the other pools' share of the room stays theirs
-                fit = int(max(room - ranks * lmc * 1e9, 0) // groups // GIB)
+                fit = int(max(room - ranks * lmc * GIB, 0) // groups // GIB)
                 flags.append(FlagChange("--kv-offloading-size", f"{kv_off:g}", str(fit),
                                         f"the buffer is GiB for the whole TP group; {groups} group(s) × {fit} GiB fit "
                                         f"{fmt_gib(total)} ({host_how}) − reserve beside the other host pools; "
                                         "PyTorch's pinned allocator rounds each block up to a power of two, so "
                                         "leave room for up to 2×"))
             if lmc:
-                fit = int(max(room - groups * kv_off * GIB, 0) // ranks // 1e9)
+                lmc_room = max(room - groups * kv_off * GIB, 0)
+                fit = int(lmc_room // ranks // GIB)
                 flags.append(FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmc:g}", str(fit),
-                                        f"LMCache's CPU backend is GB per worker: {ranks} workers ({how}) × {fit} GB "
-                                        f"fit {fmt_gib(total)} ({host_how}) − reserve"))
+                                        f"the size is GiB (× 2^30 bytes) per worker: {ranks} workers ({how}) × {fit} GiB "
+                                        f"= {fmt_gib(ranks * fit * GIB)} ≤ {fmt_gib(lmc_room)} left of {fmt_gib(total)} "
+                                        f"({host_how}) after a {fmt_gib(reserve_of(total))} reserve and the other host "
+                                        "pools"))
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
             summary=(f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
                      + (f" + {off_flag} {offload:g}" if offload else "")
                      + (f" + --kv-offloading-size {kv_off:g} per TP group" if kv_off else "")
-                     + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GB per worker" if lmc else "")
+                     + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker" if lmc else "")
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
-                     + (f" of a {fmt_gib(total)} host" if total else "")
+                     + (f" of {fmt_gib(total)} ({host_how})" if total else "")
                      + ("; vLLM refused to start" if refused else "")
                      + ("; the kernel OOM killer fired" if kills else "") + "."
                      + (f" Set {flags[0].flag} {flags[0].new}." if flags else "")),
@@ -162,7 +168,9 @@ def _overallocated(tl: Timeline) -> list[Finding]:
             confidence_reason=None if cfg.observed("swap_space") or offload or told or pools else
             f"{swap_flag} is vLLM's default ({swap_b / GIB:g} GiB), not read from the input",
             figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap_b / GIB, "cpu_offload_gib_per_gpu": offload,
-                     "host_total_bytes": int(total) if total else None, "demand_bytes": int(demand) or None,
+                     "host_total_bytes": host_memory(tl).total or next((int(r["total_bytes"]) for r in told
+                                                                        if r.get("total_bytes")), None),
+                     "capacity_bytes": int(total) if total else None, "demand_bytes": int(demand) or None,
                      "engine_generation": cfg.engine_generation},
             flags=flags,
             actions=["Per-GPU host flags multiply by the ranks on the host: size them as host budget ÷ ranks. "

@@ -1,0 +1,123 @@
+"""Every report tells one story: one unit per comparison, one value per flag, one value per fact, the
+arithmetic whole and a short list of what to do — over every scenario and every real case.
+
+The real cases are read from ``../shared/incidents`` at test time (skipped when absent); the scenarios
+ship in the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from forensics.analysis import analyse
+from forensics.report import render_markdown
+from forensics.report.document import MAX_NEXT_STEPS, normalise_document, ordered_findings
+from forensics.rules import load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = ROOT / "fixtures" / "scenarios"
+CORPUS = ROOT.parent / "shared" / "incidents"
+
+_QUANTITY = r"(\d[\d,]*(?:\.\d+)?)\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+#: a quantity, a comparison, and the first quantity after it (names and words may stand between)
+_COMPARISON = re.compile(_QUANTITY + r"[^≤≥<>;.\n]{0,20}?\s(≤|≥|<|>|exceeds|is above|is below)\s[^;\n]{0,80}?" + _QUANTITY)
+#: facts several findings may show: they must agree within one host
+SHARED_FACTS = ("host_total_bytes", "gpu_memory_bytes", "baseline_bytes", "container_limit_bytes")
+
+
+def _family(unit: str) -> str:
+    return "binary" if "i" in unit else "decimal"
+
+
+def _cases() -> list[tuple[str, list[Path]]]:
+    out = []
+    for d in sorted(p for p in SCENARIOS.iterdir() if (p / "expected.json").is_file()):
+        spec = json.loads((d / "expected.json").read_text(encoding="utf-8"))
+        names = spec.get("inputs") or sorted(p.name for p in d.iterdir() if p.name != "expected.json")
+        out.append((f"scenario/{d.name}", [d / n for n in names]))
+    if CORPUS.is_dir():
+        for d in sorted(p for p in CORPUS.iterdir() if (p / "case.toml").is_file()):
+            out.append((f"case/{d.name}", sorted(p for p in d.rglob("*") if p.is_file() and p.name != "case.toml")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, tuple[dict, str]]:
+    catalog = load_catalog()
+    out = {}
+    for name, inputs in _cases():
+        tl, doc = analyse(inputs, quiet=True)
+        out[name] = (doc, render_markdown(doc, catalog, tl))
+    return out
+
+
+def _texts(doc: dict, md: str) -> list[str]:
+    texts = [md]
+    for f in doc["findings"]:
+        texts.append(f["summary"])
+        texts += [c.get("why") or "" for c in f["remediation"]["flags"]]
+        texts += list(f["remediation"]["actions"])
+    return texts
+
+
+def test_every_comparison_is_made_in_one_unit(reports):
+    mixed = []
+    for name, (doc, md) in reports.items():
+        for text in _texts(doc, md):
+            for m in _COMPARISON.finditer(text):
+                if _family(m.group(2)) != _family(m.group(5)):
+                    mixed.append(f"{name}: {m.group(0)}")
+    assert not mixed, "\n".join(mixed[:20])
+
+
+def test_no_flag_gets_two_values(reports):
+    split = []
+    for name, (doc, _md) in reports.items():
+        values: dict[tuple[str, str], set[str]] = {}
+        for f in doc["findings"]:
+            host = (f.get("hosts") or [""])[0]
+            for c in f["remediation"]["flags"]:
+                key = (host, c["flag"].lstrip("-").replace("_", "-"))
+                values.setdefault(key, set()).add(str(c.get("new")))
+        split += [f"{name}: {flag} → {sorted(v)}" for (_h, flag), v in values.items() if len(v) > 1]
+    assert not split, "\n".join(split)
+
+
+def test_facts_shown_by_two_findings_are_equal(reports):
+    differ = []
+    for name, (doc, _md) in reports.items():
+        for fact in SHARED_FACTS:
+            seen: dict[str, set] = {}
+            for f in doc["findings"]:
+                if fact in f["figures"]:
+                    seen.setdefault((f.get("hosts") or [""])[0], set()).add(f["figures"][fact])
+            differ += [f"{name}: {fact} {sorted(v)}" for v in seen.values() if len(v) > 1]
+    assert not differ, "\n".join(differ)
+
+
+def test_summary_never_cuts_a_formula(reports):
+    cut = []
+    for name, (_doc, md) in reports.items():
+        for line in md.splitlines():
+            if "…" in line and re.search(r"[=≤≥×÷−]", line.split("…")[0][-120:]) \
+                    and not line.lstrip().startswith(("- `", "… more")):
+                cut.append(f"{name}: {line}")
+    assert not cut, "\n".join(cut)
+
+
+def test_next_steps_are_short_and_said_once(reports):
+    from forensics.report.document import next_steps
+
+    bad = []
+    for name, (doc, _md) in reports.items():
+        steps = next_steps(normalise_document(doc))
+        texts = [s["text"] for s in steps]
+        if len(steps) > MAX_NEXT_STEPS or len(set(texts)) != len(texts):
+            bad.append(f"{name}: {texts}")
+        if ordered_findings(doc) and not doc["findings"]:
+            bad.append(name)
+    assert not bad, "\n".join(bad)
