@@ -17,10 +17,11 @@ from forensics.analysis import analyse
 from forensics.report import render_markdown
 from forensics.report.document import MAX_NEXT_STEPS, normalise_document, ordered_findings
 from forensics.rules import load_catalog
+from tests.shared_data import SHARED
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "fixtures" / "scenarios"
-CORPUS = ROOT.parent / "shared" / "incidents"
+CORPUS = SHARED / "incidents"
 
 _QUANTITY = r"(\d[\d,]*(?:\.\d+)?)\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
 #: a quantity, a comparison, and the first quantity after it (names and words may stand between)
