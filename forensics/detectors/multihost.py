@@ -122,14 +122,14 @@ def _waited(f: Finding) -> bool:
 def link_waiting(findings: list[Finding], incidents: dict[str, str | None]) -> None:
     """A node whose ranks only waited (other ranks did not finish loading, a collective timed out) and that
     no rule explained: its wait follows from the first failure on another node."""
-    from . import CAUSE_PRIORITY, _in_incident
+    from forensics.detectors.causes import CAUSE_PRIORITY, in_incident
 
     order = {rid: i for i, rid in enumerate(CAUSE_PRIORITY)}
     for f in findings:
-        if f.consequence_of or not _waited(f) or not _in_incident(f, incidents):
+        if f.consequence_of or not _waited(f) or not in_incident(f, incidents):
             continue
         causes = [c for c in findings if c.hosts != f.hosts and c.rule_id in order and c.rule_id not in WAITERS
-                  and c.consequence_of is None and _in_incident(c, incidents)]
+                  and c.consequence_of is None and in_incident(c, incidents)]
         if not causes:
             continue
         cause = min(causes, key=lambda c: (order[c.rule_id], min((e.ts for e in c.evidence if e.ts), default="~")))
@@ -227,9 +227,10 @@ def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Findin
 
 def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
+    from forensics.detectors.causes import incident_run, link_consequences, root_finding, sort_key
     from forensics.timeline.hosts import host_view
 
-    from . import _sort_key, flight_recorder, incident_run, link_consequences, missing_facts, root_finding
+    from . import flight_recorder, missing_facts
 
     views = {h: host_view(tl, h) for h in tl.facts.hosts}
     findings: list[Finding] = []
@@ -245,7 +246,7 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
     findings.extend(flight_recorder.across_hosts(tl))
     findings.extend(silent_nodes(tl, views, findings))
     tightest_corrections(findings)
-    findings.sort(key=lambda f: (*_sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
+    findings.sort(key=lambda f: (*sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
     link_consequences(findings, incidents)
     link_waiting(findings, incidents)
     for host, view in views.items():
@@ -255,5 +256,5 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
     if root is not None:
         tl.facts.host = root.hosts[0] if root.hosts else None
         # the root cause's finding first among its rule's, so the rule id names it
-        findings.sort(key=lambda f: (*_sort_key(f, incidents), f is not root, f.hosts[0] if f.hosts else ""))
+        findings.sort(key=lambda f: (*sort_key(f, incidents), f is not root, f.hosts[0] if f.hosts else ""))
     return findings, root.rule_id if root else None

@@ -7,7 +7,7 @@ utilization too high for this GPU (the opposite of VLLM-KV-002). Sample::
     (VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: CUDA error: out of memory
 
 >>> lowered_utilization(0.941, tried_bytes=138 * 2**20, free_bytes=2.19 * 2**20, total_bytes=79.15 * 2**30)
-0.92
+0.91
 >>> lowered_utilization(0.9, tried_bytes=None, free_bytes=None, total_bytes=None)
 0.85
 """

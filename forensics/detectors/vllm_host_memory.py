@@ -9,8 +9,8 @@ host RAM (V0; PyTorch's pinned allocator rounds each layer's block up to a power
 
 >>> corrected_per_gpu(host_total=62.79 * 2**30, ranks=4, offload_per_gpu=0)
 4
->>> corrected_per_gpu(host_total=196 * 2**30, ranks=2, offload_per_gpu=80 * 2**30) is None
-True
+>>> corrected_per_gpu(host_total=196 * 2**30, ranks=2, offload_per_gpu=80 * 2**30)
+8
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Samples::
 >>> corrected_max_model_len(23648), corrected_max_model_len(3664), corrected_max_model_len(40100)
 (23552, 3072, 39936)
 >>> raised_utilization(0.9, needed_bytes=3.8 * 2**30, available_bytes=2.89 * 2**30, total_bytes=23.58 * 2**30)
-0.94
+0.95
 >>> raised_utilization(0.9, needed_bytes=16 * 2**30, available_bytes=4.9 * 2**30, total_bytes=23.6 * 2**30) is None
 True
 """

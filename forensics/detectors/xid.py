@@ -105,9 +105,10 @@ def gpu_memory_faults(row: Row) -> list[str]:
     ECC errors since the driver loaded (volatile; the aggregate is history), a row remap pending (it needs a reset)
     or one that failed, pages pending retirement. Empty when the counters are clean or absent.
 
-    >>> gpu_memory_faults({"attrs": {"ecc_uncorrected_volatile": 2}})
+    >>> import json
+    >>> gpu_memory_faults({"attrs": json.dumps({"ecc_uncorrected_volatile": 2})})
     ['2 uncorrectable ECC errors since the driver loaded']
-    >>> gpu_memory_faults({"attrs": {"remapped_rows": {"Pending": "No", "Remapping Failure Occurred": "Yes"}}})
+    >>> gpu_memory_faults({"attrs": json.dumps({"remapped_rows": {"Pending": "No", "Remapping Failure Occurred": "Yes"}})})
     ['a row remapping failed']
     """
     a = attrs(row)
