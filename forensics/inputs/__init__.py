@@ -34,6 +34,8 @@ from pathlib import Path
 
 import zstandard
 
+from .tar_headers import BoundedTarInfo, HeaderRefused
+
 #: Caps on what one input may expand to. A 2 GB rank log must pass; a zip bomb must not.
 MAX_MEMBER_BYTES = 8 << 30
 MAX_TOTAL_BYTES = 32 << 30
@@ -45,8 +47,10 @@ STREAM_BYTES = 64 << 20
 #: When all inputs together pass STREAM_BYTES, files above this size are streamed too: eight 32 MiB
 #: rank logs are as big an input as one 256 MiB log and must not be held whole either.
 STREAM_BYTES_BIG_INPUT = 1 << 20
-#: Files this many times larger than any sane log are refused outright in directories too.
-MAX_FILES = 100_000
+#: Files one input may hold, all its folders and archives together (nested ones included): a host's
+#: bundle holds tens; each file costs milliseconds to sort and parse, so 200,000 tiny members in a
+#: 3 MB .tar.gz would run for many minutes and write a report of 100+ MB.
+MAX_FILES = 10_000
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz", ".txz", ".tar.bz2",
                     ".tbz2", ".tbz", ".zip")
@@ -291,10 +295,13 @@ def _open_archive_stream(path: Path | None, stream=None,
         if name.endswith((".tar.zst", ".tar.zstd", ".tzst")) or head.startswith(b"\x28\xb5\x2f\xfd"):
             dctx = zstandard.ZstdDecompressor()
             stream = dctx.stream_reader(buffered, read_across_frames=True)
-            tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - streamed; raw is closed by the caller
+            tf = tarfile.open(fileobj=stream, mode="r|", tarinfo=BoundedTarInfo)  # noqa: SIM115 - streamed; raw is closed by the caller
         else:
             # r|* sniffs gzip/bz2/xz/plain from the magic bytes
-            tf = tarfile.open(fileobj=buffered, mode="r|*")  # noqa: SIM115 - as above
+            tf = tarfile.open(fileobj=buffered, mode="r|*", tarinfo=BoundedTarInfo)  # noqa: SIM115 - as above
+    except HeaderRefused as e:
+        raw.close()
+        raise InputError(f"{label or path}: refusing archive: {e}") from None
     except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
         raw.close()
         raise InputError(f"{label or path}: not a readable tar archive ({_why(e)})") from None
@@ -329,6 +336,8 @@ def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = Fal
         members_seen = 0
         for member in tf:
             members_seen += 1
+            if members_seen > MAX_FILES:
+                raise InputError(f"{arch}: refusing archive: more than {MAX_FILES:,} members")
             name = _safe_member_name(member.name, arch)
             if member.isdir() or not name:
                 continue
@@ -367,6 +376,8 @@ def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = Fal
             raise InputError(f"{arch}: empty archive: nothing to read")
     except InputError:
         raise
+    except HeaderRefused as e:
+        raise InputError(f"{arch}: refusing archive: {e}") from None
     except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError, ValueError) as e:
         raise InputError(f"{arch}: archive is truncated or corrupt ({_why(e)})") from None
     finally:
@@ -481,7 +492,7 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
                 skipped.append(f"{rel}: not a regular file")
                 continue
             if len(files) >= MAX_FILES:
-                raise InputError(f"{root}: more than {MAX_FILES} files")
+                raise InputError(f"{root}: refusing folder: more than {MAX_FILES:,} files")
             # archives and compressed files are opened by the caller (forensics.inputs.unpack), by content
             if st.st_size > stream_over and fn != "manifest.json":
                 files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
@@ -566,6 +577,8 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> 
             f.name = name
             out.files.append(f)
         out.skipped.extend(skipped)
+        if len(out.files) > MAX_FILES:
+            raise InputError(f"refusing input: more than {MAX_FILES:,} files in all")
     if not out.files:
         raise InputError("input holds no files to read")
     out.files = rotation.join_sets(out.files, out.spool, stream_over)
