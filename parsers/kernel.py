@@ -32,11 +32,12 @@ with a zone, ``ts_local`` from zone-less wall clocks; the timeline assembly does
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from parsers import jsontext
 
 from .proc_titles import process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
@@ -1149,7 +1150,7 @@ class _Reader:
             self.ok(kernel=False)
             return
         try:
-            obj = json.loads(s)
+            obj = jsontext.loads(s)
         except (ValueError, RecursionError):
             self.bad(n, line)
             return
@@ -1185,7 +1186,7 @@ class _Reader:
             self.kernel_lines += m.group("k") == "dmesg"  # the dmesg -J envelope
         else:
             try:
-                j["obj"][m.group("k")] = json.loads(v)
+                j["obj"][m.group("k")] = jsontext.loads(v)
             except (ValueError, RecursionError):
                 return False
             if m.group("k") in ("msg", "MESSAGE"):

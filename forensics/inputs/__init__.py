@@ -23,6 +23,7 @@ import io
 import json
 import os
 import posixpath
+import re
 import shutil
 import stat
 import tarfile
@@ -247,6 +248,23 @@ class InputSet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_name(name: str) -> str:
+    """A name as text every writer accepts: the bytes a file system or tar header held that are not
+    UTF-8 (Python keeps them as lone surrogates, which polars, JSON and HTML writers refuse) shown as
+    ``\\xNN``, any other lone surrogate as U+FFFD.
+
+    >>> text_name(os.fsdecode(b"rank0-\\xff.log")), text_name("ok.log")
+    ('rank0-\\\\xff.log', 'ok.log')
+    """
+    if not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+                          else "\ufffd", name)
 
 
 def is_archive_name(path: str | os.PathLike) -> bool:
@@ -481,13 +499,20 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
             if stat.S_ISLNK(st.st_mode):
                 try:
                     target = p.resolve(strict=True)
+                except RuntimeError:  # Python before 3.13 raises this for a loop (3.13: OSError ELOOP)
+                    skipped.append(f"{rel}: symbolic link loop")
+                    continue
                 except OSError:
                     skipped.append(f"{rel}: dangling link")
                     continue
                 if not target.is_relative_to(root_real):
                     skipped.append(f"{rel}: link pointing outside {root} not followed")
                     continue
-                st = target.stat()
+                try:
+                    st = target.stat()
+                except OSError as e:
+                    skipped.append(f"{rel}: unreadable ({_why(e)})")
+                    continue
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(f"{rel}: not a regular file")
                 continue
@@ -564,11 +589,13 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> 
         expander.skipped = []
         for f in files:
             if out.manifest is None and _manifest_place(f, expander.roots) is not None:
-                out.manifest = _load_manifest(f, arg)
+                out.manifest, notes = bundle_manifest(_load_manifest(f, arg))
+                out.skipped.extend(notes)
                 if out.manifest is not None:
                     _place_manifest(out.manifest, _manifest_place(f, expander.roots) or "")
                     continue
-            name = prefix + f.name
+            name = text_name(prefix + f.name)
+            f.origin = text_name(f.origin)
             base, n = name, 2
             while name in used_names:
                 name = f"{base}~{n}"
@@ -576,7 +603,7 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> 
             used_names.add(name)
             f.name = name
             out.files.append(f)
-        out.skipped.extend(skipped)
+        out.skipped.extend(text_name(s) for s in skipped)
         if len(out.files) > MAX_FILES:
             raise InputError(f"refusing input: more than {MAX_FILES:,} files in all")
     if not out.files:
@@ -627,11 +654,19 @@ def _load_manifest(f: InputFile, arg) -> dict | None:
         return None
     try:
         doc = json.loads(f.data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def bundle_manifest(doc: object) -> tuple[dict | None, list[str]]:
+    """A parsed ``manifest.json`` checked field by field (:func:`forensics.inputs.manifest.validate`),
+    or None when it is no bundle manifest; and the notes on the fields ignored."""
+    from .manifest import validate
+
     if isinstance(doc, dict) and "schema_version" in doc and "artifacts" in doc:
-        return doc
-    return None
+        return validate(doc)
+    return None, []
 
 
 def iter_text(files: list[InputFile]) -> Iterator[tuple[InputFile, str]]:
