@@ -59,6 +59,9 @@ class _Piece:
     command: str | None = None
 
 
+#: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
+MAX_SKIPPED_LISTED = 50
+
 def _parse_dt(value: Any) -> datetime | None:
     if not value or not isinstance(value, str):
         return None
@@ -706,7 +709,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
     if host:
         facts.host = host
-    facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
+    facts.gaps.extend(f"skipped {s}" for s in inp.skipped[:MAX_SKIPPED_LISTED])
+    if len(inp.skipped) > MAX_SKIPPED_LISTED:
+        facts.gaps.append(f"skipped {len(inp.skipped) - MAX_SKIPPED_LISTED:,} more items not listed here")
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
     frames: list[pl.DataFrame] = []
     coverage: list[dict[str, Any]] = []
