@@ -320,7 +320,7 @@ def _open_archive_stream(path: Path | None, stream=None,
     except HeaderRefused as e:
         raw.close()
         raise InputError(f"{label or path}: refusing archive: {e}") from None
-    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
+    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError, ValueError) as e:  # ValueError: a bad pax field
         raw.close()
         raise InputError(f"{label or path}: not a readable tar archive ({_why(e)})") from None
     return tf, counter, raw

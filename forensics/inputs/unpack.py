@@ -203,7 +203,7 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
     stops at the declared size and checks the CRC)."""
     try:
         zf = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise InputError(f"{arch}: not a readable zip archive ({_why(e)})") from None
     files: list[InputFile] = []
     skipped: list[str] = []
