@@ -67,7 +67,9 @@ CLASSES = {
     "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
 
-_SIZE = r"(\d+(?:\.\d+)? ?(?:bytes|[KMGTP]iB))"
+# A figure starts where a number does and its digits are possessive: searched in a line of digits, a
+# match is tried once per number, not once per digit (which costs the square of the line)
+_SIZE = r"(?<![\d.])(\d++(?:\.\d++)? ?(?:bytes|[KMGTP]iB))"
 _N = r"(\d+(?:\.\d+)?)"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -149,7 +151,7 @@ _STORE = re.compile(
     r"TCP client failed to connect|DistStoreError|DistNetworkError|store based barrier|failed to pass monitoredBarrier|"
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms"
 )
-_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
+_JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
 # --- process death (§5) ---
 _SHM = re.compile(
