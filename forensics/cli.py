@@ -81,7 +81,9 @@ class Fail(Exception):
 
 
 def _say(msg: str) -> None:
-    typer.echo(msg, err=True)
+    from .progress import printable
+
+    typer.echo(printable(msg), err=True)  # names from the input are in it: no control character reaches the terminal
 
 
 def _version_cb(value: bool) -> None:

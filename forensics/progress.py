@@ -9,6 +9,7 @@ through :func:`byte_task`, which falls back to a plain line every few seconds fo
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -17,12 +18,26 @@ from typing import Any, TextIO
 #: A plain progress line at most this often per file.
 PLAIN_EVERY_S = 2.0
 
+#: C0 and C1 controls, DEL and the Unicode line breaks: what a terminal acts on instead of showing.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC, OSC, BEL, CR, newline…) shown as
+    ``\\xNN``, so a file name from an archive cannot set the window title or clear the screen.
+
+    >>> printable("reading \\x1b]0;owned\\x07x.log")
+    'reading \\\\x1b]0;owned\\\\x07x.log'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
 
 class Task:
     """One file's progress: call it with the bytes done so far; ``done()`` when finished."""
 
     def __init__(self, say: Callable[[str], None] | None, label: str, total: int) -> None:
-        self.say, self.label, self.total = say, label, total
+        self.say, self.label, self.total = say, printable(label), total
         self.t0 = self.said = time.monotonic()
 
     def __call__(self, done: int) -> None:
@@ -41,7 +56,10 @@ class _BarTask(Task):
     def __init__(self, owner: Reporter, label: str, total: int) -> None:
         super().__init__(None, label, total)
         self.owner = owner
-        self.id = owner._bars().add_task(label, total=total or None)
+        from rich.markup import escape
+
+        # a bar's description is rich markup: a name holding "[bold]" or "[/]" must print as written
+        self.id = owner._bars().add_task(escape(self.label), total=total or None)
 
     def __call__(self, done: int) -> None:
         if self.owner.live is not None:
@@ -70,6 +88,7 @@ class Reporter:
         self.open = 0
 
     def __call__(self, line: str) -> None:
+        line = printable(line)
         if self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
             return

@@ -125,11 +125,24 @@ def _rules() -> list[_Rule]:
         # Python's and JSON's "unset", not a secret
         rules.append(_Rule("kwarg_secret", re.compile(
             word + rb"=(?!(?:none|null)\b)(?P<v>" + _VALUE + b")"), lower=True, guard=_not_after_alnum))
+    for word in (b"_TOKEN", b"_SECRET", b"_PASSWORD", b"_PASSWD", b"_KEY", b"APIKEY"):
+        # YAML and .env-style maps, unquoted: "HF_TOKEN: X" (a value of digits only is a count, not a secret)
+        rules.append(_Rule("env_secret", re.compile(
+            word + rb":[ \t]+(?![\"'])(?=[^\s\x00]*[A-Za-z_/+=-])(?P<v>" + _VALUE + b")"), guard=_env_name))
+    # HTTP headers by name, in a logged request or a curl line: "X-Api-Key: X", "X-Auth-Token: X"
+    rules.append(_Rule("header_secret", re.compile(
+        rb"(?:(?:x-[a-z0-9-]*)?(?:api-?key|auth-token|access-token)|x-[a-z0-9-]*token)[ \t]*:[ \t]*"
+        rb"(?![\"'\[])(?=[^\s\x00\"',;]*[a-z_/+=-])(?P<v>[^\s\x00\"',;]+)"), lower=True, guard=_header_name))
     # Kubernetes env lists: "- name: HF_TOKEN" then "value: X" on the next line
     rules.append(_Rule("env_secret", re.compile(
         rb"name:[ \t]*[\"']?[A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|_KEY|APIKEY)[\"']?[ \t]*\r?\n"
         rb"[ \t]*value:[ \t]*(?P<v>" + _VALUE + b")")))
     return rules
+
+
+def _header_name(hay: bytes, start: int) -> bool:
+    """A header's name starts a word (``X-Api-Key``, not ``#new-token``): no letter, digit, ``-`` or ``#`` before it."""
+    return start == 0 or (hay[start - 1] not in _WORD and hay[start - 1] not in b"-#")
 
 
 def _not_after_alnum(hay: bytes, start: int) -> bool:
@@ -290,7 +303,7 @@ def chain(*steps: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
 #: hold a secret the rules would find, so only the few that do go through the byte rules.
 FRAME_PREFILTER = (
     r"(?i)hf_|sk-|akia|asia|bearer|://[^\s/@]*:[^\s/@]*@|api.?key|-token[=\s\x00\"',]|token=|token['\"]?\s*[=:]\s*['\"]"
-    r"|secret|passw|aws_|_key"
+    r"|secret|passw|aws_|_key|auth-token|access-token|x-[a-z0-9-]*token"
 )
 # Why FRAME_PREFILTER_PLAIN suffices without FRAME_SPECIAL, rule by rule: url_password needs '@';
 # hf_token and aws_secret '_'; env_secret and unquoted key=value '='; quoted kwargs and argv lists a
@@ -302,7 +315,8 @@ FRAME_SPECIAL = r"[=@'\"\n\x00_]"
 #: What can still match a row without FRAME_SPECIAL: an Authorization/Bearer header, sk-/AKIA/ASIA keys,
 #: and a --*-key/token/secret/password flag with its value after a space or tab. Batch lines
 #: ("#new-token: 12") hold none of it, and this scans several times faster than FRAME_PREFILTER.
-FRAME_PREFILTER_PLAIN = r"(?i-u)authorization|bearer|sk-|akia|asia|-(?:api-?key|token|secret|passw(?:or)?d)[ \t]"
+FRAME_PREFILTER_PLAIN = (r"(?i-u)authorization|bearer|sk-|akia|asia|-(?:api-?key|token|secret|passw(?:or)?d)[ \t]"
+                         r"|api-?key[ \t]*:|auth-token|access-token|x-[a-z0-9-]*token")
 
 
 #: Kinds whose ``attrs`` is a flat JSON object of snake_case keys ([a-z0-9_]: parsers.sglang._snake) and

@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import polars as pl
 
+from parsers import jsontext
+
 #: Format names as they appear in the ``envelope`` column (stacked envelopes are joined with ``+``).
 FORMATS = (
     "docker-json", "cri", "timestamp", "kubectl-prefix", "journal-json", "journal-export", "journal-short",
@@ -426,7 +428,7 @@ def _outer(lines: list[str]) -> tuple[list[_Rec], int]:
         ln = i + 1
         if s[:1] == "{" and s.rstrip().endswith("}"):
             try:
-                obj = json.loads(s)
+                obj = jsontext.loads(s)
             except ValueError:
                 obj = None
             if isinstance(obj, dict):
@@ -794,7 +796,7 @@ def carry_split(chunk: str) -> tuple[str, str]:
 
 def _partial_docker(line: str) -> bool:
     try:
-        obj = json.loads(line)
+        obj = jsontext.loads(line)
     except ValueError:
         return False
     d = _docker_obj(obj) if isinstance(obj, dict) else None

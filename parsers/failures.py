@@ -69,7 +69,9 @@ CLASSES = {
     "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
 
-_SIZE = r"(\d+(?:\.\d+)? ?(?:bytes|[KMGTP]iB))"
+# A figure starts where a number does and its digits are possessive: searched in a line of digits, a
+# match is tried once per number, not once per digit (which costs the square of the line)
+_SIZE = r"(?<![\d.])(\d++(?:\.\d++)? ?(?:bytes|[KMGTP]iB))"
 _N = r"(\d+(?:\.\d+)?)"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -162,7 +164,7 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
-_JOINED = re.compile(r"(\d+)/(\d+) clients joined")
+_JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
 # --- process death (§5) ---
 _SHM = re.compile(

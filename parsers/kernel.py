@@ -32,11 +32,12 @@ with a zone, ``ts_local`` from zone-less wall clocks; the timeline assembly does
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from parsers import jsontext
 
 from .proc_titles import process_identity
 from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
@@ -136,7 +137,7 @@ _HUNG_TASKLINE = re.compile(r"task:(?P<comm>.+?)\s+state:(?P<state>\S+)(?:.*? pi
                             r"(?:.*? tgid:\s*(?P<tgid>\d+))?(?:.*? ppid:\s*(?P<ppid>\d+))?")
 _HUNG_FOLLOW = re.compile(
     r"(?:Tainted:|Not tainted|\"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\"|task:\S|Call [Tt]race:|"
-    r"</?(?:TASK|IRQ)>|(?:\? )?(?:\[<[0-9a-f]+>\] )?(?:\? )?[\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+|(?:[0-9a-f]{8,16} ?)+$|"
+    r"</?(?:TASK|IRQ)>|(?:\? )?(?:\[<[0-9a-f]+>\] )?(?:\? )?[\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+|(?:[0-9a-f]{8,}+ ?)++$|"
     r"\S+\s+D\s+[0-9a-f]+\s+\d+\s+\d+\s+\d+\s+0x[0-9a-f]+|[A-Z0-9]{2,4}: [0-9a-f]{4}|Showing all locks held)")
 _PCI = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID = re.compile(rf"NVRM: Xid \((?:PCI:)?(?P<bdf>{_PCI}|[0-9a-fA-F]{{4}}:[0-9a-fA-F]{{2}})\): (?P<xid>\d+)(?P<rest>.*)$")
@@ -160,7 +161,7 @@ _X74 = re.compile(r"NVLink: fatal error detected on link (?P<link>\d+)\((?P<regs
 _X109 = re.compile(r"Ch (?P<ch>[0-9a-f]+), errorString (?P<err>[^,]+), Info (?P<info>0x[0-9a-f]+)")
 _X119 = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from GPU(?P<inst>\d+) GSP! "
                    r"Expected function (?P<fn>\d+) \((?P<fname>\w+)\)")
-_XNVL5 = re.compile(r"(?P<sub>[A-Z0-9_]+(?:/[A-Z0-9_]+)?)\s+(?P<sev>Fatal|Nonfatal)\s+(?P<xc>XC[01])\s+(?P<inj>i\d)\s+"
+_XNVL5 = re.compile(r"(?<![A-Z0-9_/])(?P<sub>[A-Z0-9_]++(?:/[A-Z0-9_]++)?)\s+(?P<sev>Fatal|Nonfatal)\s+(?P<xc>XC[01])\s+(?P<inj>i\d)\s+"
                     r"Link\s+(?P<link>-?\d+)\s+\((?P<intr>0x[0-9a-fA-F]+)\s+(?P<status>0x[0-9a-fA-F]+)"
                     r"(?P<dbg>(?:\s+0x[0-9a-fA-F]+)*)\)")
 _X154 = re.compile(r"GPU recovery action changed from (?P<f>0x[0-9a-f]+) \((?P<fs>[^)]*)\) to (?P<t>0x[0-9a-f]+) \((?P<ts>[^)]*)\)")
@@ -1149,7 +1150,7 @@ class _Reader:
             self.ok(kernel=False)
             return
         try:
-            obj = json.loads(s)
+            obj = jsontext.loads(s)
         except (ValueError, RecursionError):
             self.bad(n, line)
             return
@@ -1185,7 +1186,7 @@ class _Reader:
             self.kernel_lines += m.group("k") == "dmesg"  # the dmesg -J envelope
         else:
             try:
-                j["obj"][m.group("k")] = json.loads(v)
+                j["obj"][m.group("k")] = jsontext.loads(v)
             except (ValueError, RecursionError):
                 return False
             if m.group("k") in ("msg", "MESSAGE"):

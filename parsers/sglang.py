@@ -105,7 +105,10 @@ _HICACHE_MAMBA = re.compile(r"^Allocating " + _N + r" GB host memory for hierarc
 _LAYERS = re.compile(r"\b(target_layers|draft_layers|total_layers)=(\d+)")
 _HOST_SHORT = re.compile(r"Requesting " + _N + r" GB but only have " + _N + r" GB")
 _HOST_FOR = re.compile(r"Not enough host memory (?:available )?for ([\w ./-]+?)[.:]")
-_BATCH_FIELD = re.compile(r" ?([^:,]+): ([^,]*)")
+#: One ``key: value`` field of a batch line's body. A key starts only where the body does or after a
+#: ``,``/``:`` and its runs are possessive: a long stretch with no ``:`` is scanned once, not once per
+#: start position (a 1 MiB line of padding otherwise takes about an hour).
+_BATCH_FIELD = re.compile(r"(?<![^,:]) ?([^:,]++): ([^,]*+)")
 _BATCH_HEAD = re.compile(r"(?:\(mixed (?P<mixed>[^)]*)\))?(?: \[(?P<iter>\d+)\])?[.,:]? ?")
 _RETRACT_FIELDS = re.compile(r"#(retracted_reqs|aborted_retracted_reqs|new_tokens_gained): (\d+)")
 _RATIO_ARROW = re.compile(r"#new_token_ratio: " + _N + r" -> " + _N)
@@ -405,7 +408,7 @@ def _batch(kind: str, rest: str) -> list[Event]:
         k, _, v = m.group("mixed").partition(": ")
         attrs[_snake(k)] = _value(v)
     cache = _KEY_CACHE
-    for k, v in _BATCH_FIELD.findall(rest, m.end()):
+    for k, v in _BATCH_FIELD.findall(rest[m.end():]):
         attrs[cache.get(k) or _snake(k)] = _value(v)
     tokens = attrs.get("new_token") if kind == "prefill_batch" else attrs.get("token")
     if tokens is None:

@@ -31,11 +31,11 @@ True
 from __future__ import annotations
 
 import ast
-import json
 import re
 from datetime import datetime
 from typing import Any
 
+from parsers import jsontext
 from parsers.failures import classify as classify_failure
 from parsers.failures import oom_figures, pinned_host_oom, populate_fault
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
@@ -559,7 +559,7 @@ class _Parser:
             msg = hm.group("msg")
         elif rest.startswith("{") and '"message"' in rest:
             try:
-                obj = json.loads(rest)
+                obj = jsontext.loads(rest)
             except ValueError:
                 obj = None
             if isinstance(obj, dict) and isinstance(obj.get("message"), str):

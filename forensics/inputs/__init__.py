@@ -23,6 +23,7 @@ import io
 import json
 import os
 import posixpath
+import re
 import shutil
 import stat
 import tarfile
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
+
+from .tar_headers import BoundedTarInfo, HeaderRefused
 
 #: Caps on what one input may expand to. A 2 GB rank log must pass; a zip bomb must not.
 MAX_MEMBER_BYTES = 8 << 30
@@ -45,8 +48,10 @@ STREAM_BYTES = 64 << 20
 #: When all inputs together pass STREAM_BYTES, files above this size are streamed too: eight 32 MiB
 #: rank logs are as big an input as one 256 MiB log and must not be held whole either.
 STREAM_BYTES_BIG_INPUT = 1 << 20
-#: Files this many times larger than any sane log are refused outright in directories too.
-MAX_FILES = 100_000
+#: Files one input may hold, all its folders and archives together (nested ones included): a host's
+#: bundle holds tens; each file costs milliseconds to sort and parse, so 200,000 tiny members in a
+#: 3 MB .tar.gz would run for many minutes and write a report of 100+ MB.
+MAX_FILES = 10_000
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.xz", ".txz", ".tar.bz2",
                     ".tbz2", ".tbz", ".zip")
@@ -245,6 +250,23 @@ class InputSet:
         self.close()
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_name(name: str) -> str:
+    """A name as text every writer accepts: the bytes a file system or tar header held that are not
+    UTF-8 (Python keeps them as lone surrogates, which polars, JSON and HTML writers refuse) shown as
+    ``\\xNN``, any other lone surrogate as U+FFFD.
+
+    >>> text_name(os.fsdecode(b"rank0-\\xff.log")), text_name("ok.log")
+    ('rank0-\\\\xff.log', 'ok.log')
+    """
+    if not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+                          else "\ufffd", name)
+
+
 def is_archive_name(path: str | os.PathLike) -> bool:
     name = str(path).lower()
     return name.endswith(ARCHIVE_SUFFIXES)
@@ -291,11 +313,14 @@ def _open_archive_stream(path: Path | None, stream=None,
         if name.endswith((".tar.zst", ".tar.zstd", ".tzst")) or head.startswith(b"\x28\xb5\x2f\xfd"):
             dctx = zstandard.ZstdDecompressor()
             stream = dctx.stream_reader(buffered, read_across_frames=True)
-            tf = tarfile.open(fileobj=stream, mode="r|")  # noqa: SIM115 - streamed; raw is closed by the caller
+            tf = tarfile.open(fileobj=stream, mode="r|", tarinfo=BoundedTarInfo)  # noqa: SIM115 - streamed; raw is closed by the caller
         else:
             # r|* sniffs gzip/bz2/xz/plain from the magic bytes
-            tf = tarfile.open(fileobj=buffered, mode="r|*")  # noqa: SIM115 - as above
-    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError) as e:
+            tf = tarfile.open(fileobj=buffered, mode="r|*", tarinfo=BoundedTarInfo)  # noqa: SIM115 - as above
+    except HeaderRefused as e:
+        raw.close()
+        raise InputError(f"{label or path}: refusing archive: {e}") from None
+    except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError, ValueError) as e:  # ValueError: a bad pax field
         raw.close()
         raise InputError(f"{label or path}: not a readable tar archive ({_why(e)})") from None
     return tf, counter, raw
@@ -329,6 +354,8 @@ def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = Fal
         members_seen = 0
         for member in tf:
             members_seen += 1
+            if members_seen > MAX_FILES:
+                raise InputError(f"{arch}: refusing archive: more than {MAX_FILES:,} members")
             name = _safe_member_name(member.name, arch)
             if member.isdir() or not name:
                 continue
@@ -367,6 +394,8 @@ def read_archive(path: Path | None, spool: _Spool | None = None, big: bool = Fal
             raise InputError(f"{arch}: empty archive: nothing to read")
     except InputError:
         raise
+    except HeaderRefused as e:
+        raise InputError(f"{arch}: refusing archive: {e}") from None
     except (tarfile.TarError, zstandard.ZstdError, OSError, EOFError, ValueError) as e:
         raise InputError(f"{arch}: archive is truncated or corrupt ({_why(e)})") from None
     finally:
@@ -470,18 +499,25 @@ def read_directory(root: Path, stream_over: int = STREAM_BYTES,
             if stat.S_ISLNK(st.st_mode):
                 try:
                     target = p.resolve(strict=True)
+                except RuntimeError:  # Python before 3.13 raises this for a loop (3.13: OSError ELOOP)
+                    skipped.append(f"{rel}: symbolic link loop")
+                    continue
                 except OSError:
                     skipped.append(f"{rel}: dangling link")
                     continue
                 if not target.is_relative_to(root_real):
                     skipped.append(f"{rel}: link pointing outside {root} not followed")
                     continue
-                st = target.stat()
+                try:
+                    st = target.stat()
+                except OSError as e:
+                    skipped.append(f"{rel}: unreadable ({_why(e)})")
+                    continue
             if not stat.S_ISREG(st.st_mode):
                 skipped.append(f"{rel}: not a regular file")
                 continue
             if len(files) >= MAX_FILES:
-                raise InputError(f"{root}: more than {MAX_FILES} files")
+                raise InputError(f"{root}: refusing folder: more than {MAX_FILES:,} files")
             # archives and compressed files are opened by the caller (forensics.inputs.unpack), by content
             if st.st_size > stream_over and fn != "manifest.json":
                 files.append(InputFile(name=rel, data=b"", origin=str(root), mtime=st.st_mtime, path=p,
@@ -553,11 +589,13 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> 
         expander.skipped = []
         for f in files:
             if out.manifest is None and _manifest_place(f, expander.roots) is not None:
-                out.manifest = _load_manifest(f, arg)
+                out.manifest, notes = bundle_manifest(_load_manifest(f, arg))
+                out.skipped.extend(notes)
                 if out.manifest is not None:
                     _place_manifest(out.manifest, _manifest_place(f, expander.roots) or "")
                     continue
-            name = prefix + f.name
+            name = text_name(prefix + f.name)
+            f.origin = text_name(f.origin)
             base, n = name, 2
             while name in used_names:
                 name = f"{base}~{n}"
@@ -565,7 +603,9 @@ def _read_into(out: InputSet, paths: list[str | os.PathLike], progress=None) -> 
             used_names.add(name)
             f.name = name
             out.files.append(f)
-        out.skipped.extend(skipped)
+        out.skipped.extend(text_name(s) for s in skipped)
+        if len(out.files) > MAX_FILES:
+            raise InputError(f"refusing input: more than {MAX_FILES:,} files in all")
     if not out.files:
         raise InputError("input holds no files to read")
     out.files = rotation.join_sets(out.files, out.spool, stream_over)
@@ -614,11 +654,19 @@ def _load_manifest(f: InputFile, arg) -> dict | None:
         return None
     try:
         doc = json.loads(f.data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def bundle_manifest(doc: object) -> tuple[dict | None, list[str]]:
+    """A parsed ``manifest.json`` checked field by field (:func:`forensics.inputs.manifest.validate`),
+    or None when it is no bundle manifest; and the notes on the fields ignored."""
+    from .manifest import validate
+
     if isinstance(doc, dict) and "schema_version" in doc and "artifacts" in doc:
-        return doc
-    return None
+        return validate(doc)
+    return None, []
 
 
 def iter_text(files: list[InputFile]) -> Iterator[tuple[InputFile, str]]:

@@ -23,6 +23,7 @@ import itertools
 import lzma
 import posixpath
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -202,7 +203,7 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
     stops at the declared size and checks the CRC)."""
     try:
         zf = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         raise InputError(f"{arch}: not a readable zip archive ({_why(e)})") from None
     files: list[InputFile] = []
     skipped: list[str] = []
@@ -210,6 +211,9 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
         infos = zf.infolist()
         if not infos:
             raise InputError(f"{arch}: empty archive: nothing to read")
+        if len(infos) > _in.MAX_FILES:
+            raise InputError(f"{arch}: refusing archive: more than {_in.MAX_FILES:,} members")
+        _check_no_overlap(zf, infos, arch)
         declared = 0
         for info in infos:
             name = _zip_member_name(info, arch)
@@ -264,6 +268,36 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
     return files, skipped
 
 
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature; file name and extra field lengths (APPNOTE 4.3.7)
+
+
+def _check_no_overlap(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], arch: str) -> None:
+    """Refuse a zip whose entries share compressed bytes: the central directory may point many
+    entries at one stream (40 entries on one 1 MB stream passed every per-entry ratio and spooled
+    10 GB), or nest one entry's local header inside another's data. Each entry's local header and
+    data (APPNOTE 4.3.6-4.3.7) must lie before the next entry's header, all of it inside the file."""
+    fp = zf.fp
+    if fp is None:
+        return
+    size = fp.seek(0, 2)
+    spans = []
+    for info in infos:
+        fp.seek(info.header_offset)
+        head = fp.read(_LOCAL_HEADER.size)
+        if len(head) < _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
+            raise InputError(f"{arch}: archive is truncated or corrupt (no local header for {info.filename!r})")
+        _sig, name_len, extra_len = _LOCAL_HEADER.unpack(head)
+        end = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len + info.compress_size
+        if end > size:
+            raise InputError(f"{arch}: archive is truncated or corrupt ({info.filename!r} ends past the file)")
+        spans.append((info.header_offset, end, info.filename))
+    spans.sort()
+    for (_a, end, name), (start, _b, nxt) in itertools.pairwise(spans):
+        if start < end:
+            raise InputError(f"{arch}: refusing archive: entries {name!r} and {nxt!r} overlap "
+                             "(one compressed stream counted twice: a zip bomb?)")
+
+
 def _zip_mtime(info: zipfile.ZipInfo) -> float | None:
     import datetime as _dt
 
@@ -290,6 +324,8 @@ class Expander:
         self.skipped: list[str] = []
         #: the names of the archives opened inside the input (where a nested bundle's files lie)
         self.roots: set[str] = set()
+        #: members read out of archives so far, nested ones included (bounded by MAX_FILES in all)
+        self.members = 0
 
     def expand(self, files: list[InputFile], prefix_members: bool = True) -> list[InputFile]:
         out: list[InputFile] = []
@@ -336,6 +372,9 @@ class Expander:
                                                     depth=f.depth + 1, tick=task)
         if task is not None and hasattr(task, "done"):
             task.done()
+        self.members += len(members)
+        if self.members > _in.MAX_FILES:
+            raise InputError(f"{arch}: refusing archive: more than {_in.MAX_FILES:,} members in all its archives")
         _in._strip_common_top(members)
         if prefix_members:
             self.roots.add(f.name)

@@ -59,6 +59,9 @@ class _Piece:
     command: str | None = None
 
 
+#: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
+MAX_SKIPPED_LISTED = 50
+
 def _parse_dt(value: Any) -> datetime | None:
     if not value or not isinstance(value, str):
         return None
@@ -729,6 +732,7 @@ def _build_one(paths: list[str | os.PathLike], tz: str | None, progress: Progres
     redactions: Counter[str] = Counter()
     if redact:
         transform = _redacting(transform, redactions)
+        _redact_names(inp, redactions)
     finish = (lambda facts, unrec: _redact_examples(facts, unrec, redactions)) if redact else None
     try:
         tl = _assemble(inp, paths, tz, progress, sink, transform, finish, host)
@@ -766,6 +770,25 @@ def _redacting(inner: Callable[[pl.DataFrame], pl.DataFrame] | None,
     return apply
 
 
+def _redact_names(inp: Any, counts: Counter[str]) -> None:
+    """Mask credentials in the names of the input's files (``rank1-hf_….log``), of the archives they came
+    from, of what was skipped and in the manifest's artifact paths (the same function: they still pair
+    up), before any name reaches a row, the coverage, the report or the Parquet metadata."""
+    def clean(name: str) -> str:
+        red, c = redact_text(name)
+        counts.update(c)
+        return red
+
+    for f in inp.files:
+        f.name, f.origin = clean(f.name), clean(f.origin)
+        if f.parts:
+            f.parts = [(clean(n), line) for n, line in f.parts]
+    inp.skipped = [clean(s) for s in inp.skipped]
+    for a in (inp.manifest or {}).get("artifacts") or []:
+        if isinstance(a.get("path"), str):
+            a["path"] = clean(a["path"])
+
+
 def _redact_examples(facts: Facts, unrec: dict[str, list[tuple[int, str]]], counts: Counter[str]) -> None:
     """Mask the examples of unrecognised lines too, and say how much was masked (before the facts are
     sealed into the Parquet metadata)."""
@@ -776,6 +799,7 @@ def _redact_examples(facts: Facts, unrec: dict[str, list[tuple[int, str]]], coun
             counts.update(c)
             cleaned.append((line, red))
         unrec[name] = cleaned
+    facts.input_paths = [redact_text(p)[0] for p in facts.input_paths]
     if counts:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(counts.items()))
         facts.notes.append(f"{sum(counts.values())} credential(s) in the input were masked before analysis ({kinds}).")
@@ -788,7 +812,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     facts = _facts_from_manifest(inp.manifest, [str(p) for p in paths])
     if host:
         facts.host = host
-    facts.gaps.extend(f"skipped {s}" for s in inp.skipped)
+    facts.gaps.extend(f"skipped {s}" for s in inp.skipped[:MAX_SKIPPED_LISTED])
+    if len(inp.skipped) > MAX_SKIPPED_LISTED:
+        facts.gaps.append(f"skipped {len(inp.skipped) - MAX_SKIPPED_LISTED:,} more items not listed here")
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
     frames: list[pl.DataFrame] = []
     coverage: list[dict[str, Any]] = []

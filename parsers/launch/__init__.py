@@ -34,12 +34,12 @@ One ``launch_command`` event per command found.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import regex as re
 
+from parsers import jsontext
 from parsers.launch import vocab
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import GIB, KIB, MIB, TIB, k8s_quantity
@@ -544,7 +544,7 @@ def _unquote_yaml(s: str) -> str:
     s = s.strip()
     if len(s) >= 2 and s[0] == s[-1] == '"':
         try:
-            return json.loads(s)
+            return jsontext.loads(s)
         except ValueError:
             return s[1:-1]
     if len(s) >= 2 and s[0] == s[-1] == "'":

@@ -30,11 +30,11 @@ launch, ``"command"`` for code or a command line that performs one) or script co
 from __future__ import annotations
 
 import ast
-import json
 from typing import Any
 
 import regex as re
 
+from parsers import jsontext
 from parsers.launch import vocab
 from parsers.launch import yaml_recipe as launch_yaml
 from parsers.units import GIB, KIB, MIB, TIB
@@ -178,7 +178,7 @@ def _df_words(value: str) -> list[str]:
     v = value.strip()
     if v.startswith("["):
         try:
-            items = json.loads(v)
+            items = jsontext.loads(v)
             if isinstance(items, list):
                 return [str(x) for x in items]
         except ValueError:

@@ -23,6 +23,7 @@ from typing import Any
 
 import regex as re
 
+from parsers import jsontext
 from parsers.units import GIB, KIB, MIB, TIB
 
 
@@ -86,7 +87,7 @@ def scalar(s: str) -> str | None:
     s = _strip_comment(s.strip()).strip()
     if len(s) >= 2 and s[0] == s[-1] == '"':
         try:
-            return json.loads(s)
+            return jsontext.loads(s)
         except ValueError:
             return s[1:-1]
     if len(s) >= 2 and s[0] == s[-1] == "'":

@@ -1,0 +1,167 @@
+"""Every regular expression the parsers and the input layer hold runs in linear time on hostile text.
+
+A pattern with overlapping quantifiers, or one whose match may start anywhere and then scan far
+(``\\d+ ?GiB`` over a run of digits), costs the square of a line's length: 40 KB of padding took
+5 s in SGLang's batch fields, a 1 MiB line (MAX_LINE_BYTES) about an hour. Each module-level pattern
+of ``parsers`` and ``forensics`` is fed adversarial shapes (runs of one character or of a short
+unit, after the pattern's own literal start or not) at 2 KiB, the three costliest again at 8 KiB: a
+quadrupled input must not cost much more than four times as much. The worst shape is then run at
+128 KiB (1 MiB, MAX_LINE_BYTES, with ``-m slow``) and must stay within a ratio of a plain scan of the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import time
+
+import pytest
+import regex
+
+import forensics
+import parsers
+
+PATTERN_TYPES = (re.Pattern, regex.Pattern)
+UNITS = [*"a 0:,.=-_/[(#|A\"", "a ", "0.", "a=", "a:", "0,", ", ", "a=1 ", "(a)", "0x", "A_", "a\\"]
+#: 1 MiB pass: at most this many times a plain scan of the same bytes (linear patterns cost 0.2-20×)
+MAX_RATIO = 100
+#: Time grows at most this much from 2 to 8 KiB (linear: 4×; quadratic: 16×)
+MAX_GROWTH = 9
+
+
+def _collect(obj, path: str, out: list, depth: int = 0) -> None:
+    if isinstance(obj, PATTERN_TYPES):
+        out.append((path, obj))
+    elif depth < 2 and isinstance(obj, dict):
+        for k, v in obj.items():
+            _collect(v, f"{path}[{k!r}]", out, depth + 1)
+    elif depth < 2 and isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            _collect(v, f"{path}[{i}]", out, depth + 1)
+
+
+def _patterns() -> list[tuple[str, object]]:
+    found: list[tuple[str, object]] = []
+    for pkg in (parsers, forensics):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            mod = importlib.import_module(info.name)
+            for name, value in vars(mod).items():
+                _collect(value, f"{info.name}.{name}", found)
+    seen, unique = set(), []
+    for path, p in found:
+        key = (type(p), p.pattern, p.flags)
+        if key not in seen and isinstance(p.pattern, str | bytes):
+            seen.add(key)
+            unique.append((path, p))
+    return unique
+
+
+PATTERNS = _patterns()
+
+
+def _literal_start(src: str) -> str:
+    out = []
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c == "\\" and i + 1 < len(src) and not src[i + 1].isalnum():
+            out.append(src[i + 1])
+            i += 2
+            continue
+        if c in ".^$*+?{}[]()|\\":
+            break
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _shapes(p, n: int) -> list[str | bytes]:
+    src = p.pattern if isinstance(p.pattern, str) else p.pattern.decode("latin-1")
+    start = _literal_start(src)
+    shapes = []
+    for u in UNITS:
+        run = u * (n // len(u))
+        shapes.append(run)
+        if start:
+            shapes.append(start + run)
+    if isinstance(p.pattern, bytes):
+        return [s.encode("latin-1", "replace") for s in shapes]
+    return shapes
+
+
+def _cost(p, text, reps: int = 2) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t = time.process_time()  # CPU time: a shared runner's other jobs do not count
+        for _m in p.finditer(text):
+            pass
+        best = min(best, time.process_time() - t)
+    return best
+
+
+#: A plain scan: a match tried, and failed, at every position of the text (what any pattern without a
+#: literal start costs at least)
+_PLAIN = re.compile(r"[^\n](?!)")
+
+
+def _plain(text) -> float:
+    s = text if isinstance(text, str) else text.decode("latin-1")
+    return max(_cost(_PLAIN, s), 1e-5)
+
+
+def _check(path: str, pattern, final: int) -> None:
+    small, big = 2 << 10, 8 << 10
+    quick = sorted(((_cost(pattern, a, 1), i) for i, a in enumerate(_shapes(pattern, small))), reverse=True)
+    if quick[0][0] > 0.25:  # 2 KiB taking a quarter of a second: no need to time a bigger one
+        pytest.fail(f"{path}: {quick[0][0]:.2f} s on 2 KiB")
+    worst, worst_shape = 0.0, quick[0][1]
+    bigs = _shapes(pattern, big)
+    for _, i in quick[:3]:
+        ta, tb = _cost(pattern, _shapes(pattern, small)[i]), _cost(pattern, bigs[i])
+        if tb > 5e-3 and tb > MAX_GROWTH * max(ta, 5e-4):
+            pytest.fail(f"{path}: {ta * 1e3:.1f} ms on 2 KiB, {tb * 1e3:.1f} ms on 8 KiB of {bigs[i][:20]!r}…")
+        if tb > worst:
+            worst, worst_shape = tb, i
+    text = _shapes(pattern, final)[worst_shape]
+    cost, plain = _cost(pattern, text), _plain(text)
+    assert cost <= MAX_RATIO * plain or cost < 0.02, \
+        f"{path}: {cost:.2f} s on {final >> 10} KiB, {cost / plain:.0f}× a plain scan"
+
+
+#: Patterns that once cost the square of a hostile line, checked on every run (issue 25); the sweep
+#: over every pattern below is the long run (``-m slow``): on a shared two-core runner it takes
+#: longer than the rest of the suite.
+FIXED = ("parsers.sglang._BATCH_FIELD", "parsers.failures._OOM_ALLOC", "parsers.failures._OOM_V1_RES",
+         "parsers.failures._OOM_PRIVATE", "parsers.failures._OOM_UNALLOC", "parsers.failures._JOINED",
+         "parsers.kernel._XNVL5")
+_BY_PATH = dict(PATTERNS)
+
+
+@pytest.mark.parametrize("path", FIXED)
+def test_fixed_pattern_is_linear_on_adversarial_lines(path):
+    _check(path, _BY_PATH[path], 128 << 10)
+
+
+def test_hung_task_follow_line_is_not_exponential():
+    """A line of hex digits that ends in something else: the stack-word alternative split the run
+    every possible way (256 digits never finished); matched at a line's start, as the parser does."""
+    from parsers import kernel
+
+    for line in ("0" * (1 << 20) + "x", "ffffffff81000000 " * 60_000 + "x"):
+        t = time.process_time()
+        assert not kernel._HUNG_FOLLOW.match(line)
+        assert time.process_time() - t < 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,pattern", PATTERNS, ids=[p for p, _ in PATTERNS])
+def test_pattern_is_linear_on_adversarial_lines(path, pattern):
+    _check(path, pattern, 128 << 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path,pattern", PATTERNS, ids=[p for p, _ in PATTERNS])
+def test_pattern_is_linear_on_a_1_mib_line(path, pattern):
+    _check(path, pattern, 1 << 20)
