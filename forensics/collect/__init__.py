@@ -1138,18 +1138,9 @@ def cgroup_memory_dirs(cgroup_text: str, root: Path) -> list[Path]:
     >>> [str(p) for p in cgroup_memory_dirs("4:memory:/docker/abc\\n", Path("/sys/fs/cgroup"))]
     ['/sys/fs/cgroup/memory/docker/abc']
     """
-    dirs = []
-    for line in cgroup_text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        hier, controllers, path = parts
-        rel = path.strip().lstrip("/")
-        if hier == "0" and controllers == "":
-            dirs.append(root / rel if rel else root)
-        elif "memory" in controllers.split(","):
-            dirs.append(root / "memory" / rel if rel else root / "memory")
-    return dirs
+    from forensics.record.sampler import cgroup_memory_entries
+
+    return [folder for _path, _version, folder in cgroup_memory_entries(cgroup_text, root)]
 
 
 CGROUP_MEMORY_FILES = (

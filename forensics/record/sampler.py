@@ -91,14 +91,9 @@ def _keyed(text: str | None) -> dict[str, int]:
     return out
 
 
-def cgroup_dirs(cgroup_text: str, root: Path) -> list[tuple[str, int, Path]]:
-    """(cgroup path, version, folder) of the memory controller named by a ``/proc/PID/cgroup`` text.
-
-    >>> cgroup_dirs("0::/system.slice/sglang.service\\n", Path("/sys/fs/cgroup"))
-    [('/system.slice/sglang.service', 2, PosixPath('/sys/fs/cgroup/system.slice/sglang.service'))]
-    >>> cgroup_dirs("5:memory:/docker/abc\\n", Path("/sys/fs/cgroup"))[0][1:]
-    (1, PosixPath('/sys/fs/cgroup/memory/docker/abc'))
-    """
+def cgroup_memory_entries(cgroup_text: str, root: Path) -> list[tuple[str, int, Path]]:
+    """Every memory-controller line of a ``/proc/PID/cgroup`` text: (its path, cgroup version, the folder
+    under ``root``), v2's unified line and v1's memory line alike (``collect`` takes all of them)."""
     out = []
     for line in cgroup_text.splitlines():
         parts = line.split(":", 2)
@@ -110,6 +105,18 @@ def cgroup_dirs(cgroup_text: str, root: Path) -> list[tuple[str, int, Path]]:
             out.append(("/" + rel, 2, root / rel if rel else root))
         elif "memory" in controllers.split(","):
             out.append(("/" + rel, 1, root / "memory" / rel if rel else root / "memory"))
+    return out
+
+
+def cgroup_dirs(cgroup_text: str, root: Path) -> list[tuple[str, int, Path]]:
+    """(cgroup path, version, folder) of the memory controller named by a ``/proc/PID/cgroup`` text.
+
+    >>> cgroup_dirs("0::/system.slice/sglang.service\\n", Path("/sys/fs/cgroup"))
+    [('/system.slice/sglang.service', 2, PosixPath('/sys/fs/cgroup/system.slice/sglang.service'))]
+    >>> cgroup_dirs("5:memory:/docker/abc\\n", Path("/sys/fs/cgroup"))[0][1:]
+    (1, PosixPath('/sys/fs/cgroup/memory/docker/abc'))
+    """
+    out = cgroup_memory_entries(cgroup_text, root)
     # a v1 memory controller wins over the v2 line of a hybrid host
     return sorted(out, key=lambda x: x[1])[:1] if len(out) > 1 and any(v == 1 for _, v, _ in out) else out
 
