@@ -326,3 +326,16 @@ def test_header_yaml_and_file_name_secrets_are_masked_everywhere(tmp_path):
             assert secret.encode() not in data, (p.name, secret)
     tl = pl.read_parquet(out / "timeline.parquet")
     assert not tl.get_column("file").str.contains(name_token).any()
+
+
+def test_a_manifest_collect_writes_is_read_without_a_note():
+    """What our own collector writes (options with --log/--add lists) is valid; only foreign shapes are noted."""
+    from forensics.inputs.manifest import validate
+
+    doc = {"schema_version": 1, "host": "gpu-a", "options": {"timeout_s": 10.0, "redact": True,
+                                                            "logs": ["/var/log/sglang.log"], "adds": []},
+           "versions": {"sglang": "0.5.6"}, "gaps": [], "artifacts": []}
+    out, notes = validate(doc)
+    assert notes == [] and out["options"]["logs"] == ["/var/log/sglang.log"] and out["options"]["adds"] == []
+    _out, notes = validate({**doc, "options": {"logs": [{"nested": 1}]}})
+    assert notes and "ignored" in notes[0]

@@ -145,7 +145,13 @@ def _str_map(v: Any, where: str, notes: list[str]) -> dict[str, Any] | None:
     if not isinstance(v, dict):
         notes.append(f"{where} ignored ({_kind(v)}, not an object)")
         return None
-    out = {k: _scalar(x) for k, x in list(v.items())[:MAX_ITEMS] if isinstance(k, str) and _text(k) is not None}
+    def value(x: Any) -> Any:  # a plain value, or a list of plain values (collect's --log/--add paths)
+        if isinstance(x, list):
+            items = [_scalar(i) for i in x[:MAX_ITEMS]]
+            return items if all(i is not None for i in items) else None
+        return _scalar(x)
+
+    out = {k: value(x) for k, x in list(v.items())[:MAX_ITEMS] if isinstance(k, str) and _text(k) is not None}
     dropped = [k for k, x in out.items() if x is None and v.get(k) is not None]
     for k in dropped:
         del out[k]
