@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import shutil
 import tempfile
 import weakref
@@ -19,17 +18,30 @@ import zoneinfo
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 
-from forensics.inputs import InputError, InputFile, iter_text, looks_binary, read_inputs
+from forensics.inputs import InputError, InputFile, iter_text, read_inputs
 from forensics.inputs.rotation import member_examples
-from forensics.model import Artifact, Facts, Timeline, json_safe
+from forensics.model import Artifact, Facts, Timeline
 from forensics.progress import byte_task
 from forensics.redact import redact_frame, redact_text
+from forensics.timeline.clock import resolve_time
+from forensics.timeline.parquet import PARQUET_OPTIONS, parquet_meta, place_parquet, write_parquet
+from forensics.timeline.parse import (
+    count_lines,
+    embedded_launches,
+    failure_rows,
+    hinted_format,
+    is_binary,
+    parse_dt,
+    parse_file,
+    read_binary,
+    shift,
+    stack_rows,
+    to_members,
+)
 from parsers import bulkscan, pasted, registry
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
@@ -49,106 +61,8 @@ EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
 
 
-@dataclass
-class _Piece:
-    """One parse: a whole file, or one segment of a transcript."""
-
-    result: ParseResult
-    start_line: int  # 1-based line of the file where the parsed text starts
-    snapshot: int | None
-    command: str | None = None
-
-
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
-
-def _parse_dt(value: Any) -> datetime | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def _is_binary(data: bytes) -> bool:
-    return looks_binary(data[:8192])
-
-
-def _read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | None] | None:
-    """(result, format, error) for a file a binary parser claims (parsers.registry), else None."""
-    from parsers.safe_pickle import MAX_BYTES, UnsafePickle
-
-    fmt = registry.best_binary_format(f.head(registry.SNIFF_BYTES))
-    if fmt is None:
-        return None
-    if f.nbytes > MAX_BYTES:
-        return None, fmt, f"{f.nbytes:,} bytes, over the {MAX_BYTES:,}-byte limit for a pickle; not read"
-    data = bytes(f.data) if not f.streamed else b"".join(f.chunks())
-    try:
-        return registry.binary_parsers()[fmt].parse_bytes(data, f.name), fmt, None
-    except UnsafePickle as e:
-        return None, fmt, f"not read: {e}"
-    except NotThisFormat:
-        return None
-
-
-def _stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
-    """Stack and input dumps in a text (parsers.stack_dumps), stamped with the record before them (the
-    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
-    from parsers import stack_dumps
-
-    found = stack_dumps.parse(text, name).events  # four substring tests when the text holds neither dump
-    if found.is_empty():
-        return None, set()
-    read = {n for a, b in found.select("line", "line_end").iter_rows() for n in range(a, (b or a) + 1)}
-    for p in parts:
-        if p.height:
-            for a, b, kind in p.select("line", "line_end", "kind").iter_rows():
-                if kind != "log" and a is not None:
-                    read.difference_update(range(a, (b or a) + 1))
-    stamped = [p.select("line", "ts", "ts_local", "ts_basis").filter(pl.col("ts").is_not_null()
-                                                                     | pl.col("ts_local").is_not_null())
-               for p in parts if p.height]
-    if not stamped:
-        return found, read
-    before = pl.concat(stamped, how="vertical").sort("line").unique("line", keep="last", maintain_order=True)
-    joined = found.drop("ts", "ts_local", "ts_basis").sort("line").join_asof(before, on="line", strategy="backward")
-    return joined.select(found.columns), read
-
-
-def _to_members(frame: pl.DataFrame, parts: list[tuple[str, int]]) -> pl.DataFrame:
-    """Rows of a joined rotation set (forensics.inputs.rotation) named by their member file and its own line."""
-    if not frame.height:
-        return frame
-    starts = pl.Series([s for _n, s in parts], dtype=pl.Int64)
-    idx = (starts.search_sorted(frame.get_column("line").fill_null(1).cast(pl.Int64), side="right") - 1).clip(0)
-    known = pl.col("line").is_not_null()
-    return frame.with_columns(_first=starts.gather(idx), _member=pl.Series([n for n, _s in parts]).gather(idx)).with_columns(
-        file=pl.when(known).then(pl.col("_member")).otherwise(pl.col("file")),
-        line=(pl.col("line") - pl.col("_first") + 1).cast(EVENT_SCHEMA["line"]),
-        line_end=(pl.col("line_end") - pl.col("_first") + 1).cast(EVENT_SCHEMA["line_end"]),
-    ).drop("_first", "_member")
-
-
-def _count_lines(text: str) -> int:
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
-def _run_parser(fmt: str, text: str, name: str, command: str | None) -> ParseResult:
-    if fmt == "sglang" and len(text) > 1 << 20:  # same result, column-wise for the bulk lines
-        from parsers import sglang_fast
-
-        return sglang_fast.parse(text, name, command)
-    mod = registry.get(fmt)
-    if mod is None:
-        raise NotThisFormat(f"no parser named {fmt}")
-    return mod.parse(text, name, command)
-
-
 def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
                    emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
                    tz: str | None = None) -> ParseResult | None:
@@ -190,302 +104,6 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     return res
 
 
-def _transcript_pieces(text: str, name: str) -> list[_Piece] | None:
-    """Split a pasted session into segments and parse each; None if nothing in it is data."""
-    from parsers import transcript
-
-    segments = transcript.split(text, registry.sniffers())
-    pieces: list[_Piece] = []
-    ordinal = 0
-    for seg in segments:
-        if seg.format is None or seg.kind != "output":
-            continue
-        try:
-            res = _run_parser(seg.format, seg.text, name, seg.command)
-        except NotThisFormat:
-            continue
-        pieces.append(_Piece(res, seg.start_line, ordinal, seg.command))
-        ordinal += 1
-    pieces += _prose_pieces(text, segments, name)
-    if not pieces:
-        return None
-    # The commands typed matter even without output ("pkill -9 -f sglang" splits before from after);
-    # prose was read as prose by the splitter, so it counts as recognised, not lost.
-    cmd_rows = transcript.command_rows(segments)
-    cmd_lines = sum(s.end_line - s.start_line + 1 for s in segments if s.kind in ("command", "prose"))
-    pieces.append(_Piece(ParseResult.from_rows(cmd_rows, source="transcript", path=name, lines=cmd_lines,
-                                               recognized=cmd_lines), 1, None))
-    return pieces
-
-
-def _prose_pieces(text: str, segments: list, name: str) -> list[_Piece]:
-    """Launch settings and stated figures in the prose of a write-up, and launch commands typed in it.
-
-    The prose parser sees only the prose lines (others blanked, so line numbers stay the file's); its
-    lines are already counted as recognised by the transcript piece, so it reports none of its own.
-    """
-    from parsers import launch
-    from parsers.launch import prose as launch_prose
-
-    out: list[_Piece] = []
-    lines = text.split("\n")
-    # prose, and text no parser claimed (a sentence that starts with `--flag` is not "prose" to the splitter);
-    # a launch command inside either is a command, not a sentence
-    keep = {n for s in segments if s.kind == "prose" or (s.kind == "output" and s.format is None)
-            for n in range(s.start_line, s.end_line + 1)}
-    for seg in segments:
-        if seg.kind == "output" and seg.format is None and launch.sniff(seg.text) > 0:
-            try:
-                res = launch.parse(seg.text, name)
-            except NotThisFormat:
-                continue
-            if res.events.height:
-                used: set[int] = set()
-                for r in res.events.iter_rows(named=True):
-                    used |= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
-                keep -= used
-                # lines nobody had claimed are now a command: recognised (the transcript counted none of them)
-                res.lines, res.recognized, res.unrecognized = len(used), len(used), 0
-                out.append(_Piece(res, seg.start_line, None))
-    if keep:
-        masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
-        res = launch_prose.parse(masked, name)
-        if res.events.height:
-            res.lines = res.recognized = res.unrecognized = 0
-            out.append(_Piece(res, 1, None))
-    for seg in segments:
-        if seg.kind == "command" and launch.sniff(seg.text) > 0:
-            try:
-                res = launch.parse(seg.text, name)
-            except NotThisFormat:
-                continue
-            if res.events.height:
-                res.lines = res.recognized = res.unrecognized = 0
-                out.append(_Piece(res, seg.start_line, None))
-    return out
-
-
-def hinted_format(hint: str | None, head: str) -> str | None:
-    """The manifest's format for a file when its content does not say otherwise, else None.
-
-    Formats are decided by content everywhere (a loose file, a folder, a bundle): a manifest's label
-    is the collector's expectation, e.g. a log found through an SGLang process's stdout, and a wrong
-    one (a vLLM log given with ``--log`` to an older collector labelled SGLang) must not override
-    the content. The hint holds when no sniffer is sure of the content, or when the hinted parser's
-    sniffer scores at least as high as the best (docs/bundle.md).
-    """
-    if not hint or registry.get(hint) is None:
-        return None
-    best, score = registry.best_format(head)
-    if best is None or best == hint or registry.sniff_scores(head).get(hint, 0.0) >= score:
-        return hint
-    return None
-
-
-def _parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[_Piece], str | None]:
-    """Parse one file; returns the pieces and the format label for the inventory."""
-    snapshot = art.get("snapshot") if art else None
-    head = text[: registry.SNIFF_BYTES]
-    fmt = hinted_format(art.get("format") if art else None, head)
-    if fmt is not None:
-        try:
-            return [_Piece(_run_parser(fmt, text, f.name, _argv_command(art)), 1, snapshot)], fmt
-        except NotThisFormat:
-            pass  # the manifest's word is a hint; content decides
-    best, score = registry.best_format(head)
-    from parsers import transcript
-
-    t_score = transcript.looks_like_transcript(head)
-    if best is not None and score >= t_score:
-        try:
-            whole = _Piece(_run_parser(best, text, f.name, None), 1, snapshot)
-        except NotThisFormat:
-            pass
-        else:
-            return [whole, *_prose_in_unread(whole.result, text, f.name)], best
-    pieces = _transcript_pieces(text, f.name)
-    if pieces:
-        fmts = sorted({p.result.source for p in pieces if p.result.source != "transcript"})
-        return pieces, "transcript[" + ",".join(fmts) + "]"
-    return [], None
-
-
-def _prose_in_unread(res: ParseResult, text: str, name: str) -> list[_Piece]:
-    """Sentences a format's parser left unread in a mixed paste (a kernel log with "we launched with --tp 8
-    --hicache-size 100" and "the host has 512 GB of RAM" under it): every segment goes to the parser it fits,
-    so the prose parser reads them, at its own (lower) weight.
-
-    Only when the parser listed every line it did not understand (a ticket-sized remainder): the cost stays
-    that of those lines, and a long log's unread lines are its own chatter, not a writer's sentences.
-    """
-    from parsers.launch import prose as launch_prose
-
-    unread = res.unrecognized_examples
-    if not unread or res.unrecognized != len(unread):
-        return []
-    keep = {n for n, _ in unread}
-    masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(text.split("\n")))
-    prose = launch_prose.parse(masked, name)
-    if not prose.events.height:
-        return []
-    read = {n for a, b in zip(prose.events.get_column("line").to_list(),
-                              prose.events.get_column("line_end").fill_null(prose.events.get_column("line")).to_list(), strict=True)
-            if a is not None for n in range(int(a), int(b or a) + 1)} & keep
-    # the lines the prose parser read are now recognised, by it, not the format's parser
-    res.recognized += len(read)
-    res.unrecognized -= len(read)
-    res.unrecognized_examples = [(n, ln) for n, ln in unread if n not in read]
-    prose.lines = prose.recognized = prose.unrecognized = 0
-    return [_Piece(prose, 1, None)]
-
-
-#: Kinds with which a format's own parser already reports a failure: the failure scan's row for a line
-#: inside one of these records is the same news and is dropped.
-REPORTED_FAILURE_KINDS = frozenset({
-    "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "scheduler_exception", "not_enough_memory",
-    "weights_no_kv_room", "hicache_insufficient", "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead",
-    "subprocess_crashed", "health_check_failed", "init_failed", "nccl_watchdog", "nccl_info", "kv_exhausted",
-    "memory_leak", "memory_imbalance", "retract", "oom_kill", "oom_reaper", "xid", "gpu_fallen_off_bus", "hung_task",
-    "gpu_error", "failure", "kv_cache_too_small", "kv_no_room", "preemption", "engine_dead", "worker_dead",
-    # vLLM's own (parsers/vllm.py)
-    "exception", "cuda_error", "gpu_memory_short", "swap_space_too_large", "swap_exhausted", "nccl_error",
-    "rpc_timeout", "shm_wait", "memory_profiling_error",
-})
-#: Kinds that stand for lines no parser understood (they stay unrecognised unless the scan reads them).
-_UNREAD_KINDS = ("log",)
-
-
-def _scan_failures(text: str, name: str) -> pl.DataFrame:
-    """The failure scan of a text, through its envelopes when it has any (lines mapped back to the file's)."""
-    from parsers import envelopes, failures
-
-    peeled = envelopes.peel(text)
-    if peeled is None:
-        return failures.parse(text, name).events
-    frames = []
-    for stream in peeled.streams:
-        ev = failures.parse(stream.text, name).events
-        if ev.is_empty():
-            continue
-        orig = pl.Series(stream.lines, dtype=pl.Int64)
-        last = len(stream.lines) - 1
-        at = (ev.get_column("line") - 1).clip(0, last)
-        at_end = (ev.get_column("line_end").fill_null(ev.get_column("line")) - 1).clip(0, last)
-        frames.append(ev.with_columns(line=orig.gather(at), line_end=orig.gather(at_end)))
-    return pl.concat(frames, how="vertical") if frames else failures.parse("", name).events
-
-
-def _embedded_launches(text: str, name: str, parts: list[pl.DataFrame]) -> pl.DataFrame | None:
-    """Launch commands inside a text its own parser read as something else (a ticket whose traceback made it
-    a log, a log that echoes its command): the configuration counts wherever it is written."""
-    from parsers import launch
-
-    if any(p.height and p.get_column("kind").is_in(["launch_command"]).any() for p in parts):
-        return None
-    if not launch.mentions_launch(text):
-        return None
-    try:
-        found = launch.parse(text, name).events
-    except NotThisFormat:
-        return None
-    return found if found.height else None
-
-
-def _failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
-    """Failure lines of ``text`` that its parsers did not already report, and the lines they newly read.
-
-    Every text read whole is scanned (``parsers.failures``): a traceback pasted into a ticket, a CUDA
-    error in a log whose format is otherwise unknown, an OOM line between records. A row is kept when
-    no parsed record of a failure kind covers its line; it takes the run of the record before it, so it
-    joins that server run.
-    """
-    found = _scan_failures(text, name)
-    if found.is_empty():
-        return None, set()
-    parsed = pl.concat([p.select("line", "line_end", "kind", "run") for p in parts], how="vertical") \
-        if parts else pl.DataFrame(schema={"line": pl.Int64, "line_end": pl.Int64, "kind": pl.Utf8, "run": pl.Int32})
-    reported: set[int] = set()
-    read: set[int] = set()
-    for line, end, kind in parsed.select("line", "line_end", "kind").iter_rows():
-        span = range(int(line), int(end if end is not None else line) + 1)
-        if kind in REPORTED_FAILURE_KINDS:
-            reported.update(span)
-        if kind not in _UNREAD_KINDS:
-            read.update(span)
-    keep = [i for i, (a, b) in enumerate(found.select("line", "line_end").iter_rows())
-            if not any(x in reported for x in range(a, b + 1))]
-    if not keep:
-        return None, set()
-    found = found[keep]
-    runs = parsed.filter(pl.col("run").is_not_null()).select("line", "run").sort("line")
-    if runs.height:
-        found = found.drop("run").sort("line").join_asof(runs, on="line", strategy="backward") \
-            .with_columns(pl.col("run").fill_null(pl.lit(0, dtype=pl.Int32))).select(found.columns)
-    newly = {x for a, b in found.select("line", "line_end").iter_rows() for x in range(a, b + 1)} - read
-    return found, newly
-
-
-def _argv_command(art: dict) -> str | None:
-    argv = art.get("argv")
-    if isinstance(argv, list):
-        return " ".join(str(a) for a in argv)
-    return None
-
-
-def _shift(frame: pl.DataFrame, start_line: int, snapshot: int | None) -> pl.DataFrame:
-    exprs = []
-    if start_line > 1:
-        exprs += [pl.col("line") + (start_line - 1), pl.col("line_end") + (start_line - 1)]
-    if snapshot is not None:
-        exprs.append(pl.col("snapshot").fill_null(pl.lit(snapshot, dtype=pl.Int32)))
-    return frame.with_columns(exprs) if exprs else frame
-
-
-def _resolve_time(frame: pl.DataFrame, facts: Facts, tz: str | None, capture: datetime | None) -> pl.DataFrame:
-    """Fill ``ts`` (UTC) and ``ts_basis`` from whatever clock each row carries."""
-    if frame.is_empty():
-        return frame
-    local = pl.col("ts_local")
-    if tz:
-        local_utc = local.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
-        local_basis = "local+tz"
-    elif facts.utc_offset_s is not None:
-        local_utc = (local - pl.duration(seconds=facts.utc_offset_s)).dt.replace_time_zone("UTC")
-        local_basis = "local+offset"
-    else:
-        local_utc = local.dt.replace_time_zone("UTC")
-        local_basis = "local-assumed"
-    if facts.boot_time is not None:
-        boot = facts.boot_time.astimezone(UTC).replace(tzinfo=None)
-        up_utc = (pl.lit(boot) + pl.duration(microseconds=(pl.col("uptime_s") * 1e6).cast(pl.Int64))
-                  ).dt.replace_time_zone("UTC")
-    else:
-        up_utc = pl.lit(None, dtype=EVENT_SCHEMA["ts"])
-    cap = pl.lit(capture.astimezone(UTC).replace(tzinfo=None)).dt.replace_time_zone("UTC") if capture else \
-        pl.lit(None, dtype=EVENT_SCHEMA["ts"])
-    has_ts = pl.col("ts").is_not_null()
-    has_local = local.is_not_null()
-    has_up = pl.col("uptime_s").is_not_null() & pl.lit(facts.boot_time is not None)
-    has_cap = pl.lit(capture is not None)
-    # no clock of the row's own: its envelope's (docker, journald) stamp
-    env = pl.col("env_ts") if "env_ts" in frame.columns else pl.lit(None, dtype=EVENT_SCHEMA["ts"])
-    has_env = env.is_not_null()
-    return frame.with_columns(
-        ts=pl.when(has_ts).then(pl.col("ts"))
-        .when(has_local).then(local_utc)
-        .when(has_up).then(up_utc)
-        .when(has_env).then(env)
-        .when(has_cap).then(cap)
-        .otherwise(None).cast(EVENT_SCHEMA["ts"]),
-        ts_basis=pl.when(has_ts).then(pl.lit("source-utc"))
-        .when(has_local).then(pl.lit(local_basis))
-        .when(has_up).then(pl.lit("uptime+boot"))
-        .when(has_env).then(pl.lit("envelope"))
-        .when(has_cap).then(pl.lit("capture"))
-        .otherwise(pl.lit("none")),
-    )
-
-
 #: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
 PROBE_FORMAT = "collector probe"
 
@@ -506,10 +124,10 @@ def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
     if not m:
         return facts
     facts.host = m.get("host")
-    facts.collected_at = _parse_dt(m.get("ended_at") or m.get("started_at"))
+    facts.collected_at = parse_dt(m.get("ended_at") or m.get("started_at"))
     off = m.get("utc_offset_s")
     facts.utc_offset_s = int(off) if isinstance(off, int | float) else None
-    facts.boot_time = _parse_dt(m.get("boot_time"))
+    facts.boot_time = parse_dt(m.get("boot_time"))
     versions = m.get("versions") or {}
     if isinstance(versions, dict):
         facts.versions.update({str(k): str(v) for k, v in versions.items() if v})
@@ -619,19 +237,6 @@ class _Sampler:
         self.extreme = min(int(b.get_column("_xn")[-1]), MAX_EXTREME + 1)
         return kept
 
-
-#: How timeline.parquet is written. Compressing text and attrs is most of the cost of a big input (~40 ms
-#: an 8 MiB chunk): zstd level 1 (no slower than lz4 here, and smaller), dictionaries only where values
-#: repeat (a dictionary tried on line numbers or token counts is built and thrown away), no min/max
-#: statistics of whole log lines, line numbers delta-encoded. Measured 15% faster and 15% smaller than
-#: pyarrow's defaults on the benchmark's chunks.
-PARQUET_OPTIONS: dict[str, Any] = {
-    "compression": "zstd",
-    "compression_level": 1,
-    "use_dictionary": ["host", "file", "source", "kind", "ts_basis", "rank", "comm"],
-    "write_statistics": [c for c in EVENT_SCHEMA if c not in ("text", "attrs")],
-    "column_encoding": {"line": "DELTA_BINARY_PACKED", "line_end": "DELTA_BINARY_PACKED"},
-}
 
 
 class _Sink:
@@ -827,7 +432,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
         """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
         if members and fr.height:
-            fr = _to_members(fr, members)
+            fr = to_members(fr, members)
         if facts.host and fr.height:
             fr = fr.with_columns(pl.col("host").fill_null(facts.host))
         if transform is not None and fr.height:
@@ -850,14 +455,14 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             # the collector's own question (which sglang is installed?): its answer is in the manifest's
             # versions, its failure in the gaps; a traceback in it is the probe's, never the server's
             artifact.format = PROBE_FORMAT
-            artifact.lines = 0 if f.streamed else _count_lines(next(iter_text([f]))[1])
+            artifact.lines = 0 if f.streamed else count_lines(next(iter_text([f]))[1])
             coverage.append({"file": f.name, "format": PROBE_FORMAT, "lines": artifact.lines,
                              "recognized": artifact.lines, "unrecognized": 0, "cut_lines": 0})
             continue
         text = None if f.streamed else next(iter_text([f]))[1]
         if text is not None:
-            artifact.lines = _count_lines(text)
-        binary = _read_binary(f)
+            artifact.lines = count_lines(text)
+        binary = read_binary(f)
         if binary is not None:  # an engine's own crash artifact (a pickle): read as data, never executed
             res, artifact.format, artifact.error = binary
             if artifact.error:
@@ -866,10 +471,10 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             coverage.append({"file": f.name, "format": artifact.format, "lines": lines, "recognized": lines,
                              "unrecognized": 0, "cut_lines": 0, "binary": True})
             if res is not None:
-                emit(_resolve_time(_shift(res.events, 1, None), facts, tz, None),
+                emit(resolve_time(shift(res.events, 1, None), facts, tz, None),
                      _Sampler(f.nbytes) if sink is not None else None)
             continue
-        if _is_binary(f.head(8192)):
+        if is_binary(f.head(8192)):
             artifact.error = "binary file, not read"
             coverage.append({"file": f.name, "format": None, "lines": 0, "recognized": 0, "unrecognized": 0,
                              "cut_lines": 0, "binary": True})
@@ -877,10 +482,10 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         if progress and f.nbytes >= PROGRESS_FILE_BYTES:  # small files are read faster than a line is printed
             progress(f"reading {f.name} ({f.nbytes / (1 << 20):,.1f} MiB)")
         # the collector's stamp dates what it captured itself (a snapshot), not a file it copied in
-        capture = _parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
+        capture = parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
         streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
-            _resolve_time(_shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s),
+            resolve_time(shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s),
             facts, tz) if f.streamed else None
         if streamed is not None:
             res = streamed
@@ -896,11 +501,11 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             if text is None:
                 text = next(iter_text([f]))[1]
             text = pasted.unwrap(text)  # a log quoted or indented in a ticket reads as the log (same lines)
-            n_lines = _count_lines(text)
+            n_lines = count_lines(text)
             artifact.lines = n_lines
             from forensics.timeline.envelope_rows import read_enveloped
 
-            pieces, label = read_enveloped(f, text, art, facts, tz) or _parse_file(f, text, art)
+            pieces, label = read_enveloped(f, text, art, facts, tz) or parse_file(f, text, art)
             artifact.format = label
             recognized = 0
             examples: list[tuple[int, str]] = []
@@ -913,24 +518,24 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                 if piece.command or piece.snapshot is not None:
                     artifact.segments.append({"start_line": piece.start_line, "format": res.source,
                                               "command": piece.command, "lines": res.lines})
-                fr = _shift(res.events, piece.start_line, piece.snapshot)
-                parts.append(_resolve_time(fr, facts, tz, capture))
-            cmds = _embedded_launches(text, f.name, parts)
+                fr = shift(res.events, piece.start_line, piece.snapshot)
+                parts.append(resolve_time(fr, facts, tz, capture))
+            cmds = embedded_launches(text, f.name, parts)
             if cmds is not None:
-                parts.append(_resolve_time(cmds, facts, tz, capture))
+                parts.append(resolve_time(cmds, facts, tz, capture))
             from parsers import gpu_models
 
             models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
             if models.height:
-                parts.append(_resolve_time(models, facts, tz, capture))
-            stacks, stack_lines = _stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
+                parts.append(resolve_time(models, facts, tz, capture))
+            stacks, stack_lines = stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
             if stacks is not None:
                 parts.append(stacks)
                 recognized += len(stack_lines)
-            extra, newly = _failure_rows(text, f.name, parts)
+            extra, newly = failure_rows(text, f.name, parts)
             newly = newly | stack_lines
             if extra is not None:
-                parts.append(_resolve_time(extra, facts, tz, capture))
+                parts.append(resolve_time(extra, facts, tz, capture))
                 recognized += len(newly)
                 if label is None:
                     label = artifact.format = "failures"
@@ -971,7 +576,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                            "(every row of other kinds; per rank the first, last and extreme rows).")
     if sink is not None:
         counts = dict(sorted(sink.counts.items()))
-        sink.close(_parquet_meta(facts, coverage))
+        sink.close(parquet_meta(facts, coverage))
         return Timeline(events=events, facts=facts, coverage=coverage, artifacts=artifacts,
                         unrecognized_examples=unrec, kind_counts=counts, parquet_path=sink.path)
     counts = dict(events.group_by("kind").len().sort("kind").iter_rows()) if events.height else {}
@@ -1009,54 +614,6 @@ def _derive_facts(events: pl.DataFrame, facts: Facts, tz: str | None, bases: set
                            "time: they are ordered but not placed on the clock.")
 
 
-def write_parquet(tl: Timeline, path: str | os.PathLike) -> None:
-    """timeline.parquet: zstd, the event schema, plus the facts as file metadata."""
-    import pyarrow.parquet as pq
-
-    if tl.parquet_path:
-        place_parquet(tl.parquet_path, path)
-        return
-    table = tl.events.to_arrow()
-    meta = dict(table.schema.metadata or {})
-    meta.update(_parquet_meta(tl.facts, tl.coverage))
-    table = table.replace_schema_metadata(meta)
-    pq.write_table(table, str(path), **PARQUET_OPTIONS)
-
-
-def _parquet_meta(facts: Facts, coverage: list[dict[str, Any]]) -> dict[bytes, bytes]:
-    return {b"forensics.facts": json.dumps(_facts_json(facts), sort_keys=True).encode(),
-            b"forensics.coverage": json.dumps(coverage, sort_keys=True).encode()}
-
-
-def place_parquet(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Put the streamed timeline.parquet at ``dst``: a hard link when it can (same disk, no copy), else a
-    copy; through a temporary name in dst's folder, then renamed over it."""
-    dst = os.fspath(dst)
-    tmp = os.path.join(os.path.dirname(dst) or ".", f".{os.path.basename(dst)}.{secrets.token_hex(6)}.tmp")
-    try:
-        try:
-            os.link(src, tmp)
-        except OSError:
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _facts_json(f: Facts) -> dict[str, Any]:
-    def iso(d: datetime | None) -> str | None:
-        return d.astimezone(UTC).isoformat().replace("+00:00", "Z") if d else None
-
-    return {
-        "input_paths": f.input_paths, "host": f.host, "collected_at": iso(f.collected_at),
-        "utc_offset_s": f.utc_offset_s, "tz_assumed": f.tz_assumed, "boot_time": iso(f.boot_time),
-        "sglang_version": f.sglang_version, "versions": f.versions, "gaps": f.gaps, "notes": f.notes,
-        **({"hosts": _hosts_json(f)} if f.hosts else {}),
-    }
-
-
-def _hosts_json(f: Facts) -> dict[str, Any]:
-    return {name: json_safe(h.as_dict()) for name, h in sorted(f.hosts.items())}
-
+#: The timeline's public face: what `report`, `timeline` and the tests use.
+__all__ = ["build_timeline", "write_parquet", "place_parquet", "hinted_format", "is_probe", "PROBE_FORMAT",
+           "PARQUET_OPTIONS", "CHUNK_BYTES"]

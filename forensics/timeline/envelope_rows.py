@@ -18,7 +18,8 @@ import polars as pl
 
 from forensics.inputs import InputFile
 from forensics.model import Facts
-from forensics.timeline import _count_lines, _parse_file, _Piece, _resolve_time
+from forensics.timeline.clock import resolve_time
+from forensics.timeline.parse import Piece, count_lines, parse_file
 from parsers import envelopes
 from parsers.schema import EVENT_SCHEMA, ParseResult, empty_frame
 
@@ -34,7 +35,7 @@ def _env_utc(meta: pl.DataFrame, facts: Facts, tz: str | None, year: int | None)
         local = local.fill_null((pl.lit(f"{year} ") + pl.col("env_stamp")).str.strptime(
             pl.Datetime("us"), "%Y %b %d %H:%M:%S%.f", strict=False))
     clocks = meta.select(ts=pl.col("env_ts"), ts_local=local, uptime_s=pl.col("env_uptime_s"))
-    resolved = _resolve_time(clocks, facts, tz, None)
+    resolved = resolve_time(clocks, facts, tz, None)
     return meta.with_columns(env_ts=resolved.get_column("ts"), _env_basis=resolved.get_column("ts_basis"))
 
 
@@ -69,19 +70,19 @@ def _with_envelope(ev: pl.DataFrame, meta: pl.DataFrame, orig: pl.Series, first_
 
 
 def read_enveloped(f: InputFile, text: str, art: dict | None, facts: Facts,
-                    tz: str | None) -> tuple[list[_Piece], str | None] | None:
+                    tz: str | None) -> tuple[list[Piece], str | None] | None:
     """Parse a file whose lines are wrapped (docker, kubectl, journald, syslog, compose, srun, Ray): the
     inner text of each stream to sniffing and its parser, rows mapped back to the file's lines with the
     envelope's columns; None when the file has no envelope (then it is read as it is)."""
     peeled = envelopes.peel(text)
     if peeled is None:
         return None
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
     labels: list[str] = []
     n_inner = 0
     for st in peeled.streams:
         n_inner += len(st.lines)
-        sub, label = _parse_file(f, st.text, None if st.raw else art)
+        sub, label = parse_file(f, st.text, None if st.raw else art)
         if label is None:
             continue
         envs = sorted({m.envelope for m in st.meta if m is not None})
@@ -102,13 +103,13 @@ def read_enveloped(f: InputFile, text: str, art: dict | None, facts: Facts,
             res = ParseResult(events=ev, source=res.source, path=res.path, lines=res.lines,
                               recognized=res.recognized, unrecognized=res.unrecognized,
                               unrecognized_examples=examples, notes=res.notes)
-            pieces.append(_Piece(res, start, piece.snapshot, piece.command))
+            pieces.append(Piece(res, start, piece.snapshot, piece.command))
     if not pieces:
         return [], None
     # lines the envelopes themselves consumed (journal export fields, docker partial continuations) were
     # read; a journal JSON message of several lines gives back more inner lines than it took
-    extra = _count_lines(text) - n_inner
-    pieces.append(_Piece(ParseResult(events=empty_frame(), source="envelope", path=f.name, lines=max(extra, 0),
+    extra = count_lines(text) - n_inner
+    pieces.append(Piece(ParseResult(events=empty_frame(), source="envelope", path=f.name, lines=max(extra, 0),
                                      recognized=extra), 1, None))
     return pieces, ", ".join(labels)
 
@@ -178,7 +179,7 @@ class EnvelopeChunks:
 
     def _peel(self, text: str) -> bytes | None:
         """The inner text of one chunk; None when the chunk is bare (its lines go on as they are)."""
-        n_orig = _count_lines(text)
+        n_orig = count_lines(text)
         peeled = envelopes.peel(text)
         if peeled is None:
             self._bare(n_orig)

@@ -301,7 +301,7 @@ def _merge_parquet(timelines: list[tuple[str, Timeline, list[HostInput]]], retag
     flat) into one timeline.parquet in a private folder under ``spill_dir``."""
     import pyarrow.parquet as pq
 
-    from forensics.timeline import PARQUET_OPTIONS, _parquet_meta
+    from forensics.timeline.parquet import PARQUET_OPTIONS, parquet_meta
     from parsers.schema import empty_frame
 
     folder = tempfile.mkdtemp(prefix=".forensics-hosts-", dir=spill_dir)
@@ -317,7 +317,7 @@ def _merge_parquet(timelines: list[tuple[str, Timeline, list[HostInput]]], retag
             for fr in parts:
                 if fr.height:  # type: ignore[union-attr]
                     writer.write_table(retag(fr, host).to_arrow().cast(schema))
-        writer.add_key_value_metadata(_parquet_meta(facts, coverage))
+        writer.add_key_value_metadata(parquet_meta(facts, coverage))
     finally:
         writer.close()
     return out
