@@ -35,6 +35,7 @@ from typing import Any
 import regex as re
 
 from parsers import jsontext
+from parsers.launch import command as launch_command
 from parsers.launch import vocab
 from parsers.launch import yaml_recipe as launch_yaml
 from parsers.units import GIB, KIB, MIB, TIB
@@ -43,9 +44,8 @@ EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "CUDA_", "PYTORCH_", "LM
 
 
 def _launch():
-    from parsers import launch  # launch imports this module lazily; this import runs after both are loaded
-
-    return launch
+    """The command-line reader (kept as a call so the call sites read as before)."""
+    return launch_command
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +59,7 @@ def k8s_commands(text: str) -> list[Any]:
     for doc in launch_yaml.load(text):
         for c in launch_yaml.k8s_containers(doc, launch.tokenize):
             argv = list(c.argv)
-            if c.image and launch._VLLM_IMAGE_RE.match(c.image) and not launch._anchor_index(argv):
+            if c.image and launch.VLLM_IMAGE_RE.match(c.image) and not launch.anchor_index(argv):
                 argv = [c.image, *argv]  # the image's entrypoint runs the API server
             cmd = _command_from_argv(argv, c.argv_line, c.argv_end, "kubernetes", text)
             if cmd is None:
@@ -83,22 +83,22 @@ def k8s_commands(text: str) -> list[Any]:
 
 def _command_from_argv(argv: list[str], line: int, line_end: int, launcher: str, text: str) -> Any:
     launch = _launch()
-    hit = launch._anchor_index(argv)
-    if hit is None and argv and launch._VLLM_IMAGE_RE.match(argv[0]):
+    hit = launch.anchor_index(argv)
+    if hit is None and argv and launch.VLLM_IMAGE_RE.match(argv[0]):
         hit = (0, 0, launcher, None)  # a container of the vLLM image: its arguments follow the image
     if hit is None:
-        nested = next((t for k, t in enumerate(argv) if k > 0 and argv[k - 1] == "-c" and launch._ANCHOR_RE.search(t)),
+        nested = next((t for k, t in enumerate(argv) if k > 0 and argv[k - 1] == "-c" and launch.ANCHOR_RE.search(t)),
                       None)
         if nested is None:
             return None
         argv = launch.tokenize(nested)
-        hit = launch._anchor_index(argv)
+        hit = launch.anchor_index(argv)
         if hit is None:
             return None
     exe, anchor, _launcher, module = hit
-    env = launch._env_prefix(argv[:exe])
+    env = launch.env_prefix(argv[:exe])
     end = anchor + 1
-    while end < len(argv) and not launch._SHELL_STOP_RE.match(argv[end]):
+    while end < len(argv) and not launch.SHELL_STOP_RE.match(argv[end]):
         end += 1
     argv = argv[exe:end]
     lines = text.split("\n")
@@ -375,24 +375,6 @@ def apply_script_context(found: list[Any], lines: list[str]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # host limits as rows
-
-
-def docker_gpu_count(spec: str | None) -> int | None:
-    """``--gpus 2`` → 2; ``"device=0,1"`` → 2; ``all`` → None (the host's count).
-
-    >>> docker_gpu_count("2"), docker_gpu_count("device=0,1"), docker_gpu_count("all")
-    (2, 2, None)
-    """
-    if not spec:
-        return None
-    s = spec.strip().strip("\"'")
-    if s.isdigit():
-        return int(s)
-    m = re.search(r"device=([\w,-]+)", s)
-    if m:
-        return len([d for d in m.group(1).split(",") if d])
-    m = re.match(r"count=(\d+)", s)
-    return int(m.group(1)) if m else None
 
 
 def limit_rows(found: list[Any], slurm: dict[str, Any]) -> list[dict[str, Any]]:
