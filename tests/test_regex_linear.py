@@ -198,3 +198,12 @@ def test_pattern_is_linear_on_adversarial_lines(path, pattern):
 @pytest.mark.parametrize("path,pattern", PATTERNS, ids=[p for p, _ in PATTERNS])
 def test_pattern_is_linear_on_a_1_mib_line(path, pattern):
     _check(path, pattern, 1 << 20)
+
+
+def test_a_pattern_is_timed_at_one_start_only_when_the_code_never_scans_with_it():
+    assert _anchored_use("parsers.envelopes._COMPOSE") == "match"
+    assert _anchored_use("parsers.nvidia_smi.common._PROMPT_PREFIX_RE") == "fullmatch"
+    assert _anchored_use("parsers.sglang._CONTAINER") == "match"  # both .match and .fullmatch
+    assert _anchored_use("parsers.failures._TRIGGER") is None  # .search, and its .pattern handed to polars
+    assert _anchored_use("parsers.failures._OOM_TASK") is None  # .search
+    assert _anchored_use("parsers.kernel._BULK_SIMPLE") is None  # a string spliced into other patterns
