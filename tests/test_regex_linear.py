@@ -168,7 +168,7 @@ def _check(path: str, pattern, final: int) -> None:
 FIXED = ("parsers.sglang._BATCH_FIELD", "parsers.failures._OOM_ALLOC", "parsers.failures._OOM_V1_RES",
          "parsers.failures._OOM_PRIVATE", "parsers.failures._OOM_UNALLOC", "parsers.failures._JOINED",
          "parsers.kernel._XNVL5", "parsers.kernel._HUNG_TASKLINE",
-         "parsers.launch.prose._AFTER_MODAL_RE")
+         "parsers.launch.prose._AFTER_MODAL_RE", "parsers.failures._PORT_WAIT")
 _BY_PATH = dict(PATTERNS)
 
 
