@@ -234,7 +234,9 @@ _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
 #: SGLang's ``wait_port_available`` (python/sglang/srt/utils/network.py): ``ValueError: {port_name} at {port} is not
 #: available in {timeout_s} seconds. {port_name} is used by a process already. {process.name()=}'
 #: {process.cmdline()=} {process.status()=} {pid=}`` — the wait (SGLANG_WAIT_PORT_TIMEOUT, default 30 s) and the holder
-_PORT_WAIT = re.compile(r"(\w*port\w*) at (\d{2,5}) is not available in (\d+) seconds")
+#: The port's name is a whole word holding "port" (was ``\w*port\w*``, the same leftmost match, rescanned
+#: from every character of a long word)
+_PORT_WAIT = re.compile(r"(?<!\w)(?=\w*?port)(\w++) at (\d{2,5}) is not available in (\d+) seconds")
 _PORT_HOLDER_STATUS = re.compile(r"process\.status\(\)='([\w-]+)'")
 _PORT_HOLDER_CMD = re.compile(r"process\.cmdline\(\)=\[([^\]]{0,400})")
 _PORT_HOLDER_PID = re.compile(r"\bpid=(\d+)")

@@ -133,7 +133,10 @@ _OOM_NO_VICTIM = re.compile(r"Out of memory and no killable processes")
 _HUNG = re.compile(r"INFO: task (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+) seconds\.")
 _HUNG_OWNER = re.compile(r"INFO: task (?P<comm>.+):(?P<pid>\d+) is blocked on an? (?P<lock>\w+)"
                          r"(?: likely owned by task (?P<owner>.+):(?P<owner_pid>\d+))?")
-_HUNG_TASKLINE = re.compile(r"task:(?P<comm>.+?)\s+state:(?P<state>\S+)(?:.*? pid:\s*(?P<pid>\d+))?"
+#: ``comm`` is its first character or ends in a non-blank, so each run of blanks is tried once as the
+#: gap before ``state:`` (the same earliest gap as ``.+?\s+``, which re-scanned a run from each of its
+#: characters: the square of a line of blanks)
+_HUNG_TASKLINE = re.compile(r"task:(?P<comm>.(?:.*?\S)??)\s++state:(?P<state>\S+)(?:.*? pid:\s*(?P<pid>\d+))?"
                             r"(?:.*? tgid:\s*(?P<tgid>\d+))?(?:.*? ppid:\s*(?P<ppid>\d+))?")
 _HUNG_FOLLOW = re.compile(
     r"(?:Tainted:|Not tainted|\"echo 0 > /proc/sys/kernel/hung_task_timeout_secs\"|task:\S|Call [Tt]race:|"

@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import re as std_re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,7 +157,15 @@ _CHANGE_TO_RE = re.compile(
 _CHANGE_BASE_RE = re.compile(
     r"\b(?:back\s+off|lower|reduce|drop|bump|raise|increase|decrease|change|switch)(?:\s+(?:the|it|its))?\s*$",
     re.IGNORECASE)
-_AFTER_MODAL_RE = re.compile(r"^\W*(?:[\w.%-]+\W+){0,2}?(would|could|should|might|will|may)\b", re.IGNORECASE)
+# A modal within two words after the mention ("--tp 8 next time would"). Was ``^\W*(?:[\w.%-]+\W+){0,2}?MODAL``,
+# whose ``.%-`` fit both the word and the gap: a run of dots split every way (2 KiB never finished). Same
+# modal found, in the same order: right after the leading gap; else after the first word chain (words
+# joined by ``.%-``) and the gap after it, then within the second chain, after it, and within the first.
+# The stdlib engine: ``regex`` backtracks the chain's star in quadratic time (2 min on 1 MiB of "a.").
+_CHAIN = r"\w++(?:[.%-]++\w++)*"
+_AFTER_MODAL_RE = std_re.compile(
+    rf"^\W*+(?:{_CHAIN}+\W++(?:{_CHAIN}+\W++|{_CHAIN}[.%-]++)??|{_CHAIN}[.%-]++)??"
+    r"(would|could|should|might|will|may)\b", std_re.IGNORECASE)
 _FRAME_RE = re.compile(
     r"\bnext\s+(?:attempt|run|launch|time|try|iteration|config(?:uration)?)\b|\bgoing forward\b|\bfrom now on\b|"
     r"\bin the future\b|\bfuture (?:runs?|launch(?:es)?|config(?:uration)?s?)\b", re.IGNORECASE)
