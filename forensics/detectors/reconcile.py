@@ -14,12 +14,8 @@ Findings are ordered before this runs (:func:`forensics.detectors.run_all`), so 
 
 from __future__ import annotations
 
+from forensics.facts.launch import flag_key
 from forensics.model import Finding, FlagChange
-
-
-def flag_key(flag: str) -> str:
-    """``--mem_fraction_static`` / ``mem-fraction-static`` → ``mem-fraction-static``."""
-    return flag.strip().lstrip("-").replace("_", "-").lower()
 
 
 def _number(value: str | None) -> float | None:
@@ -47,7 +43,7 @@ def reconcile_flags(findings: list[Finding], root: str | None) -> None:
     for i in order:
         f = findings[i]
         for n, ch in enumerate(f.remediation.flags):
-            key = flag_key(ch.flag)
+            key = flag_key(ch.flag.strip().lower())
             if key not in chosen:
                 chosen[key] = (ch, f)
                 continue
