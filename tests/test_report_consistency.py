@@ -8,7 +8,6 @@ ship in the repository.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,14 @@ from forensics.report import render_markdown
 from forensics.report.document import MAX_NEXT_STEPS, normalise_document, ordered_findings
 from forensics.rules import load_catalog
 from tests.shared_data import SHARED
+from tests.story import cut_formulas, mixed_units
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = ROOT / "fixtures" / "scenarios"
 CORPUS = SHARED / "incidents"
 
-_QUANTITY = r"(\d[\d,]*(?:\.\d+)?)\s*(KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
-#: a quantity, a comparison, and the first quantity after it (names and words may stand between)
-_COMPARISON = re.compile(_QUANTITY + r"[^≤≥<>;.\n]{0,20}?\s(≤|≥|<|>|exceeds|is above|is below)\s[^;\n]{0,80}?" + _QUANTITY)
 #: facts several findings may show: they must agree within one host
 SHARED_FACTS = ("host_total_bytes", "gpu_memory_bytes", "baseline_bytes", "container_limit_bytes")
-
-
-def _family(unit: str) -> str:
-    return "binary" if "i" in unit else "decimal"
 
 
 def _cases() -> list[tuple[str, list[Path]]]:
@@ -69,9 +62,7 @@ def test_every_comparison_is_made_in_one_unit(reports):
     mixed = []
     for name, (doc, md) in reports.items():
         for text in _texts(doc, md):
-            for m in _COMPARISON.finditer(text):
-                if _family(m.group(2)) != _family(m.group(5)):
-                    mixed.append(f"{name}: {m.group(0)}")
+            mixed += [f"{name}: {m}" for m in mixed_units(text)]
     assert not mixed, "\n".join(mixed[:20])
 
 
@@ -103,10 +94,7 @@ def test_facts_shown_by_two_findings_are_equal(reports):
 def test_summary_never_cuts_a_formula(reports):
     cut = []
     for name, (_doc, md) in reports.items():
-        for line in md.splitlines():
-            if "…" in line and re.search(r"[=≤≥×÷−]", line.split("…")[0][-120:]) \
-                    and not line.lstrip().startswith(("- `", "… more")):
-                cut.append(f"{name}: {line}")
+        cut += [f"{name}: {line}" for line in cut_formulas(md)]
     assert not cut, "\n".join(cut)
 
 
