@@ -8,6 +8,7 @@ ship in the repository.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,49 @@ def test_next_steps_are_short_and_said_once(reports):
         if ordered_findings(doc) and not doc["findings"]:
             bad.append(name)
     assert not bad, "\n".join(bad)
+
+
+def _html_tables(html: str, cls: str) -> list[str]:
+    return re.findall(rf'<table class="{cls}">(.*?)</table>', html, flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def pages(reports) -> dict[str, str]:
+    from forensics.report import render_html
+
+    catalog = load_catalog()
+    return {name: render_html(doc, None, catalog, plotlyjs_src="plotly.min.js") for name, (doc, _md) in reports.items()}
+
+
+def test_each_evidence_line_is_cited_once_in_the_page(pages):
+    """A line two findings rest on (the server_args blob, the launch command) is quoted once; the second
+    finding points at the first quote."""
+    twice = []
+    for name, html in pages.items():
+        quoted: dict[str, int] = {}
+        for table in _html_tables(html, "evidence"):
+            for loc in re.findall(r'<td class="loc mono">(.*?)</td><td class="mono">[^<]*</td><td class="text"><pre>',
+                                  table):
+                quoted[loc] = quoted.get(loc, 0) + 1
+        twice += [f"{name}: {loc} quoted {n}×" for loc, n in quoted.items() if n > 1]
+    assert not twice, "\n".join(twice[:20])
+
+
+_SNAKE = re.compile(r"\b[a-z]+(?:_[a-z0-9]+)+\b")
+
+
+def test_figure_tables_show_names_and_human_units(pages):
+    """A figure's name is words, its value a size in GiB, a count or a word — never a snake_case key, a
+    raw byte count or a JSON dict."""
+    bad = []
+    for name, html in pages.items():
+        for table in _html_tables(html, "figures"):
+            for label, value in re.findall(r'<tr><th title="[^"]*">(.*?)</th><td class="num">(.*?)</td></tr>', table,
+                                           flags=re.S):
+                if _SNAKE.search(label) or any(_SNAKE.fullmatch(item.strip()) for item in re.split(r"[,;] ", value)):
+                    bad.append(f"{name}: {label} = {value} (snake_case)")
+                if re.search(r"(?<![\d.,])\d{7,}(?![\d.,])", value.replace(",", "")) and "bytes" in label.lower():
+                    bad.append(f"{name}: {label} = {value} (raw bytes)")
+                if re.search(r'[{}]|\[\s*(?:["\d]|&#34;|&quot;)', value):
+                    bad.append(f"{name}: {label} = {value} (JSON)")
+    assert not bad, "\n".join(sorted(set(bad))[:30])

@@ -228,9 +228,16 @@ def findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
     ids = {f.get("rule_id") for f in doc.get("findings") or []}
     root = root_finding(doc)  # one finding, even when its rule fired in several server runs
     out = []
+    quoted: dict[tuple[Any, Any], str] = {}  # (file, line) → the finding whose evidence quotes it
     for f in ordered_findings(doc):
+        evidence = []
+        for e in f.get("evidence") or []:
+            key = (e.get("file"), e.get("line"))
+            evidence.append({**e, "quoted_under": quoted.get(key)})  # a line two findings rest on is quoted once
+            quoted.setdefault(key, str(f.get("rule_id")))
         out.append({
             "f": f,
+            "evidence": evidence,
             "rule": rule_info(catalog, str(f.get("rule_id"))),
             "is_root": f is root,
             "consequence_known": f.get("consequence_of") in ids,
