@@ -475,12 +475,14 @@ class _Parser:
                 if row["kind"] == "cuda_error_oom" and tb["base"]["line"] <= (row.get("line") or 0) <= tb["last"]:
                     row["attrs"].update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
                     break
+        # rows that quote the whole traceback are cited where it starts (its first line, or the engine's line
+        # that opens it), and span it to its exception line
         if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
-            self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
-                      {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})
+            self.emit("failure", base, {"failure": "shm_exhausted", "via": "madvise_populate_efault",
+                                        "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
-            self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
+            self.emit_oom(base, text, attrs["during"])
 
     def emit_oom(self, base: dict[str, Any], text: str, during: str | None) -> None:
         """A ``cuda_oom`` row with the allocator message's figures (one reader of them: parsers.failures)."""

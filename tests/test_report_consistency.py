@@ -157,3 +157,69 @@ def test_figure_tables_show_names_and_human_units(pages):
                 if re.search(r'[{}]|\[\s*(?:["\d]|&#34;|&quot;)', value):
                     bad.append(f"{name}: {label} = {value} (JSON)")
     assert not bad, "\n".join(sorted(set(bad))[:30])
+
+
+_TB_HEAD = "Traceback (most recent call last)"
+_TB_FRAME = re.compile(r'^\s*(?:\S.*?\s)?File "[^"]+", line \d+')
+#: an engine's line that opens a traceback (SGLang's "Scheduler hit an exception:", vLLM's
+#: "EngineCore hit an exception" / "Exception in worker … while processing", an EngineCore fatal error)
+_TB_OPENER = re.compile(r"hit an exception|Exception in worker \S+ while processing|encountered a fatal error|"
+                        r"failed to start")
+
+
+def _resolve(inputs: list[Path], name: str) -> Path | None:
+    """The input file an evidence row names (loose files by name, folders' files under the folder)."""
+    for i in inputs:
+        if i.is_file() and i.name == name:
+            return i
+        if i.is_dir():
+            for cand in (i / name, i.parent / name):
+                if cand.is_file():
+                    return cand
+    return None
+
+
+def _is_traceback_quote(text: str) -> bool:
+    first = text.splitlines()[0] if text else ""
+    return _TB_HEAD in first or bool(_TB_FRAME.match(first))
+
+
+def _starts_a_traceback(lines: list[str], n: int) -> bool:
+    """Whether line ``n`` (1-based) is the first line of a traceback: its header, the engine's line that
+    opens it, or — the header cut from the input — a frame with no traceback line above it."""
+    if not 0 < n <= len(lines):
+        return False
+    here = lines[n - 1]
+    if _TB_HEAD in here:
+        return True
+    after = next((x for x in lines[n:n + 3] if x.strip()), "")
+    if _TB_OPENER.search(here) and (_TB_HEAD in after or _TB_FRAME.match(after)):
+        return True
+    if not _TB_FRAME.match(here):
+        return False
+    k = n - 2  # above a frame: source lines shown under an earlier frame belong to it; a frame or header above
+    while k >= 0 and lines[k][:1].isspace() and not _TB_FRAME.match(lines[k]):
+        k -= 1
+    return k < 0 or not (_TB_FRAME.match(lines[k]) or _TB_HEAD in lines[k])
+
+
+def test_a_traceback_is_cited_at_its_first_line(reports):
+    """Evidence that quotes a traceback points at the line the traceback starts on, never at its exception
+    line or the line after its end (issue 24)."""
+    inputs = dict(_cases())
+    wrong, seen = [], 0
+    for name, (doc, _md) in reports.items():
+        for f in doc["findings"]:
+            for e in f["evidence"]:
+                if not e.get("line") or not _is_traceback_quote(e.get("text") or ""):
+                    continue
+                path = _resolve(inputs[name], e["file"])
+                if path is None or path.suffix in (".gz", ".zst", ".xz", ".bz2", ".zip", ".tar", ".tgz"):
+                    continue
+                seen += 1
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+                if not _starts_a_traceback(lines, e["line"]):
+                    got = lines[e["line"] - 1] if 0 < e["line"] <= len(lines) else "(past the end)"
+                    wrong.append(f"{name} {f['rule_id']} {e['file']}:{e['line']} is {got[:100]!r}")
+    assert seen >= 20, f"only {seen} traceback citations: the test proves little"
+    assert not wrong, "\n".join(wrong)
