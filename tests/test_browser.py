@@ -351,14 +351,18 @@ def _first_screen_positions(html_path: Path, profile: Path) -> dict[str, Any]:
         browser.send("Page.navigate", {"url": html_path.resolve().as_uri()})
         browser.wait_for("Page.loadEventFired", timeout=60)
         browser.drain(0.5)
-        return browser.evaluate("""(() => {
+        shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+        return {"png": shot, **browser.evaluate("""(() => {
             const box = sel => { const e = document.querySelector(sel);
                                  if (!e) return null; const r = e.getBoundingClientRect();
                                  return {top: r.top, bottom: r.bottom, width: r.width}; };
             return {viewport: window.innerHeight, scrolled: window.scrollY,
                     root: box('#root-summary'), arithmetic: box('#flag-diff tbody tr td:last-child'),
-                    command: box('#cmd-new') || box('#cmd-flags')};
-        })()""")
+                    command: box('#cmd-new') || box('#cmd-flags'),
+                    copy: box('button[data-copy="cmd-new-text"]') || box('button[data-copy="cmd-flags-text"]'),
+                    listed: Array.from(document.querySelectorAll('#root-cause > p a[href^="#finding-"]'))
+                                 .map(a => a.textContent.trim())};
+        })()""")}
     finally:
         browser.close()
 
@@ -383,8 +387,14 @@ def test_first_screen_shows_root_cause_fix_and_arithmetic(tmp_path, name, inputs
     """At 1400 × 900 the on-call engineer sees, without scrolling, what broke, the arithmetic and the
     command to relaunch with."""
     pos = _first_screen_positions(_write_report(inputs, tmp_path / "out"), tmp_path / "profile")
+    if os.environ.get("FORENSICS_SCREENSHOTS"):  # the screens themselves, to look at (a folder)
+        shots = Path(os.environ["FORENSICS_SCREENSHOTS"])
+        shots.mkdir(parents=True, exist_ok=True)
+        (shots / f"{name.replace(' ', '-')}.png").write_bytes(pos["png"])
+    assert png_colours(pos["png"]) > 20, f"{name}: a blank first screen"
     assert pos["scrolled"] == 0 and pos["viewport"] == FIRST_SCREEN["height"]
-    for part in ("root", "arithmetic", "command"):
+    assert len(pos["listed"]) == len(set(pos["listed"])), f"{name}: a finding listed twice: {pos['listed']}"
+    for part in ("root", "arithmetic", "command", "copy"):
         box = pos[part]
         assert box is not None, f"{name}: no {part} on the page"
         assert box["top"] >= 0 and box["bottom"] <= FIRST_SCREEN["height"], f"{name}: {part} at {box}"

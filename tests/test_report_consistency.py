@@ -223,3 +223,29 @@ def test_a_traceback_is_cited_at_its_first_line(reports):
                     wrong.append(f"{name} {f['rule_id']} {e['file']}:{e['line']} is {got[:100]!r}")
     assert seen >= 20, f"only {seen} traceback citations: the test proves little"
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_headline_names_the_ranks_and_findings_of_the_root_causes_host(reports, pages):
+    """Several hosts: the affected ranks are the lead host's, not every host's; a rule that fired on several
+    hosts is listed once, with its hosts."""
+    from forensics.report.document import root_finding
+    from forensics.report.text import ranges
+
+    bad, multi = [], 0
+    for name, (doc, _md) in reports.items():
+        html = pages[name]
+        listed = re.search(r"findings in all:(.*?)</p>", html, flags=re.S)
+        titles = re.findall(r'</span> ([^<]*)</a>', listed.group(1)) if listed else []
+        if len(titles) != len(set(titles)):
+            bad.append(f"{name}: listed twice: {titles}")
+        lead = root_finding(doc) or (ordered_findings(doc) or [None])[0]
+        if lead is None or len((doc.get("input") or {}).get("hosts") or {}) < 2:
+            continue
+        multi += 1
+        host = (lead.get("hosts") or [None])[0]
+        want = sorted({r for f in doc["findings"] if (f.get("hosts") or [None])[0] == host for r in f.get("ranks") or []})
+        shown = re.search(r"<dt>Affected ranks</dt><dd>(.*?)</dd>", html).group(1)
+        if want and shown != ranges(want):
+            bad.append(f"{name}: headline ranks {shown}, the lead host {host}'s are {ranges(want)}")
+    assert multi >= 3, "too few multi-host reports to prove anything"
+    assert not bad, "\n".join(bad)

@@ -188,9 +188,15 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
         on_lead = [f for f in findings if (f.get("hosts") or [None])[0] == (lead.get("hosts") or [None])[0]]
     else:
         on_lead = findings
-    ranks = sorted({r for f in findings for r in f.get("ranks") or [] if isinstance(r, int)})
+    ranks = sorted({r for f in on_lead for r in f.get("ranks") or [] if isinstance(r, int)})
     gpus = sorted({g for f in on_lead for g in f.get("gpus") or [] if isinstance(g, int)})
-    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus, "hosts": hosts,
+    # the list of findings under the root cause: one entry per rule and title, with the hosts it fired on
+    groups: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for f in findings:
+        g = groups.setdefault((f.get("rule_id"), f.get("title")), {"f": f, "n": 0, "hosts": []})
+        g["n"] += 1
+        g["hosts"] += [h for h in f.get("hosts") or [] if h not in g["hosts"]]
+    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus, "hosts": hosts, "groups": list(groups.values()),
             "lead_host": ((lead or {}).get("hosts") or [None])[0] if len(hosts) > 1 else None,
             "worst": min((SEVERITY_RANK.get(f.get("severity"), 9) for f in findings), default=None)}
 
