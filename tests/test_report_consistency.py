@@ -249,3 +249,32 @@ def test_the_headline_names_the_ranks_and_findings_of_the_root_causes_host(repor
             bad.append(f"{name}: headline ranks {shown}, the lead host {host}'s are {ranges(want)}")
     assert multi >= 3, "too few multi-host reports to prove anything"
     assert not bad, "\n".join(bad)
+
+
+def test_what_to_change_takes_no_flag_from_a_consequence(reports):
+    """A finding that follows from another changes no flag in the relaunch: over four hosts, the NCCL
+    timeouts after one node's OOM kill do not add --dist-timeout to the HiCache fix."""
+    from forensics.report.document import flag_changes
+
+    bad = []
+    for name, (doc, _md) in reports.items():
+        ids = {f.get("rule_id") for f in doc["findings"]}
+        followers = {f.get("rule_id") for f in doc["findings"] if f.get("consequence_of") in ids}
+        causes = {f.get("rule_id") for f in doc["findings"] if f.get("consequence_of") not in ids}
+        bad += [f"{name}: {r.flag} from {r.rule_id}" for r in flag_changes(doc)
+                if r.rule_id in followers and r.rule_id not in causes]
+    assert not bad, "\n".join(bad)
+    doc = reports["scenario/multihost_four_nodes_hicache"][0]
+    assert [r.flag for r in flag_changes(doc)] == ["--hicache-size"]
+
+
+def test_summary_lists_each_other_finding_once(reports):
+    """summary.md's "Also found": a rule that fired on several hosts for one cause is one entry naming them."""
+    twice = []
+    for name, (_doc, md) in reports.items():
+        if "### Also found" not in md:
+            continue
+        line = md.split("### Also found\n", 1)[1].splitlines()[0]
+        keys = [re.sub(r" on `[^`]*`", "", entry, count=1) for entry in line.split("; ")]
+        twice += [f"{name}: {k}" for k in set(keys) if keys.count(k) > 1]
+    assert not twice, "\n".join(twice)

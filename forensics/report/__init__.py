@@ -337,6 +337,21 @@ def _distinct_evidence(items: list[tuple[dict, dict]]) -> list[tuple[dict, dict]
     return out
 
 
+def _also_found(findings: list[dict[str, Any]], lead: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The findings besides the lead, one entry per rule (and run, and cause), with every host it fired on."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for f in findings:
+        if f is lead:
+            continue
+        figures = f.get("figures") or {}
+        key = (f.get("severity"), f.get("rule_id"), figures.get("run"), f.get("consequence_of"),
+               figures.get("consequence_of_host"))
+        entry = out.setdefault(key, {"severity": key[0], "rule_id": key[1], "run": key[2], "consequence_of": key[3],
+                                     "consequence_of_host": key[4], "hosts": []})
+        entry["hosts"] += [h for h in f.get("hosts") or [] if h not in entry["hosts"]]
+    return list(out.values())
+
+
 def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = None) -> str:
     """summary.md: at most 25 lines for a ticket; the same input gives the same bytes."""
     doc = normalise_document(doc)
@@ -346,10 +361,12 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
         for e in f.get("evidence") or []:
             evidence.append((f, e))
     fix = launch_fix(doc, tl)
+    head = _headline(doc)
     text = template_env(False).get_template("summary.md.j2").render(
         doc=doc,
-        head=_headline(doc),
+        head=head,
         findings=findings,
+        also=_also_found(findings, head["lead"]),
         evidence=_distinct_evidence(evidence)[:3],
         fix=fix,
         step_groups=report_steps(doc, fix, limit=5),
