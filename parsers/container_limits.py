@@ -1,5 +1,9 @@
 """A container's or cgroup's memory limit as its own text states it → ``container_memory_limit`` rows.
 
+Sources: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``max``), linux
+Documentation/admin-guide/cgroup-v1/memory.rst (4.x: ``memory.limit_in_bytes``), kubernetes
+staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Limits:`` / ``memory:``).
+
 The per-rank host-pool arithmetic needs the limit the ranks live under; a launch file states it
 (docker ``--memory``, compose ``mem_limit``, ``#SBATCH --mem``), and so do these, read here:
 

@@ -1,5 +1,9 @@
 """``free`` (procps, procps-ng, busybox/toybox) tables → ``host_memory`` and ``host_swap`` events.
 
+Sources: reference/system_formats.md §1.1 and free(1) (procps, procps-ng; ``-b/-k/-m/-g/-h`` units, ``--si``,
+``-w``, ``-l``, ``-t``; the old ``buffers  cached`` and ``-/+ buffers/cache`` layouts), bash(1) for the prompt
+a paste keeps.
+
 Every layout procps has printed, recognised by shape rather than by English words::
 
                    total        used        free      shared  buff/cache   available

@@ -1,5 +1,8 @@
 """``fuser -v /dev/nvidia*``: which processes hold the GPU device files open (psmisc).
 
+Sources: fuser(1) (psmisc: ``-v`` table ``USER PID ACCESS COMMAND``, access letters ``c e f F r m``,
+``kernel`` users) and reference/system_formats.md §2.1 (``/dev/nvidiaN`` device files).
+
 fuser writes its table to stderr; the collector keeps stdout and stderr together. The verbose
 form names the device once and continues with indented rows; ``kernel`` stands where a pid would
 for kernel users (``mount``, ``swap``). Sample::

@@ -1,5 +1,8 @@
 """Process listings: ``ps -eo pid,ppid,stat,lstart,etimes,rss,vsz,comm,args``, ``ps aux``, ``ps -ef``.
 
+Sources: ps(1) (procps: STANDARD FORMAT SPECIFIERS, PROCESS STATE CODES, ``etime`` ``[[dd-]hh:]mm:ss``),
+top(1) (the summary lines), and the titles of parsers/proc_titles.py (reference/vllm_formats.md §1.6).
+
 The column order comes from the header line (procps names: ``PID PPID STAT STARTED ELAPSED RSS VSZ
 COMMAND COMMAND``, ``USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND``, ``UID PID PPID C
 STIME TTY TIME CMD``); header-less rows of those three layouts are recognised by their shape.

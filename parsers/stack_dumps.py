@@ -1,5 +1,9 @@
 """Where each process was when something dumped it: ``py-spy dump`` stacks, and vLLM's input dump.
 
+Sources: py-spy src/dump.rs (0.3+: ``Process N: cmd``, ``Thread 0x… (idle): "MainThread"``, indented ``func
+(file:line)`` frames), vllm vllm/logging_utils/dump_input.py (0.9+: ``Dumping input data for V1 LLM engine
+(v…) with config:``, ``total_num_scheduled_tokens=``).
+
 **py-spy dump** (``py-spy dump --pid N``; SGLang's watchdog runs it and logs ``Pyspy dump for PID N:``
 followed by the tool's output, ``utils/cudacore_pyspy_dump_utils.py`` / ``scheduler.py::watchdog_thread``,
 reference sglang_formats "watchdog"). py-spy's text output (``src/dump.rs``)::

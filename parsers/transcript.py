@@ -1,5 +1,9 @@
 """Split a pasted terminal session (or a write-up quoting one) into segments, each for one parser.
 
+Sources: bash(1) (PROMPTING: the ``user@host:dir$`` prompt), python(1) (the ``>>>`` prompt), CommonMark 0.31
+(fenced code blocks, thematic breaks, ATX headings); the log shapes are those of reference/sglang_formats.md
+§1 and reference/vllm_formats.md §1.1.
+
 A transcript mixes command lines, their outputs and prose::
 
     Checked the host after the kill:

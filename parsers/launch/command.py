@@ -1,5 +1,11 @@
 """One launch command line: its words as a shell splits them, the program and the engine it starts,
-its flags by the engine's own names, the environment and container options before it."""
+its flags by the engine's own names, the environment and container options before it.
+
+Sources: bash(1) (QUOTING, REDIRECTION, ``VAR=value`` before a command), docker-run(1) (``--memory`` sizes ``b
+k m g``), reference/vllm_formats.md §6 (the ``vllm/vllm-openai`` image) and reference/sglang_formats.md §8
+(``-m sglang.launch_server``, ``sglang serve``), ps(1) (header names), dynamo launch/dynamo-run/README.md
+(0.1+: ``in=http out=sglang``).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,12 @@
 """Launch configurations that are not a shell command line: Kubernetes manifests, ``--config`` recipes,
 Dockerfiles, the Python API, Slurm batch scripts, exported engine variables, and the host limits they set.
 
+Sources: Dockerfile(5) (``FROM``, ``ENV``, ``CMD``, ``ENTRYPOINT``), sbatch(1) (``#SBATCH --mem`` and its
+K/M/G/T suffixes), bash(1) (``export``), sglang python/sglang/srt/entrypoints/engine.py (0.4+:
+``sgl.Engine``), vllm vllm/entrypoints/llm.py (0.2+: ``LLM(...)``), kubernetes
+staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (1.x), reference/sglang_formats.md §8 and
+reference/vllm_formats.md §6.
+
 :mod:`parsers.launch` calls these on the text it is given; each returns
 :class:`parsers.launch.LaunchCommand` objects (``confidence = "config"`` for a file that describes a
 launch, ``"command"`` for code or a command line that performs one) or script context to attach:

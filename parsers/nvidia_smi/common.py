@@ -1,5 +1,9 @@
 """Helpers shared by the four nvidia-smi parsers: placeholders, MiB, bus ids, failure messages.
 
+Sources: reference/system_formats.md §2.1-§2.5 and nvidia-smi(1) (MiB figures, placeholders, the failure
+lines, ``--query-gpu``/``--format``/``-i``), ctime(3) (the timestamp), the PCI bus id
+``domain:bus:device.function``.
+
 nvidia-smi prints every memory figure in MiB (2^20 bytes) in all of its forms (table, CSV, ``-q``,
 ``-q -x``). A value it cannot give is a *placeholder* — ``[N/A]``, ``N/A``, ``[Not Supported]``,
 ``[Insufficient Permissions]``, ``[Unknown Error]``, ``[GPU is lost]``,

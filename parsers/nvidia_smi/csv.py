@@ -1,5 +1,9 @@
 """``nvidia-smi --query-gpu=… / --query-compute-apps=… / --query-*=… --format=csv[,noheader][,nounits]``.
 
+Sources: reference/system_formats.md §2.2 and nvidia-smi(1) (``--help-query-gpu``, ``--help-query-compute-
+apps``: field names, ``[MiB]`` units, the ``YYYY/MM/DD HH:MM:SS.fff`` timestamp, ``GPU-``/``MIG-`` UUIDs, bus
+ids).
+
 Real format (driver 590; fields come in the order requested, units in brackets in the header and
 after each value unless ``nounits``; ``noheader`` drops the header line)::
 

@@ -1,5 +1,8 @@
 """The short nvidia-smi listings: ``-L`` (GPUs and MIG devices), ``--version``, ``nvlink -s``.
 
+Sources: nvidia-smi(1) (``-L``, ``--version``, ``nvlink -s``) and reference/system_formats.md §2.1 (the model
+names and UUIDs it prints).
+
 ``nvidia-smi -L`` names each GPU's index, model and UUID, and under a GPU in MIG mode its MIG
 devices (R470+ spacing; R450/R460 spell the MIG UUID ``MIG-GPU-<gpu uuid>/<gi>/<ci>``)::
 
