@@ -70,7 +70,8 @@ _HEADING_NO = re.compile(r"^#{2,6}\s+(\d+(?:\.\d+)*)\.?\s")
 
 @dataclass(frozen=True)
 class Missing:
-    where: str  # path:line, or the rule id
+    key: str    # the rule id, or ``path::NAME`` of a pattern (stable across edits that move lines)
+    where: str  # the rule id, or ``path:line``
     what: str
 
     def __str__(self) -> str:
@@ -159,7 +160,7 @@ def uncited_rules(sections: dict[str, set[str]] | None = None) -> list[Missing]:
             path = DETECTORS / f"{detector}.py"
             docs_by_module[detector] = _docstrings(ast.parse(path.read_text(encoding="utf-8"))) if path.exists() else []
         if not any(rule_id in d and citations(d, sections=sections) for d in docs_by_module[detector]):
-            missing.append(Missing(rule_id, f"no docstring of forensics/detectors/{detector}.py names it with a "
+            missing.append(Missing(rule_id, rule_id, f"no docstring of forensics/detectors/{detector}.py names it with a "
                                             "source, and no rule row of docs/coverage.md maps to it"))
     return missing
 
@@ -202,7 +203,7 @@ def module_default_reference(doc: str) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None) -> list[Missing]:
+def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None, root: Path = ROOT) -> list[Missing]:
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     lines = text.splitlines()
@@ -210,7 +211,7 @@ def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None)
     default = module_default_reference(doc)
     stmts = [n for n in tree.body if isinstance(n, ast.Assign | ast.AnnAssign) and n.value is not None
              and _compiles(n.value)]
-    doc_counts = len(stmts) <= COVERS and bool(citations(doc, sections=sections))
+    doc_counts = len(stmts) <= COVERS and bool(citations(doc, sections=sections, root=root))
     banners = _banners(lines)
     section_of = [max((k for k, (at, _) in enumerate(banners) if at < n.lineno - 1), default=None) for n in stmts]
     missing = []
@@ -219,10 +220,11 @@ def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None)
         scope = ["\n".join(lines[first:last]), _comment_block_above(lines, first)]
         if section is not None and section_of.count(section) <= COVERS:
             scope.append(banners[section][1])
-        if citations("\n".join(scope), default, sections) or doc_counts:
+        if citations("\n".join(scope), default, sections, root) or doc_counts:
             continue
         name = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
-        missing.append(Missing(f"{path.relative_to(ROOT)}:{node.lineno}", f"pattern {name} cites no source"))
+        rel = path.relative_to(root).as_posix()
+        missing.append(Missing(f"{rel}::{name}", f"{rel}:{node.lineno}", f"pattern {name} cites no source"))
     return missing
 
 
