@@ -99,6 +99,7 @@ def test_the_audit_finds_an_uncited_pattern(tmp_path):
         # vllm vllm/v1/engine/core.py (0.9+)
         _CITED = re.compile(r"a")
         _LIST = (re.compile(r"b"), re.compile(r"c"))  # proc(5)
+
         _BARE = re.compile(r"d")
         ''') + many + "\n")
     found = {m.key.rsplit("::", 1)[1] for m in audit.uncited_patterns_in(module, root=tmp_path)}

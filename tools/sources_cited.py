@@ -19,8 +19,8 @@ Where a citation counts:
   detector module names the id and holds a citation, or when a row of ``docs/coverage.md`` whose
   status is ``rule`` names it (the row is the reference, its fixture the proof);
 * a **pattern** (a module-level statement of ``parsers/`` or ``forensics/facts/`` that compiles a
-  regex) is cited by a citation on its own lines or in the comment block directly above it; a
-  citation in a section banner (a ``# ---`` comment at column 0) covers the patterns up to the next
+  regex) is cited by a citation on its own lines or in a comment above it in its run (the lines up to
+  a blank one), at most :data:`COVERS` patterns up; a citation in a section banner (a ``# ---`` comment at column 0) covers the patterns up to the next
   banner, and one in the module docstring covers the module's, each only when they are at most
   :data:`COVERS` (beyond that, a reader cannot tell which source is whose).
 
@@ -177,12 +177,18 @@ def _compiles(node: ast.AST) -> bool:
     return False
 
 
-def _comment_block_above(lines: list[str], first: int) -> str:
-    """The contiguous comment lines directly above line index ``first`` (0-based)."""
-    i = first
-    while i > 0 and lines[i - 1].lstrip().startswith("#"):
+def _run_comments(lines: list[str], first: int, starts: set[int]) -> str:
+    """The comments above line ``first`` in its run (the lines up to a blank one), over at most COVERS patterns."""
+    out, crossed, i = [], 0, first
+    while i > 0 and lines[i - 1].strip():
         i -= 1
-    return "\n".join(lines[i:first])
+        if i in starts:
+            crossed += 1
+            if crossed >= COVERS:
+                break
+        elif lines[i].lstrip().startswith("#"):
+            out.append(lines[i])
+    return "\n".join(reversed(out))
 
 
 def _banners(lines: list[str]) -> list[tuple[int, str]]:
@@ -213,11 +219,12 @@ def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None,
              and _compiles(n.value)]
     doc_counts = len(stmts) <= COVERS and bool(citations(doc, sections=sections, root=root))
     banners = _banners(lines)
+    starts = {n.lineno - 1 for n in stmts}
     section_of = [max((k for k, (at, _) in enumerate(banners) if at < n.lineno - 1), default=None) for n in stmts]
     missing = []
     for node, section in zip(stmts, section_of, strict=True):
         first, last = node.lineno - 1, node.end_lineno or node.lineno
-        scope = ["\n".join(lines[first:last]), _comment_block_above(lines, first)]
+        scope = ["\n".join(lines[first:last]), _run_comments(lines, first, starts)]
         if section is not None and section_of.count(section) <= COVERS:
             scope.append(banners[section][1])
         if citations("\n".join(scope), default, sections, root) or doc_counts:
