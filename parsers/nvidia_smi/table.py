@@ -67,6 +67,7 @@ FORMAT = "nvidia_smi_table"
 #: Table lines are under 130 characters; longer lines are never fed to the regexes below.
 _MAX_TABLE_LINE = 1024
 
+# reference/system_formats.md §2.1 (the default table: header, GPU cells, memory, MIG devices, processes)
 _HEADER_RE = re.compile(
     r"^\|\s*NVIDIA-SMI\s+(?P<smi>\S+)"
     r"(?:\s+(?P<drv_label>Driver|KMD)\s+Version:\s*(?P<drv>\S+))?"
@@ -92,10 +93,12 @@ _BARE_PROC_RE = re.compile(
 _BARE_HEADING_RE = re.compile(
     r"^\s*(?:GPU\s+(?:GI\s+CI\s+)?PID\s+Type\s+Process name(?:\s+(?:GPU Memory|Usage))?"
     r"|(?:ID\s+ID\s+)?Usage|Processes:(?:\s+GPU Memory)?|=+)\s*$")
+# reference/system_formats.md §2.1 (the process box and its placeholders), §2.5 (failure output)
 _NOPROC_RE = re.compile(r"^\|\s+No running processes found\s+\|$")
 _NOT_SUPPORTED_PROC_RE = re.compile(r"^\|\s+(?P<gpu>\d+)?\s*Not Supported\s+\|$")
 _BOX_TITLE_RE = re.compile(r"^\|\s*(?P<title>Processes|MIG devices):")
 
+# reference/system_formats.md §2.1
 _STRONG = re.compile(
     r"^\|\s*NVIDIA-SMI\s+\d|^\|\s+\d+\s+.*\|\s+" + BUS_ID_PATTERN + r"\s|\d+MiB\s*/\s*\d+MiB\s*\||"
     r"^\|\s+Processes:|^\|\s+No running processes found",
