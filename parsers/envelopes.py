@@ -68,6 +68,7 @@ _SHORT_FULL = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d{1,6})?) "
     r"(?P<tz>[A-Z]{1,5}|[+-]\d{4}) " + _HT)
 _MONO = re.compile(r"\[\s*(?P<up>\d{1,10}\.\d{1,9})\] " + _HT)
+# journalctl(1) (``-o short-unix``: epoch seconds), RFC 5424 (``<PRI>1 stamp host app procid msgid [SD] msg``)
 _UNIX = re.compile(r"(?P<epoch>\d{9,11}\.\d{1,9}) " + _HT)
 _RFC5424 = re.compile(
     r"<\d{1,3}>1 (?P<iso>" + _ISO + r"|-) (?P<host>\S{1,255}) (?P<tag>\S{1,48}) (?P<pid>\S{1,128}) \S{1,32} "
@@ -81,6 +82,7 @@ _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,80}?) *\| ?")
 _RAY = re.compile(r"\((?:(?P<actor>[A-Za-z_][\w.]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})(?:, ip=(?P<ip>[^)\s]{1,60}))?\) ")
 _SRUN = re.compile(r" {0,5}(?P<task>\d{1,5}): ")
 _JOURNAL_MARK = re.compile(r"-- (?:Logs begin at|Journal begins at|Journal ends|Boot [0-9a-f]+|Reboot|No entries)")
+# systemd docs/JOURNAL_EXPORT_FORMATS.md (250+: ``__CURSOR=``, ``__REALTIME_TIMESTAMP=``, ``KEY=value`` fields)
 _EXPORT_START = re.compile(r"^(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|__SEQNUM)=", re.M)
 _EXPORT_FIELD = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]{0,63})(?:=(?P<value>.*))?$")
 #: Cheap test over the whole text: could any line start an envelope at all?

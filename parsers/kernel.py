@@ -69,6 +69,7 @@ _DECODE = re.compile(
     r"(?P<lvl>emerg|alert|crit|err|warn|notice|info|debug)\s*: (?P<rest>.*)$")
 _ISO_DMESG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d)(?: (?P<msg>.*))?$")
 _ISO_SYSLOG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) " + _TAG)
+# §3: RFC 3164 (with the year rsyslog may add), journalctl(1) ``-o short-full`` and ``-o short-unix``
 _RFC3164 = re.compile(
     rf"^(?P<mon>{_MON_RE}) (?P<day>[ \d]\d) (?:(?P<year>\d{{4}}) )?(?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) " + _TAG)
 _SHORT_FULL = re.compile(
@@ -105,6 +106,7 @@ _JOURNAL_MARK = re.compile(r"^-- (?:Logs begin at|Journal begins at|Journal ends
 _INLINE_UPTIME = re.compile(r"^\[\s*(?P<up>\d+\.\d+)\](?: ?\[\s*(?P<caller>[TC]\d+)\])?(?: (?P<msg>.*)|$)")
 _SHORT_MONO_TAIL = re.compile(r"^(?P<host>\S+) (?P<tag>kernel|[^:\[\s]+\[\d+\]): (?P<msg>.*)$")
 # JSON kept one key per line (dmesg -J, journalctl -o json-pretty): "key": value[,]
+# §3 (dmesg -J, journalctl(1) ``-o json-pretty``)
 _JSON_KV = re.compile(r'^"(?P<k>[^"]{1,200})"\s*:\s*(?P<v>.*?),?$')
 _JSON_STRUCT = re.compile(r"^(?:[{}\[\]],?|\},\s*\{|-?\d+,?)$")
 
@@ -121,6 +123,7 @@ _OOM_CPU = re.compile(r"CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: ")
 _OOM_CPUSET = re.compile(r"(?P<comm>.+?) cpuset=(?P<cpuset>\S*) mems_allowed=(?P<mems>\S*)$")
 _OOM_TASK_IN = re.compile(r"Task in (?P<task_memcg>\S+) killed as a result of limit of (?P<memcg>\S+)")
 _OOM_MEMCG_USAGE = re.compile(r"memory(?P<sw>\+swap)?: usage (?P<usage>\d+)kB, limit (?P<limit>\d+)kB, failcnt (?P<failcnt>\d+)")
+# §4.1, §4.2 (memcg stats, the ``oom-kill:constraint=…`` summary), linux mm/oom_kill.c (6.x)
 _OOM_MEMCG_STATS = re.compile(r"Memory cgroup stats for (?P<memcg>[^:\s]+):")
 _OOM_SUMMARY = re.compile(
     r"oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+),nodemask=(?P<nodemask>[^,]*),cpuset=(?P<cpuset>[^,]*),"
@@ -160,6 +163,7 @@ _FELL = re.compile(rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<bdf>{_PCI}):? (?:GPU )?has 
 _FELL_ML = re.compile(rf"NVRM: The NVIDIA GPU (?P<bdf>{_PCI})")
 _GPU_AT = re.compile(rf"NVRM: GPU at PCI:(?P<bdf>{_PCI}): (?P<uuid>GPU-[0-9a-fA-F-]+)")
 _DRIVER = re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<ver>\d+\.\d+(?:\.\d+)?)")
+# §3 (the boot banner ``Linux version …``); §6.2 (NVSwitch SXid lines, reference/system_formats.md)
 _LINUX_VERSION = re.compile(r"Linux version (?P<ver>\S+)")
 _SXID = re.compile(rf"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bdf>{_PCI})\): (?P<sxid>\d+),\s*(?P<detail>.*)$")
 # §6.2
@@ -180,6 +184,7 @@ _X119 = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from 
 _XNVL5 = re.compile(r"(?<![A-Z0-9_/])(?P<sub>[A-Z0-9_]++(?:/[A-Z0-9_]++)?)\s+(?P<sev>Fatal|Nonfatal)\s+(?P<xc>XC[01])\s+(?P<inj>i\d)\s+"
                     r"Link\s+(?P<link>-?\d+)\s+\((?P<intr>0x[0-9a-fA-F]+)\s+(?P<status>0x[0-9a-fA-F]+)"
                     r"(?P<dbg>(?:\s+0x[0-9a-fA-F]+)*)\)")
+# §6.3 (Xid 154 recovery action; the channel id of the Xid details)
 _X154 = re.compile(r"GPU recovery action changed from (?P<f>0x[0-9a-f]+) \((?P<fs>[^)]*)\) to (?P<t>0x[0-9a-f]+) \((?P<ts>[^)]*)\)")
 _XCHAN = re.compile(r"(?:Ch|Channel|Channel ID) (?P<ch>[0-9a-f]{8})\b")
 

@@ -81,6 +81,8 @@ _ELAPSED = re.compile(r"(?:Time elapsed: |elapsed=)" + _N + r" ?s")
 _TYPE = re.compile(r"\btype=([\w.]+)")
 _DTYPE = re.compile(r"\bdtype[=:] ?([\w.]+)")
 _QUANT = re.compile(r"\bquant=(.*?)(?:, avail mem=|$)")
+# sglang_formats.md §3 (``min_per_gpu_memory=``, ``local_gpu_memory=`` of the imbalance check; the KV pool's
+# ``#tokens``)
 _MIN_PER_GPU = re.compile(r"min_per_gpu_memory=" + _N)
 _LOCAL_GPU = re.compile(r"local_gpu_memory=" + _N)
 _TOKENS_HASH = re.compile(r"#tokens: (\d+)")
@@ -94,6 +96,8 @@ _CAPTURE = re.compile(
     r"^Capture (?P<what>.*?) ?(?P<backend>cuda graph|CUDA graph|cpu graph|CPU graph|npu graph|NPU graph"
     r"|graph) (?P<ev>begin|end)\b"
 )
+# sglang_formats.md §3 (capture begin/end: ``bs=[…]``, ``avail_mem=``, ``num_tokens_per_bs=``, post-capture
+# ``key=value`` figures)
 _CAPTURE_KV = re.compile(r"\b(backend|num_tokens_per_bs|num_tokens_per_req|num_tokens)=([\w.]+)")
 _BS_LIST = re.compile(r"\bbs=\[([^\]]*)(\]?)")
 _INTS = re.compile(r"-?\d+")
@@ -119,6 +123,7 @@ _RETRACT_FIELDS = re.compile(r"#(retracted_reqs|aborted_retracted_reqs|new_token
 _RATIO_ARROW = re.compile(r"#new_token_ratio: " + _N + r" -> " + _N)
 _TRY_ALLOC = re.compile(r"Try to allocate (\d+) tokens")
 _AVAILABLE_LINE = re.compile(r"Ava(?:il|li)able ((?:\w+ )?tokens|\w+): ?(\d+)(?: \(([^)]*)\))?")
+# sglang_formats.md §6 (the KV-exhaustion message: ``available_size()=``, ``evictable_size()=``)
 _INNER_KV = re.compile(r"(\w+?)_?=(\d+)")
 _CALL_EQ = re.compile(r"(available_size|evictable_size)\(\)=(\d+)")
 # sglang_formats.md §7 (failure lines), §5 (the --mem-fraction-static errors)
@@ -139,6 +144,8 @@ _RANK_DEAD = re.compile(r"^Rank (\d+) scheduler (?:is dead|died during initializ
 _EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
 _SUBPROCESS = re.compile(r"^Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
 _HEALTH = re.compile(r"for last " + _N + r" seconds")
+# sglang_formats.md §7 (``Gracefully exiting... Remaining number of requests``, ``Dumped N finished and M unfinished
+# requests before crash``)
 _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
 # sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
@@ -162,6 +169,7 @@ _C10D_SEQ = re.compile(r"SeqNum=(\d+)")
 _C10D_OP = re.compile(r"OpType=(\w+)")
 _C10D_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _C10D_RAN = re.compile(r"ran for (\d+) milliseconds")
+# failure_messages.md §4.4 (``Rank N``, ``[PG ID n …]`` of the watchdog line)
 _C10D_RANK = re.compile(r"\bRank (\d+)")
 _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
 #: tqdm's default bar with no description (``{percentage}%|{bar}| {n}/{total} [...``): SGLang's CUDA-graph capture

@@ -102,6 +102,7 @@ _PROFILE_SPLIT = re.compile(
 )
 _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
                          r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
+# vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
                        + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
@@ -125,6 +126,7 @@ _GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\),
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
 _PROMPTS_BAR = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) \[([\d:]{1,12})<")
 _NCCL_COMM = re.compile(r"\bnranks (\d{1,6})\b")
+# failure_messages.md §4.1 (NCCL INFO ``nranks``, ``via P2P/SHM/NET``); vllm_formats.md §2.7 (the capture bar)
 _NCCL_VIA = re.compile(r" via (P2P|SHM|NET|NVLS|CollNet)\b")
 _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
 # vllm_formats.md §3.1, §3.2 (the KV cache cannot hold a request; no KV memory), §3.4 (preemption)
@@ -197,6 +199,7 @@ _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found i
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
+# failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
@@ -216,6 +219,7 @@ _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
 _TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
+# failure_messages.md §0 (the ``[rankN]:`` prefix)
 _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
 # tracebacks

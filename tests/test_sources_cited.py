@@ -29,6 +29,8 @@ _PROSE = ("English prose about a documented fact (a flag that ran, a host's RAM,
 #: patterns with no documented format to cite, and why (kept here, in review, rather than hidden)
 NO_FORMAT: dict[str, str] = {
     "parsers/elision.py::ELISION_LINE": "the marks people leave where they cut a paste (issue 29 asks for the class)",
+    "parsers/transcript.py::_TOOL_RE": "a chat tool's ``[bash] cmd`` marker before a command: no published format",
+    "parsers/transcript.py::_WORD_RE": "an English word, to tell prose from a log line",
     "parsers/launch/prose.py::_DIGIT_RE": _PROSE,
     "parsers/launch/prose.py::_MENTION_HINT_RE": _PROSE,
     "parsers/launch/prose.py::_HOST_WORD_RE": _PROSE,
@@ -110,6 +112,21 @@ def test_a_reference_section_must_exist():
     sections = _sections()
     assert audit.citations("failure_messages.md §4.4", sections=sections)
     assert audit.citations("failure_messages.md §44.4", sections=sections) == []
+
+
+def test_a_pattern_that_says_it_has_no_source_is_listed_even_under_a_citation(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(textwrap.dedent('''\
+        """Patterns."""
+        import re
+
+        # proc(5)
+        _A = re.compile(r"a")
+        # source: none (a person's wording)
+        _B = re.compile(r"b")
+        '''))
+    assert [(m.key, m.what) for m in audit.uncited_patterns_in(module, root=tmp_path)] == [
+        ("m.py::_B", "pattern _B: no documented format")]
 
 
 def test_the_audit_finds_an_uncited_pattern(tmp_path):

@@ -22,7 +22,9 @@ Where a citation counts:
   regex) is cited by a citation on its own lines or in a comment above it in its run (the lines up to
   a blank one), at most :data:`COVERS` patterns up; a citation in a section banner (a ``# ---`` comment at column 0) covers the patterns up to the next
   banner, and one in the module docstring covers the module's, each only when they are at most
-  :data:`COVERS` (beyond that, a reader cannot tell which source is whose).
+  :data:`COVERS` (beyond that, a reader cannot tell which source is whose). A pattern that reads no
+  documented format says ``source: none (why)`` on its lines or directly above them: it is listed,
+  never covered by a citation above it.
 
     python tools/sources_cited.py      # list what is not cited; exit 1 when anything is
 """
@@ -49,7 +51,7 @@ PROJECTS = ("sglang", "vllm", "pytorch", "nccl", "linux", "nvidia-open", "procps
             "ray", "rocm", "flashinfer", "triton", "docker", "kubernetes", "systemd", "compose-spec",
             "cpython", "lmcache", "deepgemm", "py-spy", "dynamo")
 #: one citation in a module docstring or a section banner covers at most this many patterns
-COVERS = 12
+COVERS = 6
 
 _SECTION = r"§\s?(\d+(?:\.\d+)?)"
 REFERENCE_CITE = re.compile(r"\b(?:reference/)?(" + "|".join(REFERENCE_FILES) + r")\.md\b(?:[ ,]+" + _SECTION + ")?")
@@ -60,9 +62,11 @@ ENGINE_CITE = re.compile(
     r"[^()]{0,80}?\(\s*(v?\d[\w.+*-]*|main\b|V[01]\b)"  # the release opens the parentheses
 )
 SPEC_CITE = re.compile(
-    r"\bdocs/[\w-]+\.md\b|\b[a-z][\w.-]*\([1-8]\)|\bRFC ?\d{3,4}\b|\bECMA-\d+\b|\bIEC \d+(?:-\d+)?\b|"
+    r"\bdocs/[\w-]+\.md\b|\b[A-Za-z][\w.-]*\([1-8]\)|\bRFC ?\d{3,4}\b|\bECMA-\d+\b|\bIEC \d+(?:-\d+)?\b|"
     r"\bISO \d+(?:-\d+)?\b|\bYAML 1\.\d\b|\bCommonMark 0\.\d+\b|\bDESIGN\.md §\d+"
 )
+#: what a pattern that reads no documented format says of itself (it is then listed, never covered from above)
+NO_SOURCE = re.compile(r"\bsource: none\b")
 _RULE_ID = re.compile(r"\b(?:SGL|VLLM)-[A-Z]+-\d{3}\b")
 _BANNER = re.compile(r"^# ?(?:-{3,}|={3,})")
 _HEADING_NO = re.compile(r"^#{2,6}\s+(\d+(?:\.\d+)*)\.?\s")
@@ -191,6 +195,13 @@ def _run_comments(lines: list[str], first: int, starts: set[int]) -> str:
     return "\n".join(reversed(out))
 
 
+def _comments_directly_above(lines: list[str], first: int) -> str:
+    i = first
+    while i > 0 and lines[i - 1].lstrip().startswith("#"):
+        i -= 1
+    return "\n".join(lines[i:first])
+
+
 def _banners(lines: list[str]) -> list[tuple[int, str]]:
     """Each section banner (a ``# ---`` comment at column 0): its line index and its comment block."""
     out = []
@@ -224,13 +235,17 @@ def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None,
     missing = []
     for node, section in zip(stmts, section_of, strict=True):
         first, last = node.lineno - 1, node.end_lineno or node.lineno
-        scope = ["\n".join(lines[first:last]), _run_comments(lines, first, starts)]
+        own = "\n".join(lines[first:last])
+        name = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+        rel = path.relative_to(root).as_posix()
+        if NO_SOURCE.search(own + "\n" + _comments_directly_above(lines, first)):
+            missing.append(Missing(f"{rel}::{name}", f"{rel}:{node.lineno}", f"pattern {name}: no documented format"))
+            continue
+        scope = [own, _run_comments(lines, first, starts)]
         if section is not None and section_of.count(section) <= COVERS:
             scope.append(banners[section][1])
         if citations("\n".join(scope), default, sections, root) or doc_counts:
             continue
-        name = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
-        rel = path.relative_to(root).as_posix()
         missing.append(Missing(f"{rel}::{name}", f"{rel}:{node.lineno}", f"pattern {name} cites no source"))
     return missing
 

@@ -169,7 +169,7 @@ def looks_like_recipe(text: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dockerfile
+# Dockerfile: Dockerfile(5) (FROM, ENV, CMD, ENTRYPOINT)
 
 _DOCKERFILE_RE = re.compile(r"^\s*FROM\s+\S+", re.IGNORECASE | re.MULTILINE)
 _DF_INSTR_RE = re.compile(r"^\s*(ENV|CMD|ENTRYPOINT)\s+(.*)$", re.IGNORECASE)
@@ -233,7 +233,7 @@ def dockerfile_commands(text: str) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Python API
+# Python API: sglang python/sglang/srt/entrypoints/engine.py (0.4.2+: sgl.Engine), vllm vllm/entrypoints/llm.py (0.2+: LLM)
 
 _PY_IMPORT_RE = re.compile(r"^(?:import|from)\s+(sglang|vllm)\b", re.MULTILINE)
 _PY_CALL_RE = re.compile(r"\b(?:(?:sgl|sglang)\.Engine|Engine|LLM|AsyncEngineArgs|EngineArgs|AsyncLLMEngine\.from_engine_args)"
@@ -294,7 +294,7 @@ def python_api_commands(text: str) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Slurm and exported variables
+# Slurm and exported variables: sbatch(1) (#SBATCH, --mem with K/M/G/T), bash(1) (export)
 
 _SBATCH_RE = re.compile(r"^#SBATCH\s+(.*)$")
 _SLURM_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)

@@ -60,6 +60,8 @@ from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_csv"
 
+# reference/system_formats.md §2.2, nvidia-smi(1) (``--help-query-gpu``: dotted field names with ``[unit]`` headers;
+# ``noheader`` rows of ``index, memory.used``; the ``YYYY/MM/DD HH:MM:SS.fff`` timestamp)
 _FIELD_RE = re.compile(r"^[a-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?: \[[^\]]{1,16}\])?$")
 _KNOWN_PLAIN = frozenset({"index", "name", "uuid", "serial", "count", "pstate", "timestamp", "pid",
                           "hostname", "time"})
@@ -101,6 +103,8 @@ _GPU_ATTRS: list[tuple[str, str, str]] = [  # field, attr, how
 ]
 
 
+# reference/system_formats.md §2.2 (``--query-compute-apps`` cells: GPU-/MIG- UUIDs, bus ids, ``N MiB``), §2.1
+# (model names)
 _UUID_CELL = re.compile(r"^(?:GPU|MIG)-[0-9A-Za-z/-]+$")
 _BUS_CELL = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 _MIB_CELL = re.compile(r"^\d+ ?MiB$")

@@ -78,7 +78,9 @@ _GPU_CELL0 = re.compile(r"^\s*(?P<idx>\d+)\s+(?P<name>.*?)\s*(?P<persist>\bOn|\b
 _GPU_CELL1 = re.compile(r"^\s*(?P<bus>" + BUS_ID_PATTERN + r")\s+(?P<disp>\S+)\s*$")
 _L2_CELL0 = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*$")
 _MEM_CELL = re.compile(r"^\s*(?P<used>[^\s/]+)\s*/\s*(?P<total>[^\s/]+)\s*$")
+# reference/system_formats.md §2.1 (MIG devices box)
 _MIG_CELL0 = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+|N/A)\s*$")
+# reference/system_formats.md §2.1 (the Processes box: GPU, GI, CI, PID, Type, name, usage)
 _PROC_RE = re.compile(
     r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s*(?P<mem>\d+MiB|N/A)\s*\|$"
