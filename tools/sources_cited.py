@@ -18,9 +18,10 @@ Where a citation counts:
 * a **rule** (a non-retired id of ``forensics/rules/catalog.toml``) is cited when a docstring of its
   detector module names the id and holds a citation, or when a row of ``docs/coverage.md`` whose
   status is ``rule`` names it (the row is the reference, its fixture the proof);
-* a **pattern** (a module-level statement of ``parsers/`` or ``forensics/facts/`` that compiles a
-  regex) is cited by a citation on its own lines or in a comment above it in its run (the lines up to
-  a blank one), at most :data:`COVERS` patterns up; a citation in a section banner (a ``# ---`` comment at column 0) covers the patterns up to the next
+* a **pattern** (a module-level statement of ``parsers/``, ``forensics/facts/`` or
+  ``forensics/detectors/`` that compiles a regex) is cited by a citation on its own lines or in a
+  comment above it in its run (the lines up to a blank one), at most :data:`COVERS` patterns up; a
+  citation in a section banner (a ``# ---`` comment at column 0) covers the patterns up to the next
   banner, and one in the module docstring covers the module's, each only when they are at most
   :data:`COVERS` (beyond that, a reader cannot tell which source is whose). A pattern that reads no
   documented format says ``source: none (why)`` on its lines or directly above them: it is listed,
@@ -43,7 +44,7 @@ REFERENCE = ROOT.parent / "shared" / "reference"
 CATALOG = ROOT / "forensics" / "rules" / "catalog.toml"
 DETECTORS = ROOT / "forensics" / "detectors"
 COVERAGE = ROOT / "docs" / "coverage.md"
-PATTERN_ROOTS = (ROOT / "parsers", ROOT / "forensics" / "facts")
+PATTERN_ROOTS = (ROOT / "parsers", ROOT / "forensics" / "facts", ROOT / "forensics" / "detectors")
 
 REFERENCE_FILES = ("failure_messages", "sglang_formats", "system_formats", "vllm_formats")
 #: projects whose source a citation may name (their own spelling of the repository)

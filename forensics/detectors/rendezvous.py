@@ -39,6 +39,8 @@ _BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredB
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
+# reference/failure_messages.md §4.6 (Gloo: ``Connection closed by peer``), errno(3) ECONNRESET (``Connection reset
+# by peer``)
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
 
 
