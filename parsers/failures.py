@@ -173,6 +173,7 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+# §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
 # --- process death (§5) ---
@@ -230,7 +231,7 @@ _DIED = re.compile(
 )
 _PROC_NAME = re.compile(r"\b((?:Rank \d+ )?[Ss]cheduler|Worker[^\s(]*|Engine ?[Cc]ore[\w_]*|[Dd]etokenizer|"
                         r"[Tt]okenizer(?:Manager)?|[Ss]ubprocess \S+|Process \S+)")
-# §5.3 (containers, orchestrators, the kernel), reference/system_formats.md §4.1; §5.4 for Ray
+# §5.3 (containers, orchestrators, the kernel); the kernel's lines: reference/system_formats.md §4.1
 _OOM_KILLED = re.compile(
     r"OOMKilled|Result: oom-kill|result 'oom-kill'|killed by the OOM killer|Memory cgroup out of memory|"
     r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
@@ -238,6 +239,7 @@ _OOM_KILLED = re.compile(
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
+# §5.4 (Ray memory monitor)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
 # §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
@@ -298,6 +300,7 @@ _REFUSE_CTX = re.compile(
 _KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
+#: cpython Lib/argparse.py (3.x: ``prog: error: …``)
 _USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
                           r"the following arguments are required: .{1,500})$")
 # reference/vllm_formats.md §3.6 and reference/sglang_formats.md §7 (start-up failures)

@@ -141,6 +141,7 @@ _OOM_LEGACY = re.compile(
 _OOM_REAPER = re.compile(
     r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*)\), now anon-rss:(?P<anon>\d+)kB, "
     r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB")
+# linux mm/oom_kill.c (6.x: ``Out of memory and no killable processes...``)
 _OOM_NO_VICTIM = re.compile(r"Out of memory and no killable processes")
 # §5 (hung-task reports)
 _HUNG = re.compile(r"INFO: task (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+) seconds\.")
@@ -184,7 +185,7 @@ _X119 = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from 
 _XNVL5 = re.compile(r"(?<![A-Z0-9_/])(?P<sub>[A-Z0-9_]++(?:/[A-Z0-9_]++)?)\s+(?P<sev>Fatal|Nonfatal)\s+(?P<xc>XC[01])\s+(?P<inj>i\d)\s+"
                     r"Link\s+(?P<link>-?\d+)\s+\((?P<intr>0x[0-9a-fA-F]+)\s+(?P<status>0x[0-9a-fA-F]+)"
                     r"(?P<dbg>(?:\s+0x[0-9a-fA-F]+)*)\)")
-# §6.3 (Xid 154 recovery action; the channel id of the Xid details)
+# §6.1 (Xid 154: the recovery action; the channel id of the Xid details)
 _X154 = re.compile(r"GPU recovery action changed from (?P<f>0x[0-9a-f]+) \((?P<fs>[^)]*)\) to (?P<t>0x[0-9a-f]+) \((?P<ts>[^)]*)\)")
 _XCHAN = re.compile(r"(?:Ch|Channel|Channel ID) (?P<ch>[0-9a-f]{8})\b")
 

@@ -122,6 +122,7 @@ _KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as s
 # vllm_formats.md §2.7 (CUDA graph capture); tqdm bars of §1.5; NCCL INFO lines of failure_messages.md §4.1
 _GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)")
 _GRAPH_END = re.compile(r"Graph capturing finished in " + _NUM + r" secs?(?:, took " + _NUM + r" ?GiB)?")
+# vllm_formats.md §2.6 (``CUDA graph pool memory: … (actual), … (estimated)``, ``Estimated CUDA graph memory``)
 _GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
 _PROMPTS_BAR = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) \[([\d:]{1,12})<")
@@ -158,7 +159,7 @@ _METRICS_FIELD = re.compile(
 _ENGINE_IDX = re.compile(r"^Engine (\d+): |^(\d+) Engines Aggregated: ")
 _PREFIX_HIT_V0 = re.compile(r"^Prefix cache hit rate: GPU: " + _NUM + r"%, CPU: " + _NUM + "%")
 # vllm vllm/distributed/parallel_state.py (main: ``rank N in world size M is assigned as …``); vllm_formats.md §3.8
-# (nccl version), §2.2 (max model len, batched tokens), §2.8 (end of start-up)
+# (nccl version), §2.1 (``Using max model len``, chunked prefill), §2.8 (end of start-up)
 _RANK_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as (.*)$")
 _ASSIGNED_PART = re.compile(r"(DP|PP|TP|EP|PCP|DCP) rank (\d+)")
 _NCCL_VERSION = re.compile(r"vLLM is using nccl==(\S+)")

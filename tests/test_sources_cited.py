@@ -176,3 +176,17 @@ def test_a_rule_row_of_coverage_counts(tmp_path):
     coverage.write_text("| §4.4 «1.11–2.0» | rule | SGL-NCCL-002 (watchdog_1_11_seqnum) |\n"
                         "| §9 «x» | xfail | needs: SGL-GPU-009 |\n")
     assert audit.coverage_rule_ids(coverage) == {"SGL-NCCL-002"}
+
+
+def test_a_section_is_read_with_its_subsections_and_a_regex_by_its_literal_words():
+    skip_unless(SHARED / "reference", "reference")
+    text = audit.section_text("failure_messages", "4", SHARED / "reference")
+    assert "watchdog" in text and "process death" not in text  # §4.4 inside, §5 outside
+    assert audit.literal_runs(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+)") == [
+        "watchdog caught collective operation timeout: worknccl(seqnum="]
+    assert audit.literal_runs(r"a|b\d+") == []  # nothing long enough to look for
+
+
+def test_a_file_citation_carries_the_sections_that_follow_it():
+    assert audit.citations("vllm_formats.md §2.4 (V0), §2.5 and §3.1") == [
+        "vllm_formats.md §2.4", "vllm_formats.md §2.5", "vllm_formats.md §3.1"]

@@ -27,7 +27,8 @@ Where a citation counts:
   documented format says ``source: none (why)`` on its lines or directly above them: it is listed,
   never covered by a citation above it.
 
-    python tools/sources_cited.py      # list what is not cited; exit 1 when anything is
+    python tools/sources_cited.py          # list what is not cited; exit 1 when anything is
+    python tools/sources_cited.py --words  # list patterns whose cited sections hold none of their words
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ PROJECTS = ("sglang", "vllm", "pytorch", "nccl", "linux", "nvidia-open", "procps
 COVERS = 6
 
 _SECTION = r"§\s?(\d+(?:\.\d+)?)"
-REFERENCE_CITE = re.compile(r"\b(?:reference/)?(" + "|".join(REFERENCE_FILES) + r")\.md\b(?:[ ,]+" + _SECTION + ")?")
+#: a reference file and the sections that follow it (``vllm_formats.md §2.4 (V0), §2.5`` names both)
+REFERENCE_CITE = re.compile(r"\b(?:reference/)?(" + "|".join(REFERENCE_FILES) + r")\.md\b"
+                            r"((?:(?:[ ,;/–-]|\band\b|\bor\b)*§\s?\d+(?:\.\d+)?(?:\s*\([^()]{0,300}\))?)*)")
+_SECTION_NO = re.compile(_SECTION)
 BARE_SECTION = re.compile(r"(?<![\w.])" + _SECTION)
 ENGINE_CITE = re.compile(
     r"\b(" + "|".join(map(re.escape, PROJECTS)) + r")\s+"
@@ -101,12 +105,10 @@ def citations(text: str, default_reference: str | None = None, sections: dict[st
     """The citations in ``text`` that the convention accepts (a reference's section is checked when known)."""
     found: list[str] = []
     for m in REFERENCE_CITE.finditer(text):
-        name, section = m.group(1), m.group(2)
-        if section is None:
-            continue  # a file alone names no row
-        if sections is not None and name in sections and section not in sections[name]:
-            continue
-        found.append(f"{name}.md §{section}")
+        name = m.group(1)
+        for section in _SECTION_NO.findall(m.group(2)):  # a file alone names no row
+            if sections is None or name not in sections or section in sections[name]:
+                found.append(f"{name}.md §{section}")
     if default_reference:
         stripped = REFERENCE_CITE.sub("", text)
         for m in BARE_SECTION.finditer(stripped):
@@ -192,8 +194,13 @@ def _run_comments(lines: list[str], first: int, starts: set[int]) -> str:
             if crossed >= COVERS:
                 break
         elif lines[i].lstrip().startswith("#"):
-            out.append(lines[i])
+            out.append(_uncomment(lines[i]))
     return "\n".join(reversed(out))
+
+
+def _uncomment(line: str) -> str:
+    """A comment line's text, so that a citation wrapped over two lines reads as one."""
+    return line.lstrip().lstrip("#:").strip()
 
 
 def _comments_directly_above(lines: list[str], first: int) -> str:
@@ -211,7 +218,7 @@ def _banners(lines: list[str]) -> list[tuple[int, str]]:
             j = i
             while j + 1 < len(lines) and lines[j + 1].startswith("#"):
                 j += 1
-            out.append((i, "\n".join(lines[i:j + 1])))
+            out.append((i, "\n".join(map(_uncomment, lines[i:j + 1]))))
     return out
 
 
@@ -221,7 +228,17 @@ def module_default_reference(doc: str) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None, root: Path = ROOT) -> list[Missing]:
+@dataclass(frozen=True)
+class Pattern:
+    node: ast.Assign | ast.AnnAssign
+    name: str
+    scope: str                 # the text whose citations count for it
+    default_reference: str | None
+    no_source: bool            # it says ``source: none``
+
+
+def patterns_in(path: Path, sections: dict[str, set[str]] | None = None, root: Path = ROOT) -> list[Pattern]:
+    """The module-level patterns of one module, each with the text its citations may stand in."""
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
     lines = text.splitlines()
@@ -233,21 +250,30 @@ def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None,
     banners = _banners(lines)
     starts = {n.lineno - 1 for n in stmts}
     section_of = [max((k for k, (at, _) in enumerate(banners) if at < n.lineno - 1), default=None) for n in stmts]
-    missing = []
+    out = []
     for node, section in zip(stmts, section_of, strict=True):
         first, last = node.lineno - 1, node.end_lineno or node.lineno
         own = "\n".join(lines[first:last])
         name = ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
-        rel = path.relative_to(root).as_posix()
-        if NO_SOURCE.search(own + "\n" + _comments_directly_above(lines, first)):
-            missing.append(Missing(f"{rel}::{name}", f"{rel}:{node.lineno}", f"pattern {name}: no documented format"))
-            continue
         scope = [own, _run_comments(lines, first, starts)]
         if section is not None and section_of.count(section) <= COVERS:
             scope.append(banners[section][1])
-        if citations("\n".join(scope), default, sections, root) or doc_counts:
-            continue
-        missing.append(Missing(f"{rel}::{name}", f"{rel}:{node.lineno}", f"pattern {name} cites no source"))
+        if doc_counts:
+            scope.append(doc)
+        no_source = bool(NO_SOURCE.search(own + "\n" + _comments_directly_above(lines, first)))
+        out.append(Pattern(node, name, "\n".join(scope), default, no_source))
+    return out
+
+
+def uncited_patterns_in(path: Path, sections: dict[str, set[str]] | None = None, root: Path = ROOT) -> list[Missing]:
+    rel = path.relative_to(root).as_posix()
+    missing = []
+    for p in patterns_in(path, sections, root):
+        where = f"{rel}:{p.node.lineno}"
+        if p.no_source:
+            missing.append(Missing(f"{rel}::{p.name}", where, f"pattern {p.name}: no documented format"))
+        elif not citations(p.scope, p.default_reference, sections, root):
+            missing.append(Missing(f"{rel}::{p.name}", where, f"pattern {p.name} cites no source"))
     return missing
 
 
@@ -259,8 +285,92 @@ def uncited_patterns(sections: dict[str, set[str]] | None = None) -> list[Missin
     return [m for p in pattern_modules() for m in uncited_patterns_in(p, sections)]
 
 
+# --------------------------------------------------------------------------------------------
+# words: does the cited reference section hold what the pattern matches? (a report, for review)
+
+
+def section_text(name: str, section: str, folder: Path = REFERENCE) -> str:
+    """The text of one numbered section of a reference (with its subsections), markup and case folded."""
+    out, inside = [], False
+    for line in (folder / f"{name}.md").read_text(encoding="utf-8").splitlines():
+        m = _HEADING_NO.match(line)
+        if m:
+            number = m.group(1)
+            if inside and number != section and not number.startswith(section + "."):
+                break
+            inside = inside or number == section
+        if inside:
+            out.append(line)
+    return " ".join(" ".join(out).replace("`", "").split()).lower()
+
+
+def literal_runs(pattern: str, shortest: int = 10) -> list[str]:
+    """The literal stretches of a regex (what any match of that branch must contain), folded, of some length."""
+    import re._parser as sre  # the stdlib's own parse of the pattern: no guessing at escapes
+
+    runs: list[str] = []
+
+    def walk(items) -> None:
+        cur: list[str] = []
+        for op, arg in items:
+            if op is sre.LITERAL:
+                cur.append(chr(arg))
+                continue
+            runs.append("".join(cur))
+            cur = []
+            if op is sre.SUBPATTERN:
+                walk(arg[-1])
+            elif op is sre.BRANCH:
+                for branch in arg[1]:
+                    walk(branch)
+        runs.append("".join(cur))
+
+    try:
+        walk(sre.parse(pattern))
+    except Exception:  # a pattern only the regex module reads
+        return []
+    return [" ".join(r.lower().split()) for r in runs if len(r.strip()) >= shortest and re.search("[a-z]{4}", r.lower())]
+
+
+def _compiled(obj) -> list[str]:
+    if hasattr(obj, "pattern") and isinstance(obj.pattern, str):
+        return [obj.pattern]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, list | tuple):
+        return [p for o in obj for p in _compiled(o)]
+    return []
+
+
+def unmatched_words(sections: dict[str, set[str]]) -> list[str]:
+    """Patterns whose cited reference sections hold none of their literal words: a citation to check by eye."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT))
+    out = []
+    for path in pattern_modules():
+        module = importlib.import_module(path.relative_to(ROOT).with_suffix("").as_posix().replace("/", "."))
+        for p in patterns_in(path, sections):
+            cites = [c for c in citations(p.scope, p.default_reference, sections) if ".md §" in c]
+            words = [w for pat in _compiled(getattr(module, p.name, None)) for w in literal_runs(pat)]
+            if not cites or not words:
+                continue
+            text = " ".join(section_text(c.split(".md")[0], c.split("§")[1]) for c in cites)
+            if not any(w.strip() in text for w in words):
+                out.append(f"{path.relative_to(ROOT)}:{p.node.lineno}: {p.name} ({', '.join(sorted(set(cites)))}) "
+                           f"holds none of {words[:3]}")
+    return out
+
+
 def main() -> int:
     sections = reference_sections()
+    if "--words" in sys.argv[1:]:
+        if sections is None:
+            print("needs ../shared/reference", file=sys.stderr)
+            return 2
+        for line in unmatched_words(sections):
+            print(line)
+        return 0
     missing = uncited_rules(sections) + uncited_patterns(sections)
     for m in missing:
         print(m)

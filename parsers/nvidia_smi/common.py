@@ -181,6 +181,7 @@ _HANDLE_RE = re.compile(
     + r")?:? ?(?P<err>.*?)\s*$"
 )
 _NVML_INIT_RE = re.compile(r"^Failed to initialize NVML: ?(?P<detail>.*?)\s*$")
+# reference/system_formats.md §2.2 (a field the driver does not know fails the whole query)
 _INVALID_FIELD_RE = re.compile(r'^Field "(?P<field>[^"]*)" is not a valid field to query\.?\s*$')
 
 
