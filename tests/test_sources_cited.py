@@ -29,6 +29,8 @@ _PROSE = ("English prose about a documented fact (a flag that ran, a host's RAM,
 #: patterns with no documented format to cite, and why (kept here, in review, rather than hidden)
 NO_FORMAT: dict[str, str] = {
     "parsers/elision.py::ELISION_LINE": "the marks people leave where they cut a paste (issue 29 asks for the class)",
+    "parsers/launch/__init__.py::ELISION_RE": "elision marks again (a second copy of parsers/elision.py's class)",
+    "forensics/detectors/rendezvous.py::_CUT": "elision marks again (a third copy of parsers/elision.py's class)",
     "parsers/transcript.py::_TOOL_RE": "a chat tool's ``[bash] cmd`` marker before a command: no published format",
     "parsers/transcript.py::_WORD_RE": "an English word, to tell prose from a log line",
     "parsers/launch/prose.py::_DIGIT_RE": _PROSE,

@@ -29,6 +29,7 @@ from .fatal_other import failure_class
 _STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
                             r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
                             r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined")
+# source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
 
 

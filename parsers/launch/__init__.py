@@ -147,6 +147,7 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
 
 _DOCKER_RUN_RE = re.compile(r"(?:^|[\s;&|(])(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
 #: what a writer puts where they cut a paste: ``...``, ``…``, ``[...]``, ``[... trimmed ...]``, ``<snip>``, ``(truncated)``
+#: source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 ELISION_RE = re.compile(r"^\s*(?:\.{3,}|…|\[\s*(?:\.{3}|…)[^\]]*\]|<\s*snip\w*\s*>|\(\s*(?:truncated|snip\w*)\s*\))\s*$", re.I)
 
 
