@@ -154,7 +154,9 @@ _NCCL = re.compile(
     r"NCCL communicator was aborted|remote process exited or there was a network error"
 )
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"
-                       r"Exception \(either an error or timeout\) detected by watchdog")
+                       r"Exception \(either an error or timeout\) detected by watchdog|"
+                       # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
+                       r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
