@@ -11,6 +11,7 @@ from test_detectors_common import GIB, fired, timeline
 from forensics.detectors import kv_cache_capacity, nccl_timeout, run_all
 from forensics.facts.runs import SGLANG_KINDS
 from forensics.report.findings import dumps_document, to_document
+from parsers.failures import classify
 
 
 def _watchdog(rank: int, seq: int) -> dict:
@@ -86,11 +87,21 @@ def test_the_post_load_barrier_names_the_ranks_that_never_arrived():
     assert findings[0].ranks == [5, 7] and findings[0].figures["absent_ranks"] == [5, 7]
 
 
-def test_a_gloo_peer_that_closed_its_connection_is_a_peer_gone_not_nodes_that_never_met():
-    closed = {"kind": "failure", "text": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
-              "[10.3.1.22]:27114", "attrs": {"failure": "store_timeout"}}
+def test_a_gloo_peer_that_closed_its_connection_is_a_peer_that_exited_not_nodes_that_never_met():
+    text = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.3.1.22]:27114"
+    kind, _cols, attrs = classify(text)
+    assert (kind, attrs["failure"]) == ("failure", "peer_exited")
+    closed = {"kind": "failure", "text": text, "attrs": attrs}
     findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, closed))
-    assert root == "SGL-NCCL-009" and "SGL-NCCL-003" not in fired(findings)
+    assert root == "SGL-RUN-001" and not {"SGL-NCCL-003", "SGL-NCCL-009"} & set(fired(findings))
+    assert "10.3.1.22:27114" in fired(findings)["SGL-RUN-001"].summary  # the peer whose log says why it exited
+
+
+def test_a_gloo_connection_reset_is_still_read_as_the_link():
+    reset = {"kind": "failure", "text": "Read error [10.3.1.22]:27114: Connection reset by peer",
+             "attrs": {"failure": "store_timeout"}}
+    findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, reset))
+    assert root == "SGL-NCCL-009"
 
 
 def _decode(use: float, queue: int) -> dict:

@@ -39,7 +39,9 @@ _BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredB
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
-_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
+#: a peer's socket closed or reset after the ranks had met (failure_messages.md §4.6: Gloo's pair.cc, TCPStore's
+#: recv of 0 bytes): the store was reached, so no rendezvous failed
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|Failed to recv, got 0 bytes")
 
 
 def _failure_line(row: Row) -> str:
