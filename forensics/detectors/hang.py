@@ -94,19 +94,21 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         # the record, or the same TimeoutError as a traceback's last line
         timeouts = [r for r in run if (r.get("kind") == "rpc_timeout" and attrs(r).get("method") in _STEP_CALLS)
-                    or (r.get("kind") in ("exception", "failure") and _step_timeout(r))]
+                    or (r.get("kind") in ("exception", "failure") and _step_timeout(r))
+                    or (r.get("kind") == "engine_dead" and attrs(r).get("reason") == _V0_ITERATION)]
         if not timeouts:
             continue
         s = vllm_settings(tl, run)
+        stated = [n for n in (s.num("tensor_parallel_size"), s.num("pipeline_parallel_size")) if n is not None]
         world = int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1))
-        if world < 2:
+        if stated and world < 2:
             continue  # one worker: no collective to wait in (the unexplained-failure rule reports it)
         waits = [r for r in run if r.get("kind") == "shm_wait"]
         flags = transport_test(tl, server_config(tl, run)) if not rank_failures(tl) else []
         out.append(make_finding(
             "VLLM-NCCL-001",
-            summary=(f"vLLM's engine timed out waiting for its {world} workers to finish a step "
-                     f"({attrs(timeouts[0]).get('method') or _step_timeout(timeouts[0])})"
+            summary=(f"vLLM's engine timed out waiting for its {f'{world} workers' if stated else 'workers'} to "
+                     f"finish a step ({_what(timeouts[0])})"
                      + (f", after logging {len(waits)} times that they took no broadcast block" if waits else "")
                      + ": a worker did not return — stuck in a collective some rank never entered, a deadlock, or "
                      "a kernel that does not finish."
@@ -115,7 +117,8 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
             evidence=[*timeouts[:2], *waits[:3]],
             confidence="medium",
             confidence_reason="the timeout says a worker did not answer, not which or why; a py-spy stack of each "
-                              "worker while it hangs would",
+                              "worker while it hangs would"
+                              + ("" if stated else "; the parallel sizes are not in the input"),
             flags=flags,
             actions=["`py-spy dump --pid <worker pid>` on every worker while it hangs: the one not in the collective "
                      "is the culprit; NCCL_DEBUG=INFO for the communicator's state.",
@@ -123,6 +126,17 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
                      "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only when a long compile is the reason."],
         ))
     return out
+
+
+#: V0's engine loop (vllm/engine/async_llm_engine.py ``run_engine_loop``, 0.4-0.10): one step past
+#: ``VLLM_ENGINE_ITERATION_TIMEOUT_S`` (60 s) — vllm_formats.md §3.6, the V0 death chain
+_V0_ITERATION = "Engine iteration timed out"
+
+
+def _what(row: Row) -> str:
+    if row.get("kind") == "engine_dead":
+        return "V0's engine iteration, past VLLM_ENGINE_ITERATION_TIMEOUT_S"
+    return str(attrs(row).get("method") or _step_timeout(row))
 
 
 _RPC_STEP = re.compile(r"RPC call to (execute_model|sample_tokens) timed out")
