@@ -175,6 +175,10 @@ _INIT_FAILED = re.compile(
     r"|WorkerProc failed to start|WorkerProc initialization failed|Engine process failed to start)"
 )
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
+#: the front-end polling its engine cores at start-up (v1/engine/utils.py ``wait_for_engine_startup``, 0.9.2+, DEBUG
+#: every ``STARTUP_POLL_PERIOD_MS`` = 10 s): ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
+#: ``… to start.`` until every core has sent its ready message
+_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
@@ -817,6 +821,11 @@ class _Parser:
             if m:
                 emit("notice", base, {"message_id": "prefix_cache_hit_rate", "gpu_hit_ratio": _num(m.group(1)) / 100,
                                       "cpu_hit_ratio": _num(m.group(2)) / 100})
+                return True
+            m = _STARTUP_WAIT.search(s)
+            if m:
+                emit("engine_startup_wait", base, {"local": int(m.group(1)), "remote": int(m.group(2)),
+                                                   "until": m.group(3)}, count=int(m.group(1)) + int(m.group(2)))
                 return True
             m = _SHM_WAIT.search(s)
             if m:
