@@ -124,6 +124,13 @@ def _ranks_of(tl: Timeline, run: list[Row]) -> int:
     return max([world, len(named), *nranks, *cores])
 
 
+def _other_node(tl: Timeline, run: list[Row]) -> bool:
+    """A node of a multi-node server other than node rank 0: its ranks run schedulers only — the HTTP server, the
+    warm-up request and the ready line are node 0's (sglang_formats.md §3, the start-up order's TP0-only lines)."""
+    cfg = server_config(tl, run)
+    return (cfg.num("nnodes") or 1) > 1 and (cfg.num("node_rank") or 0) > 0
+
+
 def _world_stated(tl: Timeline, run: list[Row]) -> bool:
     """The input states the server's size: its parallel sizes, or ranks its lines name."""
     cfg = server_config(tl, run)
@@ -184,6 +191,8 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     else:  # the front-end's lines alone: the engine cores' stages are not in the input
         last_row = min(core_waits or timeouts, key=_order)
         order, stage, waits = ENGINE_CORES
+    if order >= STAGES["cuda_graph_end"][0] and _other_node(tl, run):
+        return None  # a node other than the head's is up once its graphs are captured: the rest is node 0's to log
     tail = max(run, key=_order)
     waits_rows = [r for r in run if r.get("kind") == "shm_wait" and _order(r) > _order(last_row)]
     core_after = [r for r in core_waits if _order(r) >= _order(last_row)]

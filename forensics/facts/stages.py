@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forensics.facts.rows import Row, attrs, rank_label
+from forensics.facts.rows import Row, attrs, rank_label, rows
+from forensics.model import Timeline
 
 _RANKS = "the other ranks"
 #: kind → (order, the stage, what it waits on). Order: later stages are larger.
@@ -103,6 +104,11 @@ def furthest(run: list[Row]) -> Reached | None:
         return None
     st, row = max(staged, key=lambda sr: (sr[0][0], _key(sr[1])))
     return Reached(st[0], st[1], st[2], row)
+
+
+def furthest_in(tl: Timeline) -> Reached | None:
+    """The furthest stage the engine lines of one host's evidence mark (a host view: one node of the server)."""
+    return furthest([r for r in rows(tl, *STAGES, "progress_bar") if r.get("source") in ("sglang", "vllm")])
 
 
 def reached_by_rank(run: list[Row]) -> dict[str, Reached]:
