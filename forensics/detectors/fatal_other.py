@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
+from forensics.facts.stages import furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
@@ -302,8 +303,14 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
                                 "without graphs to confirm the capture path is what fails (slower decode), then "
                                 "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
+    # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
+    reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
+    if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
+        words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
-              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"))
+              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
+                 + (f" — its exception line would decide which of the failures of {reached.stage} it was "
+                    f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
         "SGL-RUN-001",
         summary=f"The server died: {words}." + (f" Also seen: {', '.join(others)}." if others else ""),

@@ -73,6 +73,10 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
         return REQUESTS
     if kind == "progress_bar":
         return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
+    if kind == "version" and attrs(row).get("component") == "nccl":
+        # ``sglang/vLLM is using nccl==X`` (pynccl's communicator created, inside distributed initialisation:
+        # sglang_formats.md §3 "nccl", vllm_formats.md §3.6): the communicator's set-up across the ranks
+        return STAGES["nccl_info"]
     return STAGES.get(kind)
 
 
@@ -108,7 +112,7 @@ def furthest(run: list[Row]) -> Reached | None:
 
 def furthest_in(tl: Timeline) -> Reached | None:
     """The furthest stage the engine lines of one host's evidence mark (a host view: one node of the server)."""
-    return furthest([r for r in rows(tl, *STAGES, "progress_bar") if r.get("source") in ("sglang", "vllm")])
+    return furthest([r for r in rows(tl, *STAGES, "progress_bar", "version") if r.get("source") in ("sglang", "vllm")])
 
 
 def reached_by_rank(run: list[Row]) -> dict[str, Reached]:
