@@ -192,3 +192,21 @@ def test_xid_detector_uses_the_catalog():
     # the same Xid 45 with no kill before it is judged by the catalog, not dismissed
     alone = fired(run_all(timeline(noise))[0])
     assert set(alone) == {"SGL-XID-001"} and alone["SGL-XID-001"].severity == xid.lookup(45).severity
+
+
+def test_one_collective_timeout_is_one_finding_though_its_teardown_repeats_the_watchdog_line(tmp_path):
+    from forensics.analysis import analyse
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2025-07-02 10:00:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.02, "
+        "gen throughput (token/s): 120.00, #queue-req: 0,\n"
+        "[rank2]:[E702 10:20:00.100000000 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4410, OpType=ALLGATHER, NumelIn=512, NumelOut=4096, Timeout(ms)=1200000) ran for "
+        "1200310 milliseconds before timing out.\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated with exception: "
+        "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4410, OpType=ALLGATHER, NumelIn=512, "
+        "NumelOut=4096, Timeout(ms)=1200000) ran for 1200310 milliseconds before timing out.\n", encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    assert [f["rule_id"] for f in doc["findings"]].count("SGL-NCCL-002") == 1, doc["findings"]

@@ -176,7 +176,9 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     for ref, run in iter_runs(tl):  # each run with its own world size
-        mine = [r for r in of_kind(run, "nccl_watchdog") if _seq(r) is not None or _timed_out(r)]
+        # the c10d lines and the failure scan's reading of the same watchdog text (its ``what():``): one finding
+        mine = [r for r in of_kind(run, "nccl_watchdog", "failure") if _timed_out(r)
+                and (r.get("kind") == "nccl_watchdog" or attrs(r).get("failure") == "collective_timeout")]
         seen |= {(r["file"], r["line"]) for r in mine}
         out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]
