@@ -128,7 +128,11 @@ def _other_node(tl: Timeline, run: list[Row]) -> bool:
     """A node of a multi-node server other than node rank 0: its ranks run schedulers only — the HTTP server, the
     warm-up request and the ready line are node 0's (sglang_formats.md §3, the start-up order's TP0-only lines)."""
     cfg = server_config(tl, run)
-    return (cfg.num("nnodes") or 1) > 1 and (cfg.num("node_rank") or 0) > 0
+    if (cfg.num("nnodes") or 1) > 1 and (cfg.num("node_rank") or 0) > 0:
+        return True
+    # vLLM's ``--headless`` node runs engine cores only; the API server and its ready lines are the head node's
+    return any(r.get("source") == "vllm" for r in run) and \
+        str(vllm_settings(tl, run).text("headless")).lower() in ("true", "1")
 
 
 def _world_stated(tl: Timeline, run: list[Row]) -> bool:
