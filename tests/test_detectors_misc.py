@@ -210,3 +210,13 @@ def test_one_collective_timeout_is_one_finding_though_its_teardown_repeats_the_w
         "NumelOut=4096, Timeout(ms)=1200000) ran for 1200310 milliseconds before timing out.\n", encoding="utf-8")
     _, doc = analyse([log], tz="UTC", quiet=True)
     assert [f["rule_id"] for f in doc["findings"]].count("SGL-NCCL-002") == 1, doc["findings"]
+
+
+def test_a_note_that_names_the_watchdog_message_is_no_timeout(tmp_path):
+    from forensics.analysis import analyse
+
+    log = tmp_path / "server.log"
+    log.write_text("# thread title: NCCL 'Watchdog caught collective operation timeout' on a 4-node deploy\n"
+                   "[2025-07-02 10:00:00 TP0] Load weight begin. avail mem=76.20 GB\n", encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    assert not [f for f in doc["findings"] if f["rule_id"].startswith("SGL-NCCL")], doc["findings"]

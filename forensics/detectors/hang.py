@@ -55,7 +55,7 @@ _HEARTBEAT = re.compile(r"watchdog got stuck for (\d+) seconds without making pr
 
 def _heartbeat(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog", "failure", "exception", "scheduler_exception")
-            if _HEARTBEAT.search(r.get("text") or "")]
+            if _HEARTBEAT.search(r.get("text") or "") and not (r.get("text") or "").lstrip().startswith("#")]
     if not hits:
         return []
     first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))

@@ -141,11 +141,20 @@ def transport_test(tl: Timeline, cfg: ServerConfig) -> list[FlagChange]:
     return flags
 
 
+#: the whole line of a watchdog timeout without a sequence number (failure_messages.md §4.4 1.8-1.10, §4.5 1.4-1.8):
+#: a sentence that only names the message (a ticket's title, a note) is no timeout
+_NO_SEQ_LINE = re.compile(r"collective operation timeout: WorkNCCL\(|ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
+
+
 def _timed_out(row: Row) -> bool:
     """A collective that timed out: a watchdog line with its sequence number, or one of the releases whose line has
     none (1.8-1.10's ``WorkNCCL(OpType=…, Timeout(ms)=…)``, 1.4-1.8's blocking-wait ``Operation timed out!``;
-    failure_messages.md §4.4-4.5)."""
-    return _seq(row) is not None or "collective_timeout" in (attrs(row).get("event"), attrs(row).get("failure"))
+    failure_messages.md §4.4-4.5). ``# `` lines are notes pasted around an excerpt, never the engine's."""
+    text = row.get("text") or ""
+    if text.lstrip().startswith("#"):
+        return False
+    return _seq(row) is not None or ("collective_timeout" in (attrs(row).get("event"), attrs(row).get("failure"))
+                                     and _NO_SEQ_LINE.search(text) is not None)
 
 
 #: rows that say the server had served (sglang_formats.md §4 batch lines, vllm_formats.md §3 metrics and ready)
@@ -170,7 +179,7 @@ def _phase(row: Row, context: list[Row]) -> str:
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None or attrs(r).get("event") == "collective_timeout"]
     # the same watchdog line in a fragment or a vLLM log, read by the failure scan
-    hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout"]
+    hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout" and _timed_out(r)]
     if not hits:
         return []
     out: list[Finding] = []

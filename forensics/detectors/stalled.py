@@ -1,13 +1,8 @@
 """SGL-NCCL-010 / SGL-RUN-003: a server that stopped at a start-up stage, or at its first requests, and went silent.
 
-A server comes up through stages each rank logs in order (sglang_formats.md §3: ``Init torch distributed
-begin`` → ``Load weight begin/end`` → ``KV Cache is allocated`` → ``Capture cuda graph begin/end`` → the HTTP
-server → the warm-up request → ``The server is fired up and ready to roll!``; vllm_formats.md §2: weights,
-memory profiling, KV cache, graph capture, ``init engine … took``, the API server). Several of these stages wait
-on something outside the rank: distributed initialisation on every rank of every node reaching the rendezvous;
-loading on the weights' storage and, after it, on the other ranks at the post-load barrier; profiling, capture
-and the warm-up request on collectives across the ranks. A stage whose wait never ends leaves no error: the log
-just stops, until a timeout fires (c10d's 600 s NCCL default, failure_messages.md §4.4) or forever.
+The stages each rank reaches, in order, and what each waits on are facts (forensics/facts/stages.py). A stage whose
+wait never ends leaves no error: the log just stops, until a timeout fires (c10d's 600 s NCCL default,
+failure_messages.md §4.4) or forever.
 
 A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
 
@@ -17,11 +12,17 @@ A log that merely ends is not a hang — an excerpt ends too. A stall needs one 
   ``KeyboardInterrupt``);
 * **the engine saying it waits**: vLLM's ``No available shared memory broadcast block found in 60 seconds``
   (vllm_formats.md §3.8, "the hang signature") repeated :data:`WAIT_REPEATS` times after the last stage;
+* **vLLM's front-end waiting on its engine cores**: ``Waiting for L local, R remote core engine proc(s) to start``
+  (v1/engine/utils.py ``wait_for_engine_startup``, every 10 s) for :data:`STALL_S` or more after the last stage,
+  or its own start-up timeout (vllm_formats.md §3.6, ``Timed out waiting for engine core processes to start``,
+  ``VLLM_ENGINE_READY_TIMEOUT_S``); remote cores say the server spans nodes;
 * **requests that never finish**: the offline requests' bar (``Processed prompts``, one update per finished
   request, vllm/entrypoints/llm.py) is the run's last line with requests unfinished — the log's end is then the
   state of the run when it was copied, though how long it had been there is not known.
 
-A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here.
+A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here; nor
+does a node other than the head past graph capture (its ready lines are node 0's, or the head's API server's under
+vLLM's ``--headless``). With several nodes, multihost.py puts each node's furthest stage in the finding.
 With more than one rank or node the stage waits on the others (SGL-NCCL-010, ``nccl_timeout``); one rank alone
 waits on its storage or its own work (SGL-RUN-003, ``other``).
 """
