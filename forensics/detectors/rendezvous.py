@@ -21,18 +21,19 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import make_finding
 from .fatal_other import failure_class
 
-#: What c10d and its store raise when the rendezvous does not complete (failure_messages.md §4.6; PyTorch
-#: ``torch/csrc/distributed/c10d/socket.cpp`` ``waitForInput: socket {} timed out after {}ms``, ``TCPStore.cpp``,
-#: ``distributed_c10d.py`` ``_store_based_barrier``). Read on a failure's own message, never on its frames: a
-#: traceback through ``init_torch_distributed`` that raises something else (SGLang's memory-imbalance check,
-#: an OOM) is not a rendezvous that failed.
-#: vLLM's engine core waiting for its front-end's handshake (vllm/v1/engine/core.py ``EngineCoreProc.startup_handshake``,
-#: 0.9+, ``HANDSHAKE_TIMEOUT_MINS``): an engine core (a headless node's, under data parallelism) that never heard
+#: vLLM's engine core waiting for its front-end's handshake (vllm vllm/v1/engine/core.py::EngineCoreProc.startup_handshake
+#: (0.9+, ``HANDSHAKE_TIMEOUT_MINS``)): an engine core (a headless node's, under data parallelism) that never heard
 #: from the API server — the nodes never met (the data-parallel address and RPC port, the network, the head node down)
 _HANDSHAKE = re.compile(r"Did not receive response from front-end process within (\d+) minutes?")
+#: What c10d and its store raise when the rendezvous does not complete (failure_messages.md §4.6; PyTorch
+#: ``torch/csrc/distributed/c10d/socket.cpp`` ``waitForInput: socket {} timed out after {}ms``, ``TCPStore.cpp``,
+#: ``distributed_c10d.py`` ``_store_based_barrier``), and vLLM's handshake above. Read on a failure's own message,
+#: never on its frames: a traceback through ``init_torch_distributed`` that raises something else (SGLang's
+#: memory-imbalance check, an OOM) is not a rendezvous that failed.
 _STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
                             r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
                             r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined|" + _HANDSHAKE.pattern)
+# source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
 
 
@@ -43,8 +44,9 @@ _BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredB
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
-#: a peer's socket closed or reset after the ranks had met (failure_messages.md §4.6: Gloo's pair.cc, TCPStore's
-#: recv of 0 bytes): the store was reached, so no rendezvous failed
+# reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer``, TCPStore's ``Failed to recv, got 0 bytes``),
+# errno(3) ECONNRESET (``Connection reset by peer``): a peer's socket closed or reset after the ranks had met — the
+# store was reached, so no rendezvous failed
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|Failed to recv, got 0 bytes")
 
 
