@@ -196,10 +196,6 @@ _INIT_FAILED = re.compile(
     r"|WorkerProc failed to start|WorkerProc initialization failed|Engine process failed to start)"
 )
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
-#: the front-end polling its engine cores at start-up (v1/engine/utils.py ``wait_for_engine_startup``, 0.9.2+, DEBUG
-#: every ``STARTUP_POLL_PERIOD_MS`` = 10 s): ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
-#: ``… to start.`` until every core has sent its ready message
-_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
@@ -207,6 +203,11 @@ _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
 # failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
+
+# vllm vllm/v1/engine/utils.py::wait_for_engine_startup (0.9.2+): the front-end polling its engine cores at start-up,
+# DEBUG every ``STARTUP_POLL_PERIOD_MS`` = 10 s, ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
+# ``… to start.`` until every core has sent its ready message
+_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
 
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
