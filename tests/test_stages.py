@@ -52,3 +52,19 @@ def test_an_unexplained_death_names_the_stage_it_happened_in():
     f = fired(findings)["SGL-RUN-001"]
     assert "the NCCL communicator's set-up" in f.summary
     assert "its exception line would decide" in (f.confidence_reason or "")
+
+
+def test_remote_engine_cores_that_never_connect_are_nodes_that_never_reached_the_front_end(tmp_path):
+    from forensics.analysis import analyse
+
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(APIServer pid=300) INFO 08-04 12:00:00 [api_server.py:1800] vLLM API server version 0.10.2\n"
+        "(EngineCore_DP0 pid=410) INFO 08-04 12:00:40 [gpu_model_runner.py:2007] Model loading took 14.2 GiB and "
+        "30.10 seconds\n"
+        + "".join(f"(APIServer pid=300) DEBUG 08-04 12:{m:02d}:{sec:02d} [v1/engine/utils.py:776] Waiting for 0 local, "
+                  "2 remote core engine proc(s) to connect.\n" for m, sec in ((1, 0), (1, 10), (12, 0), (12, 10))),
+        encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    f = next(f for f in doc["findings"] if f["rule_id"] == "SGL-NCCL-010")
+    assert doc["root_cause"] == "SGL-NCCL-010" and "to connect at all" in f["summary"], f["summary"]

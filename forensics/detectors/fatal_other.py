@@ -373,7 +373,9 @@ _CLASS_WORDS = {
 }
 
 
-#: the far end a peer_exited line names: Gloo's ``closed by peer [ip]:port``, TCPStore's ``remote=[host]:port``
+#: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
+#: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
+#: remote=[host]:port)``)
 _PEER = re.compile(r"closed by peer \[([^\]\s]{1,100})\]:(\d+)|remote=\[([^\]\s]{1,100})\]:(\d+)")
 
 

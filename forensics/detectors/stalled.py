@@ -281,9 +281,14 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
     for label, v in lagging.items():
         summary += f" {label} got only as far as {v.stage}: it is the one the others wait on."
-    remote = [int(attrs(r).get("remote") or 0) for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
-    if remote and remote[-1]:
-        summary += (f" The front-end's last poll still waits for {remote[-1]} engine core(s) on other nodes: their "
+    polls = [r for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
+    remote = int(attrs(polls[-1]).get("remote") or 0) if polls else 0
+    if remote and attrs(polls[-1]).get("until") == "connect":
+        summary += (f" The front-end's last poll still waits for {remote} engine core(s) on other nodes to connect at "
+                    "all: those nodes never reached its handshake (--data-parallel-address and --data-parallel-rpc-port "
+                    "on every node, the network between them, the headless nodes not started).")
+    elif remote:
+        summary += (f" The front-end's last poll still waits for {remote} engine core(s) on other nodes: their "
                     "nodes' logs say how far they got (loading from slower storage, a failure, never started).")
     reasons = []
     if st["how"] == "requests_unfinished":
