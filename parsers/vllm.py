@@ -204,6 +204,11 @@ _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
+# vllm vllm/v1/engine/utils.py::wait_for_engine_startup (0.9.2+): the front-end polling its engine cores at start-up,
+# DEBUG every ``STARTUP_POLL_PERIOD_MS`` = 10 s, ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
+# ``… to start.`` until every core has sent its ready message
+_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
+
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
 # failure_messages.md §1.1
@@ -848,6 +853,11 @@ class _Parser:
             if m:
                 emit("notice", base, {"message_id": "prefix_cache_hit_rate", "gpu_hit_ratio": _num(m.group(1)) / 100,
                                       "cpu_hit_ratio": _num(m.group(2)) / 100})
+                return True
+            m = _STARTUP_WAIT.search(s)
+            if m:
+                emit("engine_startup_wait", base, {"local": int(m.group(1)), "remote": int(m.group(2)),
+                                                   "until": m.group(3)}, count=int(m.group(1)) + int(m.group(2)))
                 return True
             m = _SHM_WAIT.search(s)
             if m:
