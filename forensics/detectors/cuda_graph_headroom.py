@@ -15,6 +15,7 @@ import re
 
 from forensics.facts.gpu import gpu_capacity
 from forensics.facts.launch import ServerConfig, server_config
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -43,9 +44,8 @@ def corrected_fraction(f: float, *, shortfall: float, gpu_bytes: float) -> tuple
 
 
 def _is_oom_exception(row: Row) -> bool:
-    a = attrs(row)
-    text = f"{a.get('exception_type', '')} {a.get('exception_message', '')} {(row.get('text') or '')[-3000:]}"
-    return "OutOfMemoryError" in text or "CUDA out of memory" in text or "CUDA error: out of memory" in text
+    """The exception is the GPU's memory running out (not Inductor's shared-memory limit, nor a 1 EB size bug)."""
+    return memory_kind(row) == "device"
 
 
 def _is_oom_failure(row: Row) -> bool:

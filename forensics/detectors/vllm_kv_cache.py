@@ -64,9 +64,21 @@ def detect(tl: Timeline) -> list[Finding]:
 # VLLM-KV-001: max model len above the KV cache
 
 
+#: V0's scheduler (``core/scheduler.py::_schedule_prefills``, 0.2.7–0.10.2; failure_messages.md §6.2) warns
+#: ``Input prompt ({N} tokens) + lookahead slots ({s}) is too long and exceeds the capacity of block_manager`` and
+#: ignores the request: the prompt passed the max model len check, so max model len ≥ N > what the KV cache holds
+_BLOCK_MANAGER = "capacity of block_manager"
+
+
+def _block_manager_refusals(run: list[Row]) -> list[Row]:
+    return [r for r in of_kind(run, "failure") if attrs(r).get("failure") == "request_refused"
+            and _BLOCK_MANAGER in f"{attrs(r).get('message') or ''} {r.get('text') or ''}"]
+
+
 def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
     hits = of_kind(run, "kv_cache_too_small")
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
+    refused = _block_manager_refusals(run) if not hits else []
     mml = None
     if hits:
         mml = attrs(hits[0]).get("max_model_len")
@@ -75,8 +87,16 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         if mml is None:
             v, _ = first_attr(run, "max_model_len", "kv_concurrency", "kv_sizing", "notice")
             mml = v
+    prompt = max((int(r["tokens"]) for r in refused if r.get("tokens")), default=None)
+    mml_is_bound = False
+    if prompt and (mml is None or int(mml) < prompt):  # the prompt passed the length check: mml ≥ it
+        mml, mml_is_bound = prompt, True
+    if refused and not hits:
+        hits = refused
     # no error in the excerpt: the sizing lines themselves may show a max length the cache cannot hold
     if not hits and not (sizing and mml and int(mml) > int(sizing[0]["tokens"])):
+        return []
+    if not mml:
         return []
     a = attrs(hits[0]) if hits else {}
     capacity = a.get("kv_cache_tokens") or a.get("estimated_max_model_len")
@@ -126,13 +146,23 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
     if not a.get("kv_cache_tokens") and not a.get("estimated_max_model_len") and sizing \
             and attrs(sizing[0]).get("block_size_assumed"):
         reasons.append("KV tokens from GPU blocks × 16 (the default block size)")
+    if refused:
+        reasons.append("V0 checks only at scheduling: the max model len is at least the refused prompt"
+                       if mml_is_bound else "")
+        reasons = [x for x in reasons if x]
+    held = f" ({int(capacity)} tokens)" if capacity else ""
+    if refused:
+        lead = (f"A prompt of {prompt} tokens is more than the KV cache holds{held}: vLLM V0 ignores every such "
+                "request (its block manager can never hold it) while the max model len"
+                + ("" if mml_is_bound else f" ({int(mml)} tokens)") + " lets it through.")
+    else:
+        lead = (f"The max model len ({int(mml)} tokens) is larger than the KV cache holds{held}: vLLM refuses to start "
+                "because one full-length request would not fit.")
     return [make_finding(
         "VLLM-KV-001",
-        summary=(f"The max model len ({int(mml)} tokens) is larger than the KV cache holds"
-                 + (f" ({int(capacity)} tokens)" if capacity else "")
-                 + ": vLLM refuses to start because one full-length request would not fit."
-                 + (f" Set {mml_flag} {flags[0].new}" if flags else "")
-                 + (f", or raise {_util_flag()} to {new_util:.2f}." if new_util and len(flags) > 1 else ".")),
+        summary=(lead + (f" Set {mml_flag} {flags[0].new}" if flags else "")
+                 + (f", or raise {_util_flag()} to {new_util:.2f}." if new_util and len(flags) > 1 else
+                    "." if flags else "")),
         evidence=[*hits[:2], *sizing[:1], *of_kind(run, "kv_concurrency")[:1], *cfg.evidence_rows("max_model_len"),
                   *([kv_row] if kv_row else []), *([total_row] if total_row and total_row in run else [])],
         confidence="high" if hits and capacity else "medium",

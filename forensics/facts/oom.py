@@ -1,0 +1,142 @@
+"""What an out-of-memory row says ran out, and the phase the engine was in when it did.
+
+Read once here so that every GPU-memory detector places an OOM the same way (issue 21 item 5):
+
+- :func:`memory_kind`: a message that *looks* like an OOM is not always the GPU's memory. Inductor raises its
+  shared-memory-per-block limit as ``torch.OutOfMemoryError: out of resource: …`` and an allocator request over
+  1 EB is a size computed wrongly (failure_messages.md §1.5, §7); Triton's ``Triton Error [CUDA]: out of memory``
+  and DeepGEMM's ``CUDA driver error (…): 2 (CUDA_ERROR_OUT_OF_MEMORY, out of memory)`` are real device OOMs at
+  kernel load that carry no figures (§7). The exception line is classified by ``parsers.failures.classify``,
+  the one table of those messages.
+- :func:`oom_phase`: where in the engine's life the OOM happened, from the best evidence the input holds —
+  the traceback's frames (failure_messages.md §2.2 "look at the frames"; SGLang's ``load_model``/``weight_loader``,
+  ``init_memory_pool``, ``cuda_graph_runner``/``capture``, ``forward_extend``/``forward_decode``; vLLM's
+  ``profile_run``/``_dummy_run``, ``_warmup_sampler``, ``capture_model``; vllm_formats.md §3.5), else the
+  lifecycle record or batch line just before it in the same run (sglang_formats.md §2: ``Load weight begin``,
+  ``Capture cuda graph begin``, ``Prefill batch``/``Decode batch``; vllm_formats.md §3.5 item 2: the last
+  start-up line seen tells the phase that died).
+
+>>> memory_kind({"kind": "scheduler_exception", "attrs": '{"exception_type": "RuntimeError", '
+...              '"exception_message": "Triton Error [CUDA]: out of memory"}'})
+'device'
+>>> memory_kind({"kind": "scheduler_exception", "attrs": '{"exception_type": "torch.OutOfMemoryError", '
+...              '"exception_message": "out of resource: triton_mm_4 Required: 98304 Hardware limit:65536"}'})
+'workspace'
+>>> phase_of_frames([("m/model_runner.py", "forward_extend"), ("m/linear.py", "forward")])
+'prefill'
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from forensics.facts.rows import Row, attrs, before
+from parsers.failures import classify, stage_of_frames
+
+#: rows that report an allocation failure of their own
+OOM_KINDS = ("cuda_oom", "cuda_error_oom", "cuda_graph_failed")
+
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+_EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: ?)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b.*)$", re.M)
+
+#: functions that name a phase, in the order one phase runs inside another: graph capture and warm-up run the
+#: model through ``_dummy_run`` as profiling does, and every phase ends in some ``forward``; so the phase named
+#: first here wins, wherever its frame is in the traceback
+_PHASE_FRAMES = (
+    ("sampler_warmup", re.compile(r"^(?:_warmup_sampler|_dummy_sampler_run|_dummy_pooler_run)$")),
+    ("graph_capture", re.compile(r"capture")),
+    ("warmup", re.compile(r"^(?:compile_or_warm_up_model|warmup_model|_warmup\w*|warm_up\w*)$")),
+    ("memory_pool", re.compile(r"^(?:init_memory_pool|profile_max_num_token|_allocate_kv_cache\w*|initialize_kv_cache\w*|"
+                               r"_init_cache|initialize_cache|_create_buffers|init_kv_buffer)$")),
+    ("profile", re.compile(r"^(?:profile_run|_dummy_run|determine_num_available_blocks|determine_available_memory)$")),
+    ("weight_load", re.compile(r"^(?:load_model|load_weights|weight_loader\w*|_load_weights\w*|"
+                               r"process_weights_after_loading|load_checkpoint\w*)$")),
+    ("prefill", re.compile(r"^(?:forward_extend|run_prefill\w*|forward_prefill\w*|get_new_batch_prefill)$")),
+    ("decode", re.compile(r"^(?:forward_decode|run_decode\w*|update_running_batch|forward_idle)$")),
+)
+#: the phase a run is in after each lifecycle record or batch line (sglang_formats.md §2, vllm_formats.md §3.5)
+_PHASE_AFTER = {
+    "weight_load_begin": "weight_load", "weight_load_end": "memory_pool", "memory_profile": "memory_pool",
+    "kv_memory": "memory_pool", "kv_sizing": "memory_pool", "kv_cache_allocated": "memory_pool",
+    "memory_pool_end": "graph_capture", "cuda_graph_begin": "graph_capture", "capture_progress": "graph_capture",
+    "cuda_graph_end": "warmup", "server_ready": "serving", "prefill_batch": "prefill", "decode_batch": "decode",
+    "engine_metrics": "serving",
+}
+
+
+def _exception_line(row: Row) -> str | None:
+    a = attrs(row)
+    if a.get("exception_type"):
+        return f"{a['exception_type']}: {a.get('exception_message') or ''}"
+    text = row.get("text") or ""
+    found = _EXC_END_RE.findall(text[-4000:])
+    return found[-1] if found else (a.get("message") or None)
+
+
+def memory_kind(row: Row) -> str | None:
+    """What ran out according to an OOM-shaped row: ``device`` (the GPU's memory), ``host_pinned`` (host memory
+    being pinned), ``workspace`` (a kernel's shared-memory or workspace limit: not the GPU's memory), ``bogus``
+    (a request over 1 EB: a size computed wrongly), or None when the row reports no running-out at all."""
+    a = attrs(row)
+    kind = row.get("kind")
+    if kind in ("cuda_oom", "cuda_error_oom"):
+        found = (kind, {}, a)
+    elif kind == "failure" and a.get("failure") == "workspace":
+        return "workspace"
+    else:
+        line = _exception_line(row) if kind in ("scheduler_exception", "exception", "failure", "cuda_graph_failed") else None
+        found = classify(line) if line else None
+        if found is None:
+            return None
+    fkind, _cols, fa = found
+    if fkind == "failure":
+        return "workspace" if fa.get("failure") == "workspace" else None
+    if fa.get("bogus_size") or a.get("bogus_size"):
+        return "bogus"
+    if fa.get("host_pinned") or a.get("host_pinned"):
+        return "host_pinned"
+    return "device" if fkind in ("cuda_oom", "cuda_error_oom") else None
+
+
+def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
+    """The phase a traceback's (path, function) frames pass through: the outermost phase any frame names."""
+    funcs = {func for _path, func in frames}
+    for phase, rx in _PHASE_FRAMES:
+        if any(rx.search(f) for f in funcs):
+            return phase
+    stage = stage_of_frames(frames)
+    # not its graph_capture: a file name (``cuda_graph_runner.py``) also holds the replay of every decode step
+    return stage if stage in ("memory_pool", "weight_load", "forward") else None
+
+
+def _phase_of_row_frames(row: Row) -> str | None:
+    frames = _FRAME_RE.findall(row.get("text") or "")
+    if frames:
+        return phase_of_frames(frames)
+    during = attrs(row).get("during")
+    return {"load": "weight_load", "kv_alloc": "memory_pool"}.get(during, during) if during not in (None, "init") else None
+
+
+def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
+    """The phase an OOM happened in and what placed it: ``weight_load``, ``memory_pool`` (KV pool sizing or
+    allocation), ``profile`` (vLLM's profiling run), ``graph_capture``, ``sampler_warmup``, ``warmup``,
+    ``prefill``, ``decode``, ``forward`` or ``serving`` (a batch of unknown kind); (None, "") when nothing does."""
+    phase = _phase_of_row_frames(row)
+    if phase and phase != "forward":
+        return phase, "the traceback's frames"
+    prior = [r for r in run if r.get("kind") in _PHASE_AFTER and r is not row and before(r, row)]
+    # the same file's (the same process's log) last record; across files the last by time
+    same = [r for r in prior if r.get("file") == row.get("file")]
+    last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
+    after = _PHASE_AFTER[last["kind"]] if last is not None else None
+    if phase == "forward":  # a forward pass of a batch: the batch line before it says which kind
+        return (after, "the batch line before it") if after in ("prefill", "decode") else ("forward", "the traceback's frames")
+    if after is not None:
+        return after, f"the {last['kind'].replace('_', ' ')} record before it"
+    return None, ""
+
+
+def _stamp(r: Row) -> float:
+    ts = r.get("ts")
+    return ts.timestamp() if isinstance(ts, datetime) else float("-inf")
