@@ -292,8 +292,13 @@ def _preemption(run: list[Row], cfg: VllmSettings) -> list[Finding]:
     total = max(logged, len(warns) * PREEMPTION_LOG_EVERY - (PREEMPTION_LOG_EVERY - 1) if warns else 0, v1_total)
     full = [r for r in metrics if r.get("ratio") is not None and r["ratio"] >= FULL_KV_USAGE]
     swapped = [r for r in metrics if (attrs(r).get("swapped_reqs") or 0) > 0]
-    if not total and not swapped:
+    # V0's scheduler (``core/scheduler.py::_preempt_by_swap``, 0.2–0.10.2; vllm_formats.md §3.4) raises "Aborted due to
+    # the lack of CPU swap space" when a preempted group's blocks do not fit the CPU swap: the KV pressure's last step
+    aborted = of_kind(run, "swap_exhausted")
+    if not total and not swapped and not aborted:
         return []
+    if aborted:
+        return [_swap_aborted(run, cfg, aborted, warns, total)]
     peak = max((r["ratio"] for r in metrics if r.get("ratio") is not None), default=None)
     severity = "medium" if total >= MANY_PREEMPTIONS or (total and full) else "low"
     util, util_seen = cfg.value_or_default("gpu_memory_fraction")
@@ -331,3 +336,38 @@ def _preemption(run: list[Row], cfg: VllmSettings) -> list[Finding]:
         actions=["Give the KV cache more room (utilization, more GPUs, --kv-cache-dtype fp8) or admit fewer "
                  "sequences (--max-num-seqs); long generations need the most."],
     )]
+
+
+def _swap_aborted(run: list[Row], cfg: VllmSettings, aborted: list[Row], warns: list[Row], total: int) -> Finding:
+    """VLLM-KV-003 at its end: preemption by swap filled the CPU swap space and the engine aborted."""
+    swap = cfg.num("swap_space")
+    default_swap = engines.default_for("vllm", "host_kv_per_gpu")
+    seqs = cfg.num("max_num_seqs")
+    sflag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
+    flags: list[FlagChange] = []
+    if seqs and seqs > 1:
+        flags.append(FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", f"{seqs:g}",
+                                str(max(int(seqs) // 2, 1)), "fewer sequences in flight: fewer preempted at once, and "
+                                "less to swap out"))
+    size = swap if swap is not None else default_swap
+    if size:
+        flags.append(FlagChange(sflag, f"{size:g}" if swap is not None else None, f"{float(size) * 2:g}",
+                                "twice the CPU swap per GPU" + ("" if swap is not None else f" ({size:g} GiB is the "
+                                                               "default)") + "; host RAM must hold it × the GPUs"))
+    return make_finding(
+        "VLLM-KV-003",
+        summary=("The KV cache ran out and vLLM swapped running requests to CPU until the swap space ("
+                 + (f"{sflag} {swap:g} GiB per GPU" if swap is not None else f"{sflag}, default {default_swap:g} GiB per GPU"
+                    if default_swap else sflag)
+                 + ") was full too: the engine aborted ('Aborted due to the lack of CPU swap space')"
+                 + (f" after ≈{total} preemptions" if total else "") + "."),
+        evidence=[*aborted[:2], *warns[:3], *of_kind(run, "engine_dead", "exception")[:2]],
+        severity="high",
+        confidence="high",
+        figures={"preemptions": total or None, "swap_space_gib": swap, "max_num_seqs": seqs, "aborted": True},
+        flags=flags,
+        actions=["Admit fewer sequences (--max-num-seqs) or give the GPU KV cache more room (higher "
+                 "--gpu-memory-utilization if the headroom allows, more GPUs, --kv-cache-dtype fp8), so fewer requests "
+                 "are preempted; or recompute instead of swapping (--preemption-mode recompute, in the V0 releases that have it).",
+                 "A larger --swap-space only moves the limit: it is pinned host RAM per GPU, × the GPUs."],
+    )
