@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
+from .held_at_start import foreign_processes
 
 MAX_SENSIBLE_UTILIZATION = 0.95  # above this nothing is left for NCCL, graphs and activation spikes
 UTIL_MARGIN = 0.01  # on top of the exact raise, as vLLM's own docs advise
@@ -55,7 +57,7 @@ def detect(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         cfg = settings(tl, run)
         out += _too_small(tl, run, cfg)
-        out += _no_room(tl, run, cfg)
+        out += _no_room(tl, run, cfg) or _weights_oom(tl, run, cfg)
         out += _preemption(run, cfg)
     return out
 
@@ -180,6 +182,44 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
 
 # ----------------------------------------------------------------------------------------------
 # VLLM-KV-002: no memory left for the KV cache at all
+
+
+def _weights_oom(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
+    """VLLM-KV-002 at its extreme: the GPU ran out while the weights themselves were loading.
+
+    vLLM loads the weights before it profiles or sizes anything (``load_model`` → the model's ``load_weights`` →
+    a layer's ``weight_loader``; vllm_formats.md §3.5, the phase after ``Starting to load model`` and before
+    ``Model loading took``), and no utilization caps them: an OOM there is the weights per GPU (plus the CUDA
+    context) over the GPU — unless another process held part of it (SGL-GPU-006 says so)."""
+    ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom")
+            if attrs(r).get("during") == "weight_load" and memory_kind(r) == "device" and not foreign_processes(r)]
+    if not ooms:
+        return []
+    first = next((r for r in ooms if r.get("total_bytes")), ooms[0])
+    total = first.get("total_bytes")
+    used = first.get("used_bytes") or attrs(first).get("allocated_by_pytorch_bytes")
+    tp, tp_seen = cfg.value_or_default("tensor_parallel")
+    tp_flag = engines.flag_for("vllm", "tensor_parallel") or "--tensor-parallel-size"
+    flags = [FlagChange(tp_flag, f"{tp:g}" if tp_seen else None, str(int(tp or 1) * 2),
+                        "halves the weights per GPU" + ("" if tp_seen else f" ({int(tp or 1)} assumed)"))]
+    return [make_finding(
+        "VLLM-KV-002",
+        summary=("vLLM ran out of GPU memory while loading the weights"
+                 + (f" ({fmt_gib(used)} in use of the {fmt_gib(total)} GPU)" if used and total else "")
+                 + ": the weights per GPU at this parallelism do not fit, so nothing is left for activations or "
+                 f"the KV cache. Spread them over more GPUs ({tp_flag} {flags[0].new}) or load a smaller checkpoint."),
+        evidence=[*ooms[:2], *of_kind(run, "init_failed", "exception", "engine_dead")[:3]],
+        confidence="high" if tp_seen else "medium",
+        confidence_reason=None if tp_seen else "the tensor-parallel size is not in the input (1 assumed)",
+        ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
+        gpus=[r["gpu"] for r in ooms if r.get("gpu") is not None],
+        figures={"during": "weight_load", "gpu_total_bytes": total, "in_use_bytes": used, "tensor_parallel_size": tp},
+        flags=flags,
+        actions=["Or serve a quantised checkpoint (FP8 halves bf16 weights, 4-bit quarters them), or offload part of "
+                 f"the weights to host RAM ({engines.flag_for('vllm', 'cpu_offload_per_gpu') or '--cpu-offload-gb'}, "
+                 "slower).",
+                 f"Do not change {_util_flag()} for this: it sizes the KV cache after the weights, not the weights."],
+    )]
 
 
 def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:

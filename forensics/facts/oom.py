@@ -55,13 +55,15 @@ _PHASE_FRAMES = (
     ("prefill", re.compile(r"^(?:forward_extend|run_prefill\w*|forward_prefill\w*|get_new_batch_prefill)$")),
     ("decode", re.compile(r"^(?:forward_decode|run_decode\w*|update_running_batch|forward_idle)$")),
 )
-#: the phase a run is in after each lifecycle record or batch line (sglang_formats.md §2, vllm_formats.md §3.5)
+#: the phase a run is in after a lifecycle record or batch line that means the same in both engines
+#: (sglang_formats.md §2, vllm_formats.md §3.5); the records between weights and serving come in an order of each
+#: engine's own (SGLang sizes its pool before capture and logs the sizing after it; vLLM profiles after loading),
+#: so after those nothing is concluded here and the engine's parser's own ``during`` decides
 _PHASE_AFTER = {
-    "weight_load_begin": "weight_load", "weight_load_end": "memory_pool", "memory_profile": "memory_pool",
-    "kv_memory": "memory_pool", "kv_sizing": "memory_pool", "kv_cache_allocated": "memory_pool",
-    "memory_pool_end": "graph_capture", "cuda_graph_begin": "graph_capture", "capture_progress": "graph_capture",
-    "cuda_graph_end": "warmup", "server_ready": "serving", "prefill_batch": "prefill", "decode_batch": "decode",
-    "engine_metrics": "serving",
+    "weight_load_begin": "weight_load", "cuda_graph_begin": "graph_capture", "capture_progress": "graph_capture",
+    "prefill_batch": "prefill", "decode_batch": "decode", "server_ready": "serving", "engine_metrics": "serving",
+    "weight_load_end": None, "kv_sizing": None, "kv_memory": None, "memory_profile": None, "kv_cache_allocated": None,
+    "memory_pool_end": None, "cuda_graph_end": None,
 }
 
 
@@ -110,19 +112,25 @@ def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return stage if stage in ("memory_pool", "weight_load", "forward") else None
 
 
-def _phase_of_row_frames(row: Row) -> str | None:
+def _frames_of(run: list[Row], row: Row) -> list[tuple[str, str]]:
+    """The row's traceback frames, else those of the traceback row whose lines hold it (an OOM line inside it)."""
     frames = _FRAME_RE.findall(row.get("text") or "")
     if frames:
-        return phase_of_frames(frames)
-    during = attrs(row).get("during")
-    return {"load": "weight_load", "kv_alloc": "memory_pool"}.get(during, during) if during not in (None, "init") else None
+        return frames
+    line = row.get("line") or 0
+    for tb in run:
+        if tb is not row and tb.get("file") == row.get("file") and tb.get("line_end") \
+                and (tb.get("line") or 0) <= line <= tb["line_end"] and 'File "' in (tb.get("text") or ""):
+            return _FRAME_RE.findall(tb.get("text") or "")
+    return []
 
 
 def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     """The phase an OOM happened in and what placed it: ``weight_load``, ``memory_pool`` (KV pool sizing or
     allocation), ``profile`` (vLLM's profiling run), ``graph_capture``, ``sampler_warmup``, ``warmup``,
     ``prefill``, ``decode``, ``forward`` or ``serving`` (a batch of unknown kind); (None, "") when nothing does."""
-    phase = _phase_of_row_frames(row)
+    frames = _frames_of(run, row)
+    phase = phase_of_frames(frames) if frames else None
     if phase and phase != "forward":
         return phase, "the traceback's frames"
     prior = [r for r in run if r.get("kind") in _PHASE_AFTER and r is not row and before(r, row)]
@@ -133,10 +141,26 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     if phase == "forward":  # a forward pass of a batch: the batch line before it says which kind
         return (after, "the batch line before it") if after in ("prefill", "decode") else ("forward", "the traceback's frames")
     if after is not None:
-        return after, f"the {last['kind'].replace('_', ' ')} record before it"
+        return after, f"the {last['kind'].replace('_', ' ')} line before it"
+    during = attrs(row).get("during")  # the engine parser's own reading of its start-up records
+    during = {"load": "weight_load", "kv_alloc": "memory_pool"}.get(during, during)
+    if during not in (None, "init"):
+        return during, "the start-up line before it"
     return None, ""
 
 
 def _stamp(r: Row) -> float:
     ts = r.get("ts")
     return ts.timestamp() if isinstance(ts, datetime) else float("-inf")
+
+
+#: OOM rows placed per run: each placement reads the run once, so a flood of OOM lines is placed by its first ones
+PLACE_AT_MOST = 16
+
+
+def place_ooms(run: list[Row], ooms: list[Row]) -> dict[int, tuple[str | None, str]]:
+    """:func:`oom_phase` of the first :data:`PLACE_AT_MOST` OOM rows, by ``id(row)`` (the rest stay unplaced)."""
+    return {id(r): oom_phase(run, r) for r in ooms[:PLACE_AT_MOST]}
+
+#: phases of start-up before anything is served: an OOM there is the weights' or a pool's, not serving headroom
+STARTUP_PHASES = ("weight_load", "memory_pool", "profile")
