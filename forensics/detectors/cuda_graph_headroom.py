@@ -25,6 +25,7 @@ from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
 from .held_at_start import foreign_processes
+from .model_fit import weights_overflow
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
 THIN_FRACTION = 0.025  # "little left" after capture: below max(1 GiB, 2.5% of the GPU's memory)
@@ -159,7 +160,8 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     elif captured:
         return _thin(tl, cfg, run)
     elif ooms and not has_kind(run, "weight_load_begin", "server_args", "dist_init_begin", "sigquit") \
-            and not any(attrs(r).get("during") in ("weight_load", "init", "memory_pool") for r in ooms):
+            and not any(attrs(r).get("during") in ("weight_load", "init", "memory_pool") for r in ooms) \
+            and not weights_overflow(tl, run):  # weights beyond the GPU place it in the load (SGL-GPU-007)
         # a fragment: the OOM without the start-up around it. Serving OOMs are by far the common case; say so.
         return _serving_oom(tl, cfg, run, ooms, phase_known=False, placed=placed)
     return None
