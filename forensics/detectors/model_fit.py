@@ -162,9 +162,7 @@ def _vllm(tl: Timeline) -> list[Finding]:
         if not ooms or after_load or vllm_of_kind(run, *_VLLM_LOADED):
             continue
         cfg = settings(tl, run)
-        model = cfg.text("model") or cfg.text("model_tag") or _launched_model(tl)
-        total, _row, total_how = gpu_total_bytes(tl, run)
-        tp = cfg.num("tensor_parallel_size")
+        model, tp, total, total_how = _vllm_model_gpu(tl, run, cfg)
         found = _overflow(model, cfg.text("quantization"), int(tp or 1), int(cfg.num("pipeline_parallel_size") or 1),
                           float(total) if total else None, total_how, tp_stated=tp is not None, engine="vllm",
                           evidence=[*ooms[:3], *vllm_of_kind(run, "init_failed", "exception")[:2],
@@ -172,6 +170,21 @@ def _vllm(tl: Timeline) -> list[Finding]:
         if found is not None:
             out.append(found)
     return out
+
+
+def _vllm_model_gpu(tl: Timeline, run: list[Row], cfg) -> tuple[str | None, float | None, int | None, str]:
+    """A vLLM run's model name, tensor-parallel size, one GPU's memory and where that came from."""
+    total, _row, total_how = gpu_total_bytes(tl, run)
+    return (cfg.text("model") or cfg.text("model_tag") or _launched_model(tl), cfg.num("tensor_parallel_size"),
+            total, total_how)
+
+
+def weights_overflow_vllm(tl: Timeline, run: list[Row]) -> bool:
+    """:func:`weights_overflow` for a vLLM run."""
+    cfg = settings(tl, run)
+    model, tp, total, _how = _vllm_model_gpu(tl, run, cfg)
+    return _beyond_gpu(model, cfg.text("quantization"), int(tp or 1), int(cfg.num("pipeline_parallel_size") or 1),
+                       float(total) if total else None) is not None
 
 
 def _launched_model(tl: Timeline) -> str | None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import attrs, rank_of
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding
+from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
@@ -73,11 +75,14 @@ def detect(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES
                 and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
+        unplaced = not ooms and _fragment_ooms(tl, run)
+        if unplaced:
+            ooms = unplaced
         if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
             continue  # an OOM after a KV failure is the failure's, not the headroom's
         cfg = settings(tl, run)
         first = next((r for r in ooms if r.get("bytes")), ooms[0])
-        during = _during(run, first)
+        during = _during(run, first) or "forward"
         util, util_seen = cfg.value_or_default("gpu_memory_fraction")
         total, _total_row, _how = gpu_total_bytes(tl, run)
         tried, free = first.get("bytes"), first.get("free_bytes")
@@ -116,6 +121,10 @@ def detect(tl: Timeline) -> list[Finding]:
             reasons.append(f"the utilization is vLLM's default ({util:g}), not read from the input")
         if not (tried and total):
             reasons.append("the OOM message gives no sizes: the step down is a rule of thumb")
+        if unplaced:
+            reasons.append("the lines around the OOM are not in the input (no start-up lines, no frames): taken as an "
+                           "OOM while serving, the common case; one while loading the weights needs more GPUs instead "
+                           "(VLLM-KV-002)")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
@@ -174,6 +183,22 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         flags=flags,
         actions=actions,
     )
+
+
+#: vLLM's start-up records: a run that holds any was not cut to its serving part, and its OOM's phase is read there
+_START_KINDS = ("weight_load_begin", "weight_load_end", "memory_profile", "kv_memory", "kv_sizing", "cuda_graph_begin",
+                "cuda_graph_end", "capture_progress", "init_failed", "kv_no_room", "kv_cache_too_small")
+
+
+def _fragment_ooms(tl: Timeline, run: list) -> list:
+    """Device OOMs of a run cut to the failure: no frame, no record before them and no start-up record at all.
+
+    Serving OOMs are by far the common case (the start-up ones name their phase in frames or follow a start-up
+    line); the finding says it assumed. A model too big for its GPUs by name places it in the load (SGL-GPU-007)."""
+    if of_kind(run, *_START_KINDS) or weights_overflow_vllm(tl, run):
+        return []
+    return [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) is None
+            and memory_kind(r) == "device"]
 
 
 def _negative_accounting(run: list) -> bool:
