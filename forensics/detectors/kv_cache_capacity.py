@@ -87,15 +87,32 @@ _NO_SPACE_RE = re.compile(r"No space left for only one request")
 _NO_SPACE_AVAIL_RE = re.compile(r"available_size\(\)=(\d+)")
 
 
+#: ``schedule_batch.py::ScheduleBatch.retract_decode`` ("Retract the decoding requests when there is not enough
+#: memory", 0.3–0.5.x) runs only when the next decode step has no free KV slot for every running request
+#: (``check_decode_mem`` failed): an exception raised inside it — its own assertion or a bug in its path — is how
+#: the decode pool's exhaustion crashed the scheduler
+_RETRACT_FRAME_RE = re.compile(r'File "[^"]*", line \d+, in retract_decode\b')
+
+
 def _retract_assertions(run: list[Row]) -> list[Row]:
-    """Failure and exception rows that carry retraction's no-space assertion."""
+    """Failure and exception rows that carry retraction's no-space assertion, or were raised inside retraction."""
     out = []
     for r in of_kind(run, "failure", "scheduler_exception"):
         a = attrs(r)
         text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), r.get("text")) if x)
-        if _NO_SPACE_RE.search(text):
+        if _NO_SPACE_RE.search(text) or _RETRACT_FRAME_RE.search(r.get("text") or ""):
             out.append(r)
     return out
+
+
+def _raised_in_retraction(row: Row) -> str | None:
+    """The exception raised inside retraction, when it is not retraction's own no-space assertion."""
+    a = attrs(row)
+    text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), row.get("text")) if x)
+    if _NO_SPACE_RE.search(text) or not _RETRACT_FRAME_RE.search(row.get("text") or ""):
+        return None
+    etype = a.get("exception_type")
+    return f"{etype}: {str(a.get('exception_message') or '').strip()[:160]}" if etype else "an exception"
 
 
 #: ``mem_cache/common.py::alloc_req_slots`` (0.5.x; ``ScheduleBatch.alloc_req_slots`` in 0.4.x): the request-slot
@@ -174,7 +191,11 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     return [make_finding(
         "SGL-KV-002",
-        summary=("The KV pool ran out: decoding the last running request found no free KV slot "
+        summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
+                 f"no free KV slot, raised {crash} and the scheduler died; the pool's exhaustion, not the error in its "
+                 "recovery path, is the cause."
+                 if retract_assert and (crash := _raised_in_retraction(first)) else
+                 "The KV pool ran out: decoding the last running request found no free KV slot "
                  + (f"({avail} available) " if avail is not None else "")
                  + "and nothing left to retract, so SGLang's retraction asserted and the scheduler died."
                  if retract_assert else
