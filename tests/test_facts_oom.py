@@ -31,6 +31,8 @@ def _row(kind: str, line: int, text: str = "", file: str = "a.log", **attrs) -> 
       ("v1/worker/gpu_model_runner.py", "_dummy_run")], "profile"),
     ([("v1/worker/gpu_worker.py", "compile_or_warm_up_model"), ("v1/worker/gpu_model_runner.py", "_dummy_sampler_run")],
      "sampler_warmup"),
+    ([("controller/tp_worker.py", "forward_step"), ("controller/tp_worker.py", "forward_decode_batch")], "decode"),
+    ([("controller/tp_worker.py", "forward_step"), ("controller/tp_worker.py", "forward_fill_batch")], "prefill"),
     ([("x/engine.py", "serve"), ("x/util.py", "helper")], None),
 ])
 def test_phase_of_frames(frames: list[tuple[str, str]], phase: str | None) -> None:

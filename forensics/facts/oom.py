@@ -52,8 +52,10 @@ _PHASE_FRAMES = (
     ("profile", re.compile(r"^(?:profile_run|_dummy_run|determine_num_available_blocks|determine_available_memory)$")),
     ("weight_load", re.compile(r"^(?:load_model|load_weights|weight_loader\w*|_load_weights\w*|"
                                r"process_weights_after_loading|load_checkpoint\w*)$")),
-    ("prefill", re.compile(r"^(?:forward_extend|run_prefill\w*|forward_prefill\w*|get_new_batch_prefill)$")),
-    ("decode", re.compile(r"^(?:forward_decode|run_decode\w*|update_running_batch|forward_idle)$")),
+    # SGLang 0.1–0.2's ModelTpServer: forward_fill_batch / forward_decode_batch
+    ("prefill", re.compile(r"^(?:forward_extend\w*|forward_fill_batch|run_prefill\w*|forward_prefill\w*|"
+                           r"get_new_batch_prefill)$")),
+    ("decode", re.compile(r"^(?:forward_decode\w*|run_decode\w*|update_running_batch|forward_idle)$")),
 )
 #: the phase a run is in after a lifecycle record or batch line that means the same in both engines
 #: (sglang_formats.md §2, vllm_formats.md §3.5); the records between weights and serving come in an order of each
