@@ -269,6 +269,8 @@ def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
     if isinstance(ctx, int | float) and pool >= ctx:
         return []  # the context length, not the pool, set the limit (SGL-KV-005 says so)
     known = isinstance(ctx, int | float)
+    # a profiled pool is rarely a power of two; a context length usually is: then the limit may well be the context's
+    round_number = (pool & (pool - 1)) == 0
     return [make_finding(
         "SGL-KV-003",
         summary=(f"The KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6)"
@@ -276,9 +278,11 @@ def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
                  + (f"; a request of {int(asked)} tokens was refused" if asked else "")
                  + ": a request longer than the pool can never be scheduled whole."),
         evidence=[refusal],
-        confidence="high" if known else "medium",
+        confidence="high" if known else "low" if round_number else "medium",
         confidence_reason=None if known else ("the context length is not in the input: the limit is read as the "
-                                              "pool's (it is the context's when the context is below it)"),
+                                              "pool's (it is the context's when the context is below it)"
+                                              + (f"; {pool} is a power of two, as context lengths usually are"
+                                                 if round_number else "")),
         figures={"kv_pool_tokens": pool, "context_len": int(ctx) if known else None, "refusal_limit_tokens": k,
                  "refused_request_tokens": int(asked) if asked else None},
         actions=[f"Cap --context-length at {pool} or less so such requests are refused up front, or enlarge the pool "
