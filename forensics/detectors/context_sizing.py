@@ -22,6 +22,7 @@ import math
 import re
 
 from forensics.facts.launch import server_config
+from forensics.facts.oom import enclosing_traceback
 from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -86,7 +87,7 @@ def detect(tl: Timeline) -> list[Finding]:
         elif failed and ctx is not None and ctx >= LONG_CONTEXT:
             out.append(tag_run(_long_context(cfg, failed, ctx, requests), ref))
         elif pool:
-            out.append(tag_run(_pool_setup(cfg, pool, ctx, requests), ref))
+            out.append(tag_run(_pool_setup(cfg, run, pool, ctx, requests), ref))
     return out
 
 
@@ -104,7 +105,7 @@ def _stage(run: list[Row], row: Row) -> str | None:
     return attrs(row).get("during")
 
 
-def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None) -> Finding:
+def _pool_setup(cfg, run: list[Row], pool: list[Row], ctx: float | None, requests: float | None) -> Finding:
     """An OOM while the memory pool was set up. SGLang sizes the KV pool to what was free after the weights
     (``profile_max_num_token``, sglang_formats.md §5), so it fits by construction; what fails beside it is a buffer
     sized by configuration — the request table, max running requests × (context length + 4) × 4 bytes — or memory
@@ -122,7 +123,8 @@ def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None)
                     "length × 4 bytes)")
                  + " did not fit, or another process took memory meanwhile."
                  + (f" Lower --context-length to {flags[0].new}." if flags else "")),
-        evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests")],
+        evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests"),
+                  *[tb for r in pool[:2] if (tb := enclosing_traceback(run, r)) is not None]],
         confidence="medium" if ctx is not None else "low",
         confidence_reason=("which buffer beside the pool failed is not in the message; the frames and the configured "
                            "sizes point at the request table") if ctx is not None else

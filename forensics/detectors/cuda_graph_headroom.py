@@ -15,7 +15,7 @@ import re
 
 from forensics.facts.gpu import gpu_capacity
 from forensics.facts.launch import ServerConfig, server_config
-from forensics.facts.oom import STARTUP_PHASES, memory_kind, place_ooms
+from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -403,7 +403,8 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                  + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
                  + ((f" Lower it to {new:.2f}." if f is not None else f" Lower --mem-fraction-static to {new:.2f}.")
                     if new else "")),
-        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static")],
+        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static"),
+                  *[tb for r in fails[:2] if (tb := enclosing_traceback(run, r)) is not None]],
         severity="high" if lost else None,
         confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,

@@ -114,17 +114,23 @@ def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return stage if stage in ("memory_pool", "weight_load", "forward") else None
 
 
+def enclosing_traceback(run: list[Row], row: Row) -> Row | None:
+    """The traceback row (an engine's exception record) whose lines hold ``row`` (an OOM line inside it)."""
+    line = row.get("line") or 0
+    for tb in run:
+        if tb is not row and tb.get("file") == row.get("file") and tb.get("line_end") \
+                and (tb.get("line") or 0) <= line <= tb["line_end"] and 'File "' in (tb.get("text") or ""):
+            return tb
+    return None
+
+
 def _frames_of(run: list[Row], row: Row) -> list[tuple[str, str]]:
     """The row's traceback frames, else those of the traceback row whose lines hold it (an OOM line inside it)."""
     frames = _FRAME_RE.findall(row.get("text") or "")
     if frames:
         return frames
-    line = row.get("line") or 0
-    for tb in run:
-        if tb is not row and tb.get("file") == row.get("file") and tb.get("line_end") \
-                and (tb.get("line") or 0) <= line <= tb["line_end"] and 'File "' in (tb.get("text") or ""):
-            return _FRAME_RE.findall(tb.get("text") or "")
-    return []
+    tb = enclosing_traceback(run, row)
+    return _FRAME_RE.findall(tb.get("text") or "") if tb is not None else []
 
 
 def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
