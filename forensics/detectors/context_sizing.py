@@ -22,7 +22,7 @@ import math
 import re
 
 from forensics.facts.launch import server_config
-from forensics.facts.oom import enclosing_traceback
+from forensics.facts.oom import enclosing_traceback, place_ooms
 from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -81,7 +81,11 @@ def detect(tl: Timeline) -> list[Finding]:
                 and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"]]
         failed = _startup_failures(run)
         # an OOM whose frames are the memory pool's set-up (failure_messages.md §2.2 "look at the frames")
-        pool = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _stage(run, r) == "memory_pool"]
+        # or, without frames, SGLang's start-up order: after "Load weight end" the pool is being set up (facts/oom.py)
+        oom_rows = of_kind(run, "cuda_oom", "cuda_error_oom")
+        placed = place_ooms(run, oom_rows)
+        pool = [r for r in oom_rows if _stage(run, r) == "memory_pool"
+                or placed.get(id(r), (None, ""))[0] == "memory_pool"]
         if huge:
             out.append(tag_run(_huge(cfg, huge, ctx, requests), ref))
         elif failed and ctx is not None and ctx >= LONG_CONTEXT:

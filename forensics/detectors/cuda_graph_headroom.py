@@ -146,9 +146,10 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     # an OOM whose traceback places it in loading, the pool's set-up or profiling is no headroom problem
     # (SGL-GPU-004, SGL-KV-004 read those), with or without the start-up lines around it
     placed = place_ooms(run, ooms)
-    ooms = [r for r in ooms if not (placed.get(id(r), (None, ""))[1] == "the traceback's frames"
-                                    and placed[id(r)][0] in STARTUP_PHASES)]
+    # the frames, or SGLang's own start-up order (after "Load weight end" the pool is being set up)
+    ooms = [r for r in ooms if placed.get(id(r), (None, ""))[0] not in STARTUP_PHASES]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
+                    or placed.get(id(r), (None, ""))[0] == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
         if not captured and not capture_fail:

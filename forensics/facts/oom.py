@@ -67,6 +67,12 @@ _PHASE_AFTER = {
     "weight_load_end": None, "kv_sizing": None, "kv_memory": None, "memory_profile": None, "kv_cache_allocated": None,
     "memory_pool_end": None, "cuda_graph_end": None,
 }
+#: SGLang's own order (``ModelRunner.initialize``: ``load_model`` → ``init_memory_pool`` → ``init_cublas`` /
+#: ``init_attention_backend`` / kernel warm-up → ``init_cuda_graphs``; sglang_formats.md §2): after ``Load weight
+#: end`` the pool is being set up; after ``KV Cache is allocated`` / ``Memory pool end`` the next memory is outside
+#: the static pool — attention workspaces and the capture — so an OOM there is capture's
+_SGLANG_PHASE_AFTER = {"weight_load_end": "memory_pool", "kv_cache_allocated": "graph_capture",
+                       "memory_pool_end": "graph_capture"}
 
 
 def _exception_line(row: Row) -> str | None:
@@ -114,12 +120,15 @@ def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return stage if stage in ("memory_pool", "weight_load", "forward") else None
 
 
+_TRACEBACK_KINDS = ("scheduler_exception", "exception", "failure", "cuda_graph_failed")
+
+
 def enclosing_traceback(run: list[Row], row: Row) -> Row | None:
     """The traceback row (an engine's exception record) whose lines hold ``row`` (an OOM line inside it)."""
     line = row.get("line") or 0
     for tb in run:
-        if tb is not row and tb.get("file") == row.get("file") and tb.get("line_end") \
-                and (tb.get("line") or 0) <= line <= tb["line_end"] and 'File "' in (tb.get("text") or ""):
+        if tb is not row and tb.get("kind") in _TRACEBACK_KINDS and tb.get("file") == row.get("file") \
+                and tb.get("line_end") and (tb.get("line") or 0) <= line <= tb["line_end"]:
             return tb
     return None
 
@@ -145,7 +154,10 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     # the same file's (the same process's log) last record; across files the last by time
     same = [r for r in prior if r.get("file") == row.get("file")]
     last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
-    after = _PHASE_AFTER[last["kind"]] if last is not None else None
+    after = None
+    if last is not None:
+        after = _PHASE_AFTER[last["kind"]] or (_SGLANG_PHASE_AFTER.get(last["kind"]) if last.get("source") == "sglang"
+                                               else None)
     if phase == "forward":  # a forward pass of a batch: the batch line before it says which kind
         return (after, "the batch line before it") if after in ("prefill", "decode") else ("forward", "the traceback's frames")
     if after is not None:
