@@ -91,3 +91,14 @@ def test_memory_kind_of_an_exception(exc: str, kind: str | None) -> None:
     row = _row("scheduler_exception", 1, "Traceback (most recent call last):\n" + exc,
                exception_type=etype, exception_message=msg)
     assert memory_kind(row) == kind
+
+
+def test_sglang_start_up_order_places_an_oom_without_frames() -> None:
+    def sg(kind: str, line: int) -> dict:
+        return {**_row(kind, line), "source": "sglang"}
+    oom = sg("cuda_oom", 9)
+    assert oom_phase([sg("weight_load_begin", 1), sg("weight_load_end", 2), oom], oom)[0] == "memory_pool"
+    assert oom_phase([sg("weight_load_end", 2), sg("memory_pool_end", 3), oom], oom)[0] == "graph_capture"
+    # vLLM's order differs (it profiles after loading): the engine's own parser places those
+    vllm_end = {**_row("weight_load_end", 2), "source": "vllm"}
+    assert oom_phase([vllm_end, oom], oom) == (None, "")
