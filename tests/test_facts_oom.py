@@ -102,3 +102,14 @@ def test_sglang_start_up_order_places_an_oom_without_frames() -> None:
     # vLLM's order differs (it profiles after loading): the engine's own parser places those
     vllm_end = {**_row("weight_load_end", 2), "source": "vllm"}
     assert oom_phase([vllm_end, oom], oom) == (None, "")
+
+
+def test_a_chained_traceback_keeps_the_oom_under_its_secondary_error() -> None:
+    text = ("Traceback (most recent call last):\n  File \"m/model_runner.py\", line 3, in forward_decode\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 300.00 MiB is free.\n\nDuring handling of the above exception, another exception "
+            "occurred:\n\nTraceback (most recent call last):\n  File \"m/scheduler.py\", line 9, in on_error\n"
+            "TypeError: 'NoneType' object is not iterable")
+    row = _row("scheduler_exception", 1, text, exception_type="TypeError",
+               exception_message="'NoneType' object is not iterable")
+    assert memory_kind(row) == "device"

@@ -75,13 +75,33 @@ _SGLANG_PHASE_AFTER = {"weight_load_end": "memory_pool", "kv_cache_allocated": "
                        "memory_pool_end": "graph_capture"}
 
 
-def _exception_line(row: Row) -> str | None:
+def _exception_lines(row: Row) -> list[str]:
+    """The exception lines a row holds: its parsed exception, then every exception line of its text (a chained
+    traceback, "During handling of the above exception…", holds several)."""
     a = attrs(row)
-    if a.get("exception_type"):
-        return f"{a['exception_type']}: {a.get('exception_message') or ''}"
-    text = row.get("text") or ""
-    found = _EXC_END_RE.findall(text[-4000:])
-    return found[-1] if found else (a.get("message") or None)
+    out = [f"{a['exception_type']}: {a.get('exception_message') or ''}"] if a.get("exception_type") else []
+    out += _EXC_END_RE.findall((row.get("text") or "")[:20000])
+    if not out and a.get("message"):
+        out.append(str(a["message"]))
+    return out
+
+
+#: when a row's exception lines disagree, the more specific reading wins: a nonsense size or a kernel's
+#: shared-memory limit is what that message is, whatever else the traceback holds
+_KIND_ORDER = ("bogus", "workspace", "host_pinned", "device")
+
+
+def _kind_of(found: tuple | None, a: dict) -> str | None:
+    if found is None:
+        return None
+    fkind, _cols, fa = found
+    if fkind == "failure":
+        return "workspace" if fa.get("failure") == "workspace" else None
+    if fa.get("bogus_size") or a.get("bogus_size"):
+        return "bogus"
+    if fa.get("host_pinned") or a.get("host_pinned"):
+        return "host_pinned"
+    return "device" if fkind in ("cuda_oom", "cuda_error_oom") else None
 
 
 def memory_kind(row: Row) -> str | None:
@@ -91,22 +111,13 @@ def memory_kind(row: Row) -> str | None:
     a = attrs(row)
     kind = row.get("kind")
     if kind in ("cuda_oom", "cuda_error_oom"):
-        found = (kind, {}, a)
-    elif kind == "failure" and a.get("failure") == "workspace":
+        return _kind_of((kind, {}, a), a)
+    if kind == "failure" and a.get("failure") == "workspace":
         return "workspace"
-    else:
-        line = _exception_line(row) if kind in ("scheduler_exception", "exception", "failure", "cuda_graph_failed") else None
-        found = classify(line) if line else None
-        if found is None:
-            return None
-    fkind, _cols, fa = found
-    if fkind == "failure":
-        return "workspace" if fa.get("failure") == "workspace" else None
-    if fa.get("bogus_size") or a.get("bogus_size"):
-        return "bogus"
-    if fa.get("host_pinned") or a.get("host_pinned"):
-        return "host_pinned"
-    return "device" if fkind in ("cuda_oom", "cuda_error_oom") else None
+    if kind not in ("scheduler_exception", "exception", "failure", "cuda_graph_failed"):
+        return None
+    kinds = {_kind_of(classify(line), a) for line in _exception_lines(row)[:8]}
+    return next((k for k in _KIND_ORDER if k in kinds), None)
 
 
 def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
