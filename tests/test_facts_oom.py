@@ -113,3 +113,13 @@ def test_a_chained_traceback_keeps_the_oom_under_its_secondary_error() -> None:
     row = _row("scheduler_exception", 1, text, exception_type="TypeError",
                exception_message="'NoneType' object is not iterable")
     assert memory_kind(row) == "device"
+
+
+def test_a_ranks_own_records_place_its_oom() -> None:
+    def sg(kind: str, line: int, rank: str) -> dict:
+        return {**_row(kind, line), "source": "sglang", "rank": rank}
+    oom = sg("cuda_oom", 9, "TP0")
+    run = [sg("cuda_graph_begin", 3, "TP0"), sg("weight_load_begin", 4, "TP3"), oom]
+    assert oom_phase(run, oom)[0] == "graph_capture"  # TP3 still loading says nothing of TP0
+    run = [sg("decode_batch", 5, "TP0"), sg("cuda_oom", 9, "TP3")]
+    assert oom_phase(run, run[-1])[0] == "decode"  # batch lines are the first rank's only

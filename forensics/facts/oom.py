@@ -162,7 +162,10 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     if phase and phase != "forward":
         return phase, "the traceback's frames"
     prior = [r for r in run if r.get("kind") in _PHASE_AFTER and r is not row and before(r, row)]
-    # the same file's (the same process's log) last record; across files the last by time
+    # the same rank's records when it has any (ranks load and capture side by side; batch lines are the first
+    # rank's only), then the same file's (the same process's log) last one; across files the last by time
+    if row.get("rank") is not None and any(r.get("rank") == row.get("rank") for r in prior):
+        prior = [r for r in prior if r.get("rank") == row.get("rank")]
     same = [r for r in prior if r.get("file") == row.get("file")]
     last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
     after = None
