@@ -91,8 +91,8 @@ _NO_SPACE_RE = re.compile(r"No space left for only one request")
 _NO_SPACE_AVAIL_RE = re.compile(r"available_size\(\)=(\d+)")
 
 
-#: ``schedule_batch.py::ScheduleBatch.retract_decode`` ("Retract the decoding requests when there is not enough
-#: memory", 0.3–0.5.x) runs only when the next decode step has no free KV slot for every running request
+#: sglang python/sglang/srt/managers/schedule_batch.py::ScheduleBatch.retract_decode (0.3-0.5.x: "Retract the
+#: decoding requests when there is not enough memory") runs only when the next decode step has no free KV slot for every running request
 #: (``check_decode_mem`` failed): an exception raised inside it — its own assertion or a bug in its path — is how
 #: the decode pool's exhaustion crashed the scheduler
 _RETRACT_FRAME_RE = re.compile(r'File "[^"]*", line \d+, in retract_decode\b')
@@ -119,7 +119,8 @@ def _raised_in_retraction(row: Row) -> str | None:
     return f"{etype}: {str(a.get('exception_message') or '').strip()[:160]}" if etype else "an exception"
 
 
-#: ``mem_cache/common.py::alloc_req_slots`` (0.5.x; ``ScheduleBatch.alloc_req_slots`` in 0.4.x): the request-slot
+#: sglang python/sglang/srt/mem_cache/common.py::alloc_req_slots (0.5.x; schedule_batch.py's ScheduleBatch method in
+#: 0.4.x): the request-slot
 #: pool (``ReqToTokenPool``, one row per running request, sized from --max-running-requests) had no row left for the
 #: batch's new requests — a capacity limit on requests, not on tokens; it prints the rows left and the rows wanted
 _REQ_SLOTS_RE = re.compile(r"alloc_req_slots runs out of memory")
