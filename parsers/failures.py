@@ -300,6 +300,9 @@ _REFUSE_CTX = re.compile(
     r"model length of (?P<c4>\d+)|is longer than the maximum model length of (?P<c5>\d+)|"
     r"Input prompt \((?P<n6>\d+) tokens\) is too long and exceeds limit of (?P<c6>\d+)"
 )
+#: vLLM 0.11+ names the output tokens first (``However, you requested {M} output tokens and your prompt contains {N}
+#: input tokens, for a total of {N+M} tokens``, failure_messages.md §6.2 #3/#4): the total is what passed the limit
+_REFUSE_TOTAL = re.compile(r"for a total of (\d+) tokens")
 #: SGLang's pool self-checks (sglang_formats.md: ``token_to_kv_pool_allocator memory leak detected!``,
 #: ``req_to_token_pool memory leak detected!``; the busy-time invariant checker,
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
@@ -564,6 +567,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         named = rc.groupdict()
         limit = next((_int(v) for k, v in named.items() if k[0] == "c" and v), None)
         asked = next((_int(v) for k, v in named.items() if k[0] == "n" and v), None)
+        if (total := _REFUSE_TOTAL.search(head, rc.end())) is not None:
+            asked = _int(total.group(1))
         return "failure", {"tokens": asked} if asked is not None else {}, {
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):

@@ -443,6 +443,11 @@ def _ranks(proc: str) -> dict[str, Any]:
 def _phase_of_text(text: str) -> str | None:
     """The phase named by the innermost traceback frame that names one."""
     frames = _TB_FRAME.findall(text) if "File \"" in text else []
+    # capture and the sampler's warm-up run the model through ``_dummy_run`` as the profiling run does: a frame of
+    # either anywhere in the stack names the phase, whatever the innermost frame is
+    for rx, phase in _PHASE_OF_FRAME[:2]:
+        if any(rx.search(func) for _, func in frames):
+            return phase
     for _, func in reversed(frames):
         for rx, phase in _PHASE_OF_FRAME:
             if rx.search(func):

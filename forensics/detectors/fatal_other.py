@@ -37,7 +37,7 @@ FATAL_KINDS = (
     "ranks_not_loaded", "watchdog_timeout", "rank_dead", "init_failed", "scheduler_exception", "cuda_graph_failed",
     "cuda_oom", "cuda_error_oom", "failure", "subprocess_crashed", "health_check_failed", "nccl_watchdog", "sigquit",
     # vLLM's (parsers/vllm.py)
-    "exception", "engine_dead", "cuda_error",
+    "exception", "engine_dead", "cuda_error", "memory_profiling_error",
 )
 #: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
 FATAL_CLASSES = frozenset({
@@ -263,6 +263,13 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
         return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
                 + (f" (during {a['during']})" if a.get("during") else ""), bool(emsg), generic)
+    if kind == "memory_profiling_error":
+        # vllm_formats.md §3.5: ``assert`` in the profiling step (V0 0.2–0.10 ``profile_run``, V1 0.7+
+        # ``determine_available_memory``) that the GPU's free memory did not rise while vLLM profiled
+        return ("vLLM's memory profiling failed its own check: the GPU had more free memory after profiling than "
+                "before, so memory another process (or an earlier instance) held was released while vLLM measured",
+                True, ["nvidia-smi before the launch: start vLLM only on a GPU no other process is using or releasing "
+                       "(a previous instance still shutting down, a co-tenant in the same container).", *generic])
     if kind == "engine_dead":
         return f"the vLLM engine core died ({a.get('reason') or 'no reason given'})", False, generic
     if kind == "cuda_error":
