@@ -278,14 +278,38 @@ def test_ray_monitor_kill_while_loading_suggests_sequential_loading() -> None:
 
 
 def test_ray_list_of_possible_causes_is_not_an_observed_oom_kill() -> None:
-    # alone, a worker's death says nothing of its cause: no host-memory finding, an unexplained failure
+    # alone, the death without a traceback is the observation (killed from outside), Ray's list is not: low weight,
+    # and the finding names the fact that would confirm it
     alone = findings(RAY_WORKER_EXIT)
-    root = alone[alone["_root"]]
-    assert "VLLM-HOST-002" not in alone and root.category == "other" and "does not say" in root.summary
+    f = alone["VLLM-HOST-002"]
+    assert alone["_root"] == "VLLM-HOST-002" and f.confidence == "low" and "does not say why" in f.summary
+    assert "not a diagnosis" in f.summary and "dmesg" in f.confidence_reason
     # while 4 ranks were loading their weights through host RAM, host memory is the likely cause, at low weight
     f = findings(TP4_LOADING + RAY_WORKER_EXIT)["VLLM-HOST-002"]
     assert f.confidence == "low" and "does not say why" in f.summary
     assert flag(f, "--max-parallel-loading-workers").new == "1"
+
+
+#: a worker's own traceback: what its death that follows is the consequence of
+WORKER_OOM = ("(Worker_TP1 pid=7) ERROR 09-03 22:29:59 [multiproc_executor.py:654] WorkerProc hit an exception.\n"
+              "(Worker_TP1 pid=7) ERROR 09-03 22:29:59 [multiproc_executor.py:654] torch.OutOfMemoryError: CUDA out "
+              "of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 44.52 GiB of which 1.10 GiB is "
+              "free.\n")
+SILENT_WORKER_DEATH = ("(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc "
+                       "VllmWorker-1 died unexpectedly, shutting down executor.\n")
+
+
+def test_a_death_with_no_traceback_and_no_exit_code_is_a_kill_from_outside() -> None:
+    f = findings(SILENT_WORKER_DEATH)["VLLM-HOST-002"]
+    assert f.category == "kernel_oom_killer" and f.confidence == "low"
+    assert "without a traceback" in f.summary and "memory.events" in f.confidence_reason
+    # a traceback in the input says what failed: the death is its consequence, not a kill
+    assert "VLLM-HOST-002" not in findings(WORKER_OOM + SILENT_WORKER_DEATH)
+    # nor after an orderly stop that reached the workers first
+    stop = "(APIServer pid=3) INFO 09-03 22:29:58 [launcher.py:101] Shutting down FastAPI HTTP server.\n"
+    assert "VLLM-HOST-002" not in findings(stop + SILENT_WORKER_DEATH)
+    # Ray's exit notice after a worker's traceback is the same consequence
+    assert "VLLM-HOST-002" not in findings(WORKER_OOM + RAY_WORKER_EXIT)
 
 
 def test_sigkill_after_loading_keeps_the_finding_without_the_loading_flag() -> None:

@@ -23,6 +23,7 @@ from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
+from .fatal_other import FAILURE_LINE_KINDS
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
 RESERVE_SHARE = 0.1  # of host RAM kept for the OS, weight loading and the processes themselves
@@ -197,22 +198,73 @@ def _sigkilled(run: list[Row]) -> list[Row]:
     return out
 
 
+#: the engine's own death chain: lines that say a process died, never why (vllm_formats.md §3.6)
+_DEATH_CHAIN = frozenset({"rank_dead", "engine_dead", "init_failed"})
+#: rows that say the weights were already in: the load's end, the engine serving
+_PAST_LOADING = ("weight_load_end", "engine_metrics", "notice")
+#: notices of an orderly stop: a death after one is the shutdown's, not a kill
+_SHUTDOWN_NOTICES = frozenset({"shutdown", "worker_shutdown"})
+
+
+def _explained(tl: Timeline, run: list[Row]) -> bool:
+    """Whether the input says why a process died: a failure line outside the death chain, an exit code that is
+    not SIGKILL's (1: a Python exception), or an orderly shutdown noticed before the first death."""
+    if any(r.get("kind") not in _DEATH_CHAIN for r in rows(tl, *FAILURE_LINE_KINDS)):
+        return True
+    codes = [r.get("code") for r in of_kind(run, "init_failed")] + [
+        v for r in of_kind(run, "init_failed") for v in (attrs(r).get("failed_procs") or {}).values()]
+    if any(isinstance(c, int) and c not in (-9, 137) for c in codes):
+        return True
+    dead = [r.get("line") or 0 for r in of_kind(run, "rank_dead")]
+    first = min(dead) if dead else 0
+    return any(attrs(r).get("message_id") in _SHUTDOWN_NOTICES and (r.get("line") or 0) < first
+               for r in of_kind(run, "notice"))
+
+
+def _died_silently(tl: Timeline, run: list[Row]) -> list[Row]:
+    """Worker or engine-core deaths that vLLM noticed with no exit code, in an input where nothing says why.
+
+    ``"Worker proc %s died unexpectedly, shutting down executor."`` (``v1/executor/multiproc_executor.py``,
+    0.8.5–0.25.0) and ``"Engine core proc %s died unexpectedly, shutting down client."`` (``v1/engine/
+    core_client.py``, 0.10.1–0.19.0) are the parent's monitor thread seeing the child's process sentinel fire
+    (vllm_formats.md §3.6). A Python error inside the child is logged by the child first (``WorkerProc hit an
+    exception.``, ``EngineCore encountered a fatal error.``) and exits 1; a process that vanishes with nothing
+    logged was killed from outside, by a signal it cannot catch: SIGKILL, which the kernel's (or the cgroup's)
+    OOM killer sends (§3.7, rule 3: "Worker death without traceback … ⇒ host RAM"). Ray's ``Worker exit type:
+    SYSTEM_ERROR`` (the worker's connection closed with no exit through Ray) is the same observation: an
+    exception in an actor comes back as the task's error with its traceback, it does not end the process."""
+    silent = [r for r in of_kind(run, "rank_dead") if r.get("code") is None
+              and attrs(r).get("cause") in (None, "ray_worker_exited")]
+    return [] if not silent or _explained(tl, run) else silent
+
+
+def _who(row: Row) -> str:
+    name = attrs(row).get("process_name")
+    return f"process {name}" if name else "worker"
+
+
 def detect_killed(tl: Timeline) -> list[Finding]:
     if rows(tl, "oom_kill"):
         return []  # the kernel's own report: SGL-HOST-004 names the victims
     out: list[Finding] = []
     for run in vllm_runs(tl):
-        dead = _sigkilled(run)
+        killed = [r for r in _sigkilled(run) if attrs(r).get("cause") != "ray_worker_exited"]
+        silent = [] if killed else _died_silently(tl, run)
+        dead = killed or silent
         if not dead:
             continue
         first = dead[0]
         ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
-        loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
+        loaded = [r for r in of_kind(run, *_PAST_LOADING) if (r.get("line") or 0) < (first.get("line") or 0)
+                  and (r.get("kind") != "notice" or attrs(r).get("message_id") in ("weights_read", "init_engine_done"))]
         cfg = settings(tl, run)
         ranks, how = ranks_of(cfg)
-        unexplained = all(attrs(r).get("cause") == "ray_worker_exited" for r in dead)
-        if unexplained and (loaded or ranks < 2):
-            continue  # a worker died and nothing says of what: not a host-memory finding (fatal_other has it)
+        ray_exited = [r for r in dead if attrs(r).get("cause") == "ray_worker_exited"]
+        if ray_exited and ranks < 2 and not cfg.observed("tensor_parallel_size"):
+            # vLLM starts Ray workers only for a world size above 1 (ParallelConfig, vllm/config.py 0.1–0.4:
+            # ``if self.world_size > 1: self.worker_use_ray = True``)
+            ranks, how = 2, "at least 2: vLLM runs Ray workers when the world size is above 1"
+        unexplained = bool(ray_exited) and len(ray_exited) == len(dead)
         flags: list[FlagChange] = []
         loading_flag = engines.flag_for("vllm", "parallel_loading_workers") or "--max-parallel-loading-workers"
         if not loaded and (ranks > 1 or ray):
@@ -222,9 +274,16 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                                     "(slower start-up)"))
         out.append(make_finding(
             "VLLM-HOST-002",
-            summary=(("A Ray worker of vLLM died while the weights were loading, and Ray does not say why: with "
-                      f"{ranks} workers each reading the checkpoint through host RAM at once, the likeliest cause is "
-                      "the kernel OOM killer (the first of Ray's possible causes)") if unexplained else
+            summary=(("A Ray worker of vLLM died with no traceback, and Ray does not say why (exit type SYSTEM_ERROR; "
+                      "its list of possible causes is not a diagnosis)"
+                      + (f" before the log shows the weights loaded: with {ranks} workers each reading the checkpoint "
+                         "through host RAM at once," if not loaded else ": a process that ends without an exception "
+                         "was killed from outside;")
+                      + " the likeliest cause is a SIGKILL from the kernel OOM killer") if unexplained else
+                     (f"vLLM's {_who(first)} died without a traceback or an exit code"
+                      + (" while the weights were loading" if not loaded else "")
+                      + ": nothing inside the process reported an error, so it was killed from outside — SIGKILL, "
+                        "most often the kernel or cgroup OOM killer (host or container memory)") if silent else
                      ("A vLLM worker was killed by SIGKILL"
                       + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
                          " (exit code -9): most often the kernel OOM killer")
@@ -234,9 +293,14 @@ def detect_killed(tl: Timeline) -> list[Finding]:
             confidence="medium" if ray else "low",
             confidence_reason="no kernel log in the input: " + (
                 "Ray's memory monitor reports the kill" if ray else
-                "Ray lists possible causes only; the phase (all ranks loading at once) points to host memory"
-                if unexplained else "exit code -9 only"),
-            figures={"ranks_per_host": ranks, "killed_before_weights_loaded": not loaded},
+                "Ray lists possible causes only; no traceback in the input"
+                + ("; the phase (all ranks loading at once) points to host memory" if not loaded else "")
+                + "; a kernel `Killed process <pid>` line (dmesg) would confirm the OOM killer" if unexplained else
+                "vLLM saw the process exit and logged no code; a kernel `Killed process <pid>` line (dmesg) or "
+                "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
+                "would confirm the OOM killer, a `segfault at` line would rule it out" if silent else
+                "exit code -9 only"),
+            figures={"ranks_per_host": ranks, "ranks_counted": how, "killed_before_weights_loaded": not loaded},
             flags=flags,
             actions=["Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`, "
                      "`journalctl -k`); size per-GPU host memory (VLLM-HOST-001) and weight loading to the host, "
