@@ -1090,6 +1090,8 @@ _SNIFF_STRONG = (
     "Task was killed due to the node running low on memory",
     # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
+    # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
+    "Too large swap space. ", "Possibly too large swap space. ",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -240,6 +240,26 @@ def test_swap_space_that_fits_is_quiet() -> None:
     assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
 
 
+#: vLLM's own refusal (CacheConfig.verify_with_parallel_config): swap × TP against 70 % of total RAM
+SWAP_REFUSAL = "ValueError: Too large swap space. 96.00 GiB out of the 125.50 GiB total CPU memory is allocated for the swap space.\n"
+
+
+def test_swap_refusal_alone_states_the_sum_and_proposes_no_per_gpu_number() -> None:
+    f = findings(SWAP_REFUSAL)["VLLM-HOST-001"]
+    assert f.category == "per_rank_overallocation" and f.severity == "critical"
+    assert "96.00 GiB" in f.summary and "× the tensor-parallel size" in f.summary
+    assert not f.remediation.flags  # the sum alone does not say how many GPUs share it
+
+
+def test_swap_refusal_with_the_flag_gives_the_tensor_parallel_size() -> None:
+    flags = ("(APIServer pid=1) INFO 03-02 08:00:00 [arg_utils.py:100] non-default args: {'model': 'm', "
+             "'swap_space': 24}\n")
+    f = findings(flags + SWAP_REFUSAL)["VLLM-HOST-001"]
+    c = flag(f, "--swap-space")
+    assert f.figures["ranks_per_host"] == 4 and c.old == "24"
+    assert 4 * int(c.new) <= 0.3 * 125.5 and int(c.new) >= 1
+
+
 def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
     log = ("(APIServer pid=1) INFO 11-20 09:14:02 [utils.py:253] non-default args: {'model_tag': 'm', "
            "'tensor_parallel_size': 2, 'cpu_offload_gb': 120}\n"

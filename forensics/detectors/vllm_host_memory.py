@@ -104,12 +104,22 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         if swap is None and not offload and not told and not kv_off and not lmc:
             continue
         ranks, how = ranks_of(cfg)
+        # the refusal states swap × TP, vLLM's own sum (vllm_formats.md §3.7): with the flag known it gives TP
+        told_swap = max((float(r["bytes"]) for r in told if r.get("bytes")), default=0.0)
+        tp_seen = cfg.value_or_default("tensor_parallel")[1]
+        if told_swap and swap and not tp_seen and round(told_swap / (swap * GIB)) >= 1:
+            tp_told = round(told_swap / (swap * GIB))
+            ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
+                f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
+        per_gpu_known = swap is not None or tp_seen or not told_swap
         groups = max(ranks // int(cfg.value_or_default("tensor_parallel")[0] or 1), 1)  # engines (TP groups) on the host
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
+        if swap is None and told_swap and tp_seen:
+            swap_b = told_swap / max(ranks, 1)
         v1 = cfg.engine_generation == "V1"
         pools = groups * kv_off * GIB + ranks * lmc * GIB  # the KV offload buffers and LMCache's CPU backends
-        demand = ranks * ((0 if v1 else swap_b) + offload * GIB) + pools
+        demand = max(ranks * ((0 if v1 else swap_b) + offload * GIB) + pools, told_swap)
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
             continue
@@ -122,7 +132,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         flags: list[FlagChange] = []
         new = corrected_per_gpu(host_total=total, ranks=ranks, offload_per_gpu=offload * GIB) if total else None
         swap_flag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
-        if new is not None and new < (swap if swap is not None else swap_b / GIB):  # never raise it
+        if new is not None and per_gpu_known and new < (swap if swap is not None else swap_b / GIB):  # never raise
             flags.append(FlagChange(swap_flag, f"{swap:g}" if swap is not None else None, str(new),
                                     f"{ranks} ranks ({how}) × {new} GiB ≤ {SWAP_SHARE:.0%} of {fmt_gib(total)} "
                                     f"({host_how}), beside {ranks} × {offload:g} GiB offloaded weights; 0 is valid "
@@ -152,7 +162,12 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
-            summary=(f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
+            summary=((f"vLLM refused to start: {swap_flag} × the tensor-parallel size asks {fmt_gib(told_swap)} of "
+                      f"swap space, over 70 % of the {fmt_gib(total or 0)} total CPU memory it counts (vLLM checks "
+                      "total RAM and TP only; each GPU worker pins its own). The flag is GiB per GPU: lower it so "
+                      f"that it × TP stays below {fmt_gib(SWAP_SHARE * (total or 0))} ({SWAP_SHARE:.0%}); 0 is valid "
+                      "without beam search / n > 1.") if refused and told_swap and not per_gpu_known else
+                     f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
                      + (f" + {off_flag} {offload:g}" if offload else "")
                      + (f" + --kv-offloading-size {kv_off:g} per TP group" if kv_off else "")
                      + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker" if lmc else "")
