@@ -65,7 +65,7 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
         return []
     cfg = server_config(tl)
     if vllm_runs(tl) and cfg.get("hicache_size") is None and cfg.get("hicache_ratio") is None:
-        return [_vllm_pin_failed(tl, fails)]
+        return []  # vLLM's per-GPU host memory: VLLM-HOST-001 (vllm_host_memory.pinning_failed)
     size = max((float(r["bytes"]) for r in fails if r.get("bytes")), default=None)
     ranks, ranks_how = ranks_per_host(cfg)
     capacity = host_memory(tl).capacity  # the host's facts, as every host-memory finding reads them
@@ -110,43 +110,6 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
                  "Upgrade SGLang: from 0.5.15 a failed cudaHostRegister is reported at once instead of as a later "
                  "error."],
     )]
-
-
-def _vllm_pin_failed(tl: Timeline, fails: list[Row]) -> Finding:
-    """vLLM's pinned host memory could not be allocated: its per-GPU host pools (V0's ``--swap-space`` blocks,
-    ``pin_memory=True`` per layer: vllm_formats.md; ``--cpu-offload-gb``) × the ranks are more than the host can
-    lock. VLLM-HOST-001 does the arithmetic when the host's size is known; this says which pool and what to
-    lower meanwhile."""
-    runs = vllm_runs(tl)
-    cfg = settings(tl, runs[-1] if runs else [])
-    ranks, how = ranks_of(cfg)
-    swap, seen = cfg.value_or_default("host_kv_per_gpu")
-    offload = cfg.num("cpu_offload_gb") or 0.0
-    flags: list[FlagChange] = []
-    if swap and cfg.engine_generation != "V1":
-        new = int(swap * BLIND_SHARE)
-        flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
-                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
-                                " could not be pinned; half, until `free -g` shows what the host can lock for all "
-                                "ranks (0 is valid without beam search / n > 1)"))
-    elif offload:
-        flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
-                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
-                                "shows the budget"))
-    return make_finding(
-        "SGL-HOST-007",
-        summary=("Pinning host memory failed (the pinned host allocator ran out, not the GPU): vLLM's per-GPU host "
-                 f"memory × {ranks} ranks ({how}) is more than the host can lock"
-                 + (f"; lower {flags[0].flag} to {flags[0].new}" if flags else "") + "."),
-        evidence=fails[:4] + cfg.evidence_rows("swap_space", "cpu_offload_gb", "tensor_parallel_size"),
-        confidence="low",
-        confidence_reason="host memory not in the input: the pinned pools cannot be set against it",
-        ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
-        figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap, "cpu_offload_gib_per_gpu": offload},
-        flags=flags,
-        actions=["`free -g` and the container's memory limit against ranks × (--swap-space + --cpu-offload-gb); "
-                 "PyTorch rounds each pinned block up to a power of two."],
-    )
 
 
 # ---------------------------------------------------------------------------------------------

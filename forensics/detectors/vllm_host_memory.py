@@ -18,14 +18,16 @@ from __future__ import annotations
 from forensics.facts import engines
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
-from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
-from .fatal_other import FAILURE_LINE_KINDS
+from .fatal_other import FAILURE_LINE_KINDS, failure_class
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
+#: with no host figures, propose at most this share of what failed to pin
+BLIND_SHARE = 0.5
 RESERVE_SHARE = 0.1  # of host RAM kept for the OS, weight loading and the processes themselves
 MIN_RESERVE = 8 * GIB
 
@@ -84,10 +86,69 @@ def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return [*_overallocated(tl), *detect_killed(tl)]
+    fails = pinning_failures(tl) if vllm_runs(tl) else []
+    over = _overallocated(tl, fails)
+    return [*over, *([_pinning_failed(tl, fails)] if fails and not over else []), *detect_killed(tl)]
 
 
-def _overallocated(tl: Timeline) -> list[Finding]:
+def pinning_failures(tl: Timeline) -> list[Row]:
+    """Pinned host allocations that failed: the runtime's ``out of memory`` with the pinned allocator in its frames
+    (:func:`parsers.failures.pinned_host_oom`) and the NVIDIA kernel module's ``Cannot map memory`` line."""
+    return ([r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
+            + [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"])
+
+
+def _tracebacks_of(tl: Timeline, fails: list[Row]) -> list[Row]:
+    """The traceback rows that hold these failures (the exception whose lines span them)."""
+    at = {(r.get("file"), r.get("line")) for r in fails}
+    return [r for r in rows(tl, "exception") if any(
+        f == r.get("file") and (r.get("line") or 0) <= n <= (r.get("line_end") or r.get("line") or 0) for f, n in at)][:2]
+
+
+def _pinning_failed(tl: Timeline, fails: list[Row]) -> Finding:
+    """vLLM's pinned host memory could not be allocated: its per-GPU host pools (V0's ``--swap-space`` blocks,
+    ``pin_memory=True`` per layer: vllm_formats.md; ``--cpu-offload-gb``) × the ranks are more than the host can
+    lock (vllm_formats.md §3.7, "pinning failures": ``RuntimeError: CUDA error: out of memory`` from ``cudaHostAlloc``
+    when pinning swap/offload buffers; failure_messages.md §2.1: the pinned frames say host, not GPU). With the
+    host's size known :func:`_overallocated` does the arithmetic; this says which pool and what to lower
+    meanwhile."""
+    runs = vllm_runs(tl)
+    cfg = settings(tl, runs[-1] if runs else [])
+    ranks, how = ranks_of(cfg)
+    swap, seen = cfg.value_or_default("host_kv_per_gpu")
+    offload = cfg.num("cpu_offload_gb") or 0.0
+    flags: list[FlagChange] = []
+    if swap and cfg.engine_generation != "V1":
+        new = int(swap * BLIND_SHARE)
+        flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
+                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
+                                " could not be pinned; half, until `free -g` shows what the host can lock for all "
+                                "ranks (0 is valid without beam search / n > 1)"))
+    elif offload:
+        flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
+                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
+                                "shows the budget"))
+    return make_finding(
+        "VLLM-HOST-001",
+        summary=("Pinning host memory failed (the pinned host allocator ran out, not the GPU): vLLM's per-GPU host "
+                 + (f"memory × {ranks} ranks ({how})" if ranks > 1 else
+                    "memory × the ranks on the host (the tensor-parallel size is not in the input)")
+                 + " is more than the host can lock"
+                 + (f"; lower {flags[0].flag} to {flags[0].new}" if flags else "") + "."),
+        evidence=fails[:4] + _tracebacks_of(tl, fails) + cfg.evidence_rows("swap_space", "cpu_offload_gb",
+                                                                             "tensor_parallel_size"),
+        confidence="low",
+        confidence_reason="host memory not in the input: the pinned pools cannot be set against it",
+        ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
+        figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap, "cpu_offload_gib_per_gpu": offload},
+        flags=flags,
+        actions=["`free -g` and the container's memory limit against ranks × (--swap-space + --cpu-offload-gb); "
+                 "PyTorch rounds each pinned block up to a power of two."],
+    )
+
+
+
+def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
     out: list[Finding] = []
     seen = False
     # a launch command alone (a ticket, `forensics check`) is a run with no log rows of its own
@@ -176,7 +237,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
                      + ("; vLLM refused to start" if refused else "")
                      + ("; the kernel OOM killer fired" if kills else "") + "."
                      + (f" Set {flags[0].flag} {flags[0].new}." if flags else "")),
-            evidence=[*told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size",
+            evidence=[*fails[:2], *told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size",
                                                     "tensor_parallel_size"),
                       *([lmc_row] if lmc_row is not None and lmc else []), *host_rows, *kills[:2]],
             severity=severity,
