@@ -186,6 +186,35 @@ _MADVISE_CALL = re.compile(r"\bmadvise\(")
 _PINNED_FRAMES = re.compile(r"pin_memory|CachingHostAllocator|cudaHostAlloc\b|\.pin_memory\(\)")
 
 
+#: CUDA runtime errors that refuse a host registration for a reason other than memory (failure_messages.md §2.2):
+#: ``cudaErrorHostMemoryAlreadyRegistered`` (712, the same range registered twice) and ``cudaErrorNotSupported``
+#: (801, a platform without host registration: some VMs, WSL)
+_REGISTER_REFUSALS = {"part or all of the requested memory range is already mapped": 712,
+                      "operation not supported": 801}
+_REGISTER_ERROR = re.compile(r"\b(?:CUDA|HIP) error: (part or all of the requested memory range is already mapped|"
+                             r"operation not supported)")
+_REGISTER_FRAMES = re.compile(r"cudaHostRegister|cuda_host_register|host_register")
+
+
+def register_refusal(exc_line: str, frames: str = "") -> int | None:
+    """The runtime code of a host registration refused for a reason other than memory, else None.
+
+    ``already mapped`` is a registration's own error (only ``cudaHostRegister`` returns it); ``operation not
+    supported`` is one only when the traceback's frames are registering host memory.
+
+    >>> register_refusal("RuntimeError: CUDA error: part or all of the requested memory range is already mapped")
+    712
+    >>> register_refusal("RuntimeError: CUDA error: operation not supported"), register_refusal(
+    ...     "RuntimeError: CUDA error: operation not supported", "torch.cuda.cudart().cudaHostRegister(ptr, n, 0)")
+    (None, 801)
+    """
+    m = _REGISTER_ERROR.search(exc_line[:4000])
+    if m is None:
+        return None
+    rc = _REGISTER_REFUSALS[m.group(1)]
+    return rc if rc == 712 or _REGISTER_FRAMES.search(frames[:20000]) else None
+
+
 def pinned_host_oom(kind: str, text: str) -> bool:
     """Whether a runtime ``out of memory`` came from pinning host memory (its traceback shows the pinned path)."""
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
@@ -460,6 +489,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         if "NCCL" in head or "Failed to CUDA" in ro.group(0):
             attrs["in_nccl"] = True
         return "cuda_error_oom", {"bytes": _int(ro.group(1))} if ro.group(1) else {}, attrs
+    if (rc := register_refusal(head)) is not None:
+        return "failure", {}, {"failure": "host_register_refused", "api": "cudaHostRegister", "host_pinned": True,
+                               "rc": rc, "message": msg[:2000]}
     if (k := _KERNEL_MAP.search(head)) is not None:
         pages = int(k.group(2), 16) if k.group(2).lower().startswith("0x") else int(k.group(2))
         return "failure", {"bytes": pages * 4096}, {"failure": "kernel_map_failed", "pages": pages, "message": msg[:500]}

@@ -362,3 +362,16 @@ def test_a_runtime_oom_inside_the_pinned_host_allocator_is_host_memory() -> None
               "    staging = torch.empty(nbytes, dtype=torch.uint8, device='cuda')\n"
               "RuntimeError: CUDA error: out of memory\n")
     assert not gpu["a"].get("host_pinned")
+
+
+def test_a_refused_registration_is_not_a_pinning_shortage() -> None:
+    """failure_messages.md §2.2: 712 (already registered) is the registration's own error; 801 (not supported) only
+    with the registration in the frames; neither is the runtime's out-of-memory."""
+    kind, _cols, attrs = failures.classify(
+        "RuntimeError: CUDA error: part or all of the requested memory range is already mapped")
+    assert (kind, attrs["failure"], attrs["rc"]) == ("failure", "host_register_refused", 712)
+    assert failures.classify("RuntimeError: CUDA error: operation not supported")[2].get("failure") != \
+        "host_register_refused"  # without frames it could be any runtime call
+    assert failures.register_refusal("RuntimeError: CUDA error: operation not supported",
+                                     "    cudart.cudaHostRegister(buf.data_ptr(), n, 0)") == 801
+    assert failures.register_refusal("RuntimeError: CUDA error: out of memory", "cudaHostRegister(...)") is None

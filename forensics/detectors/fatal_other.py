@@ -244,6 +244,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the server failed to initialise", False, generic
     if kind == "scheduler_exception":
         words, said = _exception_words(row)
+        if (refused := _refusal_words(a)) is not None:
+            return f"{words} — {refused[0]}", said, [*refused[1], *generic]
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
         return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
@@ -354,10 +356,30 @@ _CLASS_WORDS = {
 }
 
 
+#: host registrations refused for a reason that is not memory (failure_messages.md §2.2): what each code proves
+_REGISTER_RC_WORDS = {
+    712: ("cudaHostRegister refused a range that is already registered (cudaErrorHostMemoryAlreadyRegistered): the "
+          "same host buffer was pinned twice: a bug in the code that registers it, not a shortage of host memory",
+          ["Not a sizing problem: do not shrink the host pool for it. Look for a second registration of the same "
+           "buffer (a retried start-up in the same process, two pools over one mapping); upgrade the engine or "
+           "report it with the traceback."]),
+    801: ("cudaHostRegister is not supported on this platform (cudaErrorNotSupported): the host memory cannot be "
+          "pinned at all (some VMs and WSL), whatever its size; not a shortage of host memory",
+          ["Not a sizing problem: run where host registration works (bare metal or a GPU-passthrough VM) or turn "
+           "off the feature that pins host memory (the hierarchical cache, CPU offload)."]),
+}
+
+
+def _refusal_words(a: dict) -> tuple[str, list[str]] | None:
+    return _REGISTER_RC_WORDS.get(a.get("rc")) if a.get("failure") == "host_register_refused" else None
+
+
 def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
     a = attrs(row)
     cls = a.get("failure")
     etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+    if (refused := _refusal_words(a)) is not None:
+        return refused[0], True, [*refused[1], *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]

@@ -46,7 +46,7 @@ def _pin_failures(tl: Timeline) -> list[Row]:
     out = [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"]
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
     out += [r for r in rows(tl, "failure", "scheduler_exception")
-            if r not in out and failure_class(r) not in ("kernel_map_failed", "host_register_refused")
+            if r not in out and attrs(r).get("failure") not in ("kernel_map_failed", "host_register_refused")
             and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")]
     return out
 
