@@ -272,7 +272,8 @@ _PORT_HOLDER_PID = re.compile(r"\bpid=(\d+)")
 _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: the NVIDIA kernel module's ``os_lookup_user_io_memory`` (NVIDIA/open-gpu-kernel-modules,
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
-#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
+#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister):
+#: ``RmCreateOsDescriptor`` (src/nvidia/arch/nvalloc/unix/src/escape.c) falls back to it after ``os_lock_user_pages``
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
 _GPU_BUSY = re.compile(r"(?:GPU\(s\)|GPU \d+|GPUs?) (?:still )?not idle|GPU (\d+) uses " + _SIZE.replace("bytes|", "bytes|G?B|")
                        + r".{0,40}?\(pid=(\d+)")

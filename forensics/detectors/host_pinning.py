@@ -1,9 +1,14 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
-HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``; the NVIDIA
-kernel module pins the range with get_user_pages and, when that fails, logs the range it could not map
-(open-gpu-kernel-modules ``kernel-open/nvidia/os-mlock.c``, ``os_lookup_user_io_memory``), and SGLang
-0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
+HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``. The NVIDIA
+kernel module imports the range in ``RmCreateOsDescriptor`` (NVIDIA/open-gpu-kernel-modules,
+``src/nvidia/arch/nvalloc/unix/src/escape.c``): ``os_lock_user_pages`` pins it with ``pin_user_pages``;
+when that fails (``NV_ERR_INVALID_ADDRESS``) it tries the range as an I/O mapping,
+``os_lookup_user_io_memory`` (``kernel-open/nvidia/os-mlock.c``), which for ordinary RAM prints
+``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of 0x%llx pages\\n", …)``.
+So the line proves the kernel would not pin those pages — RAM or the cgroup's limit exhausted most
+often; some kernels also refuse very large single ranges whatever is free, which is why the host's
+facts set the confidence. SGLang 0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
 
     Cannot map memory with base addr 0x7fa0c0000000 and size of 0x500000 pages      (0x500000 × 4 KiB = 20 GiB)
     RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7fa0c0000000 size=21474836480; …
