@@ -20,6 +20,8 @@ One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (w
 [343597383680]
 >>> parse("memory.max: max\\n").events.height
 0
+>>> parse("137438953472\\n", path="cgroup/memory.max").events["bytes"].to_list()
+[137438953472]
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     limits_indent: int | None = None
     if command and (m := _CGROUP_FILE.search(command)) is not None:
         cat_of = m.group(1)
+    elif (base := path.replace("\\", "/").rsplit("/", 1)[-1]) in _HARD:
+        cat_of = base  # the cgroup file itself, copied as it is: its name says what the number is
     for i, ln in enumerate(lines):
         m = _CGROUP_LINE.match(ln)
         if m:

@@ -228,10 +228,11 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                       "total RAM and TP only; each GPU worker pins its own). The flag is GiB per GPU: lower it so "
                       f"that it × TP stays below {fmt_gib(SWAP_SHARE * (total or 0))} ({SWAP_SHARE:.0%}); 0 is valid "
                       "without beam search / n > 1.") if refused and told_swap and not per_gpu_known else
-                     f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
-                     + (f" + {off_flag} {offload:g}" if offload else "")
-                     + (f" + --kv-offloading-size {kv_off:g} per TP group" if kv_off else "")
-                     + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker" if lmc else "")
+                     f"{ranks} vLLM ranks × per-GPU host memory ("
+                     + " + ".join([*([f"{swap_flag} {swap_b / GIB:g} GiB"] if not v1 or swap is not None else []),
+                                   *([f"{off_flag} {offload:g}"] if offload else []),
+                                   *([f"--kv-offloading-size {kv_off:g} per TP group"] if kv_off else []),
+                                   *([f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker"] if lmc else [])])
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of {fmt_gib(total)} ({host_how})" if total else "")
                      + ("; vLLM refused to start" if refused else "")
