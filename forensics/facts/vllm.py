@@ -182,7 +182,7 @@ def launch_generation(tl: Timeline) -> str | None:
         if not is_vllm_launch(row):
             continue
         a = attrs(row)
-        text = " ".join([row.get("text") or "", *(str(x) for x in a.get("argv") or [])])
+        text = " ".join([row.get("text") or "", str(a.get("image") or ""), *(str(x) for x in a.get("argv") or [])])
         env = a.get("env") or {}
         if _V1_ONLY.search(text) or any(_V1_ONLY.search(f"{k} {v}") for k, v in (a.get("flags") or {}).items()):
             return "V1"
