@@ -260,6 +260,25 @@ def test_swap_refusal_with_the_flag_gives_the_tensor_parallel_size() -> None:
     assert 4 * int(c.new) <= 0.3 * 125.5 and int(c.new) >= 1
 
 
+def _kv_offload_log(size: int) -> str:
+    return ("(APIServer pid=1) INFO 02-10 08:00:00 [utils.py:253] non-default args: {'model_tag': 'm', "
+            f"'tensor_parallel_size': 2, 'pipeline_parallel_size': 2, 'data_parallel_size': 2, 'kv_offloading_size': "
+            f"{size}}}\n"
+            "(EngineCore_DP0 pid=2) INFO 02-10 08:00:05 [core.py:93] Initializing a V1 LLM engine (v0.12.0) with "
+            "config: model='m', max_seq_len=8192, tensor_parallel_size=2, pipeline_parallel_size=2\n")
+
+
+def test_kv_offloading_size_is_one_engines_over_its_tp_and_pp_ranks() -> None:
+    # vllm/config/vllm.py: cpu_bytes_to_use = size GiB for the engine, split over TP × PP; each DP replica has its own
+    host = 268_435_456  # 256 GiB
+    fs, _ = run_all(_host_timeline(_kv_offload_log(100), host))  # 2 engines × 100 GiB within 256 − reserve
+    assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
+    fs, _ = run_all(_host_timeline(_kv_offload_log(130), host))  # 2 × 130 GiB is over
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    c = flag(f, "--kv-offloading-size")
+    assert c.old == "130" and 2 * int(c.new) <= 256 * 0.9 and int(c.new) >= 100
+
+
 def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
     log = ("(APIServer pid=1) INFO 11-20 09:14:02 [utils.py:253] non-default args: {'model_tag': 'm', "
            "'tensor_parallel_size': 2, 'cpu_offload_gb': 120}\n"

@@ -35,7 +35,7 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import failure_class
 from .per_rank_overallocation import HICACHE_UNIT
-from .vllm_host_memory import lmcache_cpu_size, ranks_of
+from .vllm_host_memory import engine_ranks, lmcache_cpu_size, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -144,7 +144,7 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
 
     Per-rank pools: SGLang's HiCache (``--hicache-size``/``--hicache-ratio`` per rank); vLLM's per-GPU
     ``--cpu-offload-gb`` (the UVA offloader logs each rank's ``Total CPU offloaded parameters``),
-    ``--swap-space`` and ``--kv-offloading-size`` (total across the TP ranks), LMCache's
+    ``--swap-space`` and ``--kv-offloading-size`` (one engine's, over its TP × PP ranks), LMCache's
     ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB per worker: :func:`vllm_host_memory.lmcache_cpu_size`; the vLLM connector
     builds one LMCacheEngine, with its own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine
     instance``). PyTorch's pinned host allocator rounds each block up to a power of two (failure_messages.md
@@ -229,7 +229,7 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         ranks, how = 2, "at least 2: vLLM titles a worker Worker_TP<n> only when tensor parallel > 1"
     words = (set_flags[0][2] if set_flags else "offloaded weights" if logged else "LMCache CPU backend")
 
-    tp = int(cfg.value_or_default("tensor_parallel")[0] or 1)
+    tp = engine_ranks(cfg)  # --kv-offloading-size is one engine's, over its TP × PP ranks
 
     def vllm_flags(share: float, pinned: int, n: int, n_how: str) -> list[FlagChange]:
         # vLLM's host flags and LMCache's size are GiB (vllm_formats.md: `* GiB_bytes`; LMCache allocates
@@ -243,8 +243,8 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         if set_flags:
             key, flag, _w = set_flags[0]
             if key == "kv_offloading_size":
-                return [FlagChange(flag, cfg.text(key), str(gib * tp), why + f"; the flag is GiB for the whole TP "
-                                   f"group: {tp} × {gib} GiB")]
+                return [FlagChange(flag, cfg.text(key), str(gib * tp), why + f"; the flag is GiB for one engine's "
+                                   f"TP × PP ranks together: {tp} × {gib} GiB")]
             return [FlagChange(flag, cfg.text(key), str(gib), why)]
         if lmcache_gb:
             return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gib), why)]

@@ -1,9 +1,24 @@
 """VLLM-HOST-001: vLLM's per-GPU host memory (``--swap-space``, ``--cpu-offload-gb``) × ranks exceeds the host.
 
-Both flags are GiB *per GPU worker*: ``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of
-host RAM (V0; PyTorch's pinned allocator rounds each layer's block up to a power of two), and
-``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's own check only compares swap × TP with 70 % of
-*total* RAM and ignores offload, PP and other tenants. Sample::
+What each host pool is per, from the engines' sources:
+
+* ``--swap-space``: "CPU swap space size (GiB) per GPU" (``vllm/engine/arg_utils.py``, 0.2–0.10; V0's
+  ``CacheEngine`` pins ``num_cpu_blocks`` per worker; V1 allocates none but 0.8–0.17 still run the check).
+* ``--cpu-offload-gb``: "The space in GiB to offload to CPU, per GPU" (``vllm/config/cache.py`` 0.5.3+,
+  ``vllm/config/offload.py`` ``UVAOffloadConfig`` later): every worker pins its own share of the weights.
+* ``--kv-offloading-size`` (0.11+): one engine's budget, split over its TP × PP ranks —
+  ``VllmConfig._post_init_kv_transfer_config`` (``vllm/config/vllm.py``) sets ``cpu_bytes_to_use =
+  kv_offloading_size * (1 << 30)`` for the ``OffloadingConnector`` and the ``lmcache`` backend's per-rank
+  ``max_local_cpu_size = kv_offloading_size / (TP × PP)``; vLLM's config test: "bytes per rank: 8.0 GiB /
+  (2 * 2) = 2.0 GiB". Data-parallel replicas each have their own.
+* LMCache's ``max_local_cpu_size`` (``LMCACHE_MAX_LOCAL_CPU_SIZE``): per worker — ``LMCacheEngineBuilder``
+  (``lmcache/v1/cache_engine.py``) gives every engine its ``MixedMemoryAllocator(int(max_local_cpu_size *
+  1024**3))`` and vLLM's connector builds one engine per worker (:func:`lmcache_cpu_size`).
+
+``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of host RAM (PyTorch's pinned allocator
+rounds each layer's block up to a power of two), and ``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's
+own check only compares swap × TP with 70 % of *total* RAM and ignores offload, PP and other tenants
+(``CacheConfig.verify_with_parallel_config``, vllm_formats.md §3.7). Sample::
 
     ValueError: Too large swap space. 64.00 GiB out of the 62.79 GiB total CPU memory is allocated for the swap space.
 
@@ -74,6 +89,11 @@ def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
         except ValueError:
             continue
     return None, 0.0
+
+
+def engine_ranks(cfg: VllmSettings) -> int:
+    """The ranks of one engine (TP × PP), over which vLLM splits ``--kv-offloading-size``."""
+    return max(int(cfg.value_or_default("tensor_parallel")[0] or 1) * int(cfg.num("pipeline_parallel_size") or 1), 1)
 
 
 def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
@@ -160,7 +180,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         told = of_kind(run, "swap_space_too_large")
         swap = cfg.num("swap_space")
         offload = cfg.num("cpu_offload_gb") or 0.0
-        kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for a whole TP group (vllm/config/cache.py)
+        kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for one engine's TP × PP ranks together
         lmc_row, lmc = lmcache_cpu_size(tl)
         if swap is None and not offload and not told and not kv_off and not lmc:
             continue
@@ -173,7 +193,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
                 f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
         per_gpu_known = swap is not None or tp_seen or not told_swap
-        groups = max(ranks // int(cfg.value_or_default("tensor_parallel")[0] or 1), 1)  # engines (TP groups) on the host
+        groups = max(ranks // engine_ranks(cfg), 1)  # engines (data-parallel replicas) on the host
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
         if swap is None and told_swap and tp_seen:
@@ -208,7 +228,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             if kv_off:  # the other pools' share of the room stays theirs
                 fit = int(max(room - ranks * lmc * GIB, 0) // groups // GIB)
                 flags.append(FlagChange("--kv-offloading-size", f"{kv_off:g}", str(fit),
-                                        f"the buffer is GiB for the whole TP group; {groups} group(s) × {fit} GiB fit "
+                                        f"the buffer is GiB for one engine's TP × PP ranks together; {groups} engine(s) × {fit} GiB fit "
                                         f"{fmt_gib(total)} ({host_how}) − reserve beside the other host pools; "
                                         "PyTorch's pinned allocator rounds each block up to a power of two, so "
                                         "leave room for up to 2×"))
@@ -231,7 +251,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                      f"{ranks} vLLM ranks × per-GPU host memory ("
                      + " + ".join([*([f"{swap_flag} {swap_b / GIB:g} GiB"] if not v1 or swap is not None else []),
                                    *([f"{off_flag} {offload:g}"] if offload else []),
-                                   *([f"--kv-offloading-size {kv_off:g} per TP group"] if kv_off else []),
+                                   *([f"--kv-offloading-size {kv_off:g} per engine"] if kv_off else []),
                                    *([f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker"] if lmc else [])])
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of {fmt_gib(total)} ({host_how})" if total else "")
