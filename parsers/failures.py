@@ -228,8 +228,13 @@ def populate_fault(text: str) -> bool:
 
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
+#: a process's death by signal as Python or the shell reports it (failure_messages.md §5.1: ``Killed`` (shell),
+#: ``Bus error (core dumped)``, …). Bash names the job it reaped: a script's background job as
+#: ``<script>: line <n>: <pid> Killed   <command>``, an interactive one as ``[1]+  Killed   <command>``
+#: (bash jobs.c, ``notify_of_job_status`` → ``pretty_print_job``); a paste often keeps only ``<pid> Killed``
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
-                           r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
+                           r"^(?:[^\s:]{1,200}: line \d{1,7}: +|\[\d{1,5}\][+-]? +)?(?:\d{1,10} +)?"
+                           r"(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?(?: {2,}\S[^\n]{0,500})?\s*$")
 _SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 _EXIT = re.compile(

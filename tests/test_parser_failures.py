@@ -375,3 +375,19 @@ def test_a_refused_registration_is_not_a_pinning_shortage() -> None:
     assert failures.register_refusal("RuntimeError: CUDA error: operation not supported",
                                      "    cudart.cudaHostRegister(buf.data_ptr(), n, 0)") == 801
     assert failures.register_refusal("RuntimeError: CUDA error: out of memory", "cudaHostRegister(...)") is None
+
+
+@pytest.mark.parametrize("line", [
+    "4471 Killed",
+    "./serve.sh: line 9:  4471 Killed                  python3 -m sglang.launch_server --tp 8",
+    "[2]-  Killed                  vllm serve acme/m --tensor-parallel-size 4",
+])
+def test_the_shells_report_of_a_killed_job(line: str) -> None:
+    """Bash names the job it reaped (jobs.c, pretty_print_job): the pid and the command around ``Killed``."""
+    kind, cols, attrs = failures.classify(line)
+    assert (kind, cols["code"], attrs["failure"], attrs["signal"]) == ("failure", -9, "signal", "Killed")
+
+
+def test_killed_in_prose_is_not_a_kill() -> None:
+    assert failures.classify("the job was Killed after an hour") is None
+    assert failures.classify("Killed by user request") is None

@@ -389,7 +389,15 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                 + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
                 False, ["Find the full traceback (the line after the last frame names the error).", *generic])
     if cls == "signal":
-        return f"a process died of {a.get('signal') or 'a signal'}", False, generic
+        sig = a.get("signal")
+        if sig == "Killed":  # failure_messages.md §5: SIGKILL proves a kill, not who sent it
+            return ("a process was killed with SIGKILL (the shell's `Killed`): by the kernel or cgroup OOM killer, "
+                    "an orchestrator or a `kill -9` — the input does not say which", False,
+                    ["The kernel log of the same minutes decides: `Killed process <pid>` (dmesg, `journalctl -k`) or "
+                     "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
+                     "is host memory — then size the per-rank host pools (HiCache, swap, CPU offload) × ranks to "
+                     "the host; without any of them the kill came from a supervisor or the orchestrator.", *generic])
+        return f"a process died of {sig or 'a signal'}", False, generic
     if cls == "process_exit":
         code = row.get("code")
         return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,
