@@ -567,6 +567,9 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
     """
     argv = list(launch.argv)
     for flag, new in changes.items():
+        if " " in flag:  # a key inside a JSON-valued flag: ``--kv-transfer-config kv_connector_extra_config.cpu_…``
+            _set_json_key(argv, *flag.split(" ", 1), new)
+            continue
         names = {flag, launch.spellings.get(flag, flag)}
         names |= {n.replace("-", "_").replace("__", "--", 1) for n in names}
         done = False
@@ -585,6 +588,39 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
         elif not done and flag.isupper():  # an environment variable: set before the program
             argv.insert(0, f"{flag}={new}")
     return argv
+
+
+def _set_json_key(argv: list[str], flag: str, path: str, new: str) -> None:
+    """Set ``path`` (dotted keys) inside the JSON value of ``flag`` in ``argv``; leave it as it is when it is not JSON.
+
+    >>> a = ["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"X","extra":{"n":10}}']
+    >>> _set_json_key(a, "--kv-transfer-config", "extra.n", "4"); a[-1]
+    '{"kv_connector": "X", "extra": {"n": 4}}'
+    """
+    for i, tok in enumerate(argv):
+        head, eq, value = tok.partition("=")
+        if head != flag or (not eq and i + 1 >= len(argv)):
+            continue
+        raw = value if eq else argv[i + 1]
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return
+        keys = path.split(".")
+        here = doc
+        for key in keys[:-1]:
+            here = here.setdefault(key, {}) if isinstance(here, dict) else None
+            if here is None:
+                return
+        if not isinstance(here, dict):
+            return
+        here[keys[-1]] = int(new) if new.isdigit() else new
+        text = json.dumps(doc)
+        if eq:
+            argv[i] = f"{head}={text}"
+        else:
+            argv[i + 1] = text
+        return
 
 
 def _flag_changes(findings: list[Finding]) -> dict[str, str]:

@@ -30,6 +30,8 @@ own check only compares swap × TP with 70 % of *total* RAM and ignores offload,
 
 from __future__ import annotations
 
+import re
+
 from forensics.facts import engines
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
@@ -89,6 +91,22 @@ def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
         except ValueError:
             continue
     return None, 0.0
+
+
+#: vLLM's OffloadingConnector configured by hand (``--kv-transfer-config '{"kv_connector": "OffloadingConnector",
+#: "kv_connector_extra_config": {"cpu_bytes_to_use": N}}'``): the key ``--kv-offloading-size`` writes for the native
+#: backend (``cpu_bytes_to_use = kv_offloading_size * (1 << 30)``, vllm/config/vllm.py), so the same engine-wide
+#: budget, in bytes; JSON on a command line, a dict or KVTransferConfig repr in a log's args
+_OFFLOAD_CONNECTOR = re.compile(r"""kv_connector['"]?\s{0,5}[:=]\s{0,5}['"]OffloadingConnector['"]""")
+_CPU_BYTES = re.compile(r"""cpu_bytes_to_use['"]?\s{0,5}[:=]\s{0,5}['"]?(\d{1,20}(?:\.\d{1,6})?(?:[eE]\d{1,2})?)""")
+CPU_BYTES_FLAG = "--kv-transfer-config kv_connector_extra_config.cpu_bytes_to_use"
+
+
+def connector_offload_bytes(cfg: VllmSettings) -> float:
+    """Bytes of the OffloadingConnector's CPU buffer for one engine, when the KV transfer config sets them."""
+    text = str(cfg.text("kv_transfer_config") or "")[:4000]
+    m = _CPU_BYTES.search(text) if _OFFLOAD_CONNECTOR.search(text) else None
+    return float(m.group(1)) if m else 0.0
 
 
 def engine_ranks(cfg: VllmSettings) -> int:
@@ -181,6 +199,8 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         swap = cfg.num("swap_space")
         offload = cfg.num("cpu_offload_gb") or 0.0
         kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for one engine's TP × PP ranks together
+        conn_bytes = 0.0 if kv_off else connector_offload_bytes(cfg)
+        kv_off = kv_off or conn_bytes / GIB
         lmc_row, lmc = lmcache_cpu_size(tl)
         if swap is None and not offload and not told and not kv_off and not lmc:
             continue
@@ -227,8 +247,10 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             room = total - reserve_of(total) - ranks * ((0 if v1 else swap_b) + offload * GIB)
             if kv_off:  # the other pools' share of the room stays theirs
                 fit = int(max(room - ranks * lmc * GIB, 0) // groups // GIB)
-                flags.append(FlagChange("--kv-offloading-size", f"{kv_off:g}", str(fit),
-                                        f"the buffer is GiB for one engine's TP × PP ranks together; {groups} engine(s) × {fit} GiB fit "
+                flags.append(FlagChange(*((CPU_BYTES_FLAG, str(int(conn_bytes)), str(fit * GIB)) if conn_bytes else
+                                          ("--kv-offloading-size", f"{kv_off:g}", str(fit))),
+                                        f"the buffer is one engine's, split over its TP × PP ranks "
+                                        f"({'bytes' if conn_bytes else 'GiB'}); {groups} engine(s) × {fit} GiB fit "
                                         f"{fmt_gib(total)} ({host_how}) − reserve beside the other host pools; "
                                         "PyTorch's pinned allocator rounds each block up to a power of two, so "
                                         "leave room for up to 2×"))
@@ -251,7 +273,9 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                      f"{ranks} vLLM ranks × per-GPU host memory ("
                      + " + ".join([*([f"{swap_flag} {swap_b / GIB:g} GiB"] if not v1 or swap is not None else []),
                                    *([f"{off_flag} {offload:g}"] if offload else []),
-                                   *([f"--kv-offloading-size {kv_off:g} per engine"] if kv_off else []),
+                                   *([f"OffloadingConnector's cpu_bytes_to_use {fmt_gib(conn_bytes)} per engine"]
+                                     if conn_bytes else [f"--kv-offloading-size {kv_off:g} per engine"] if kv_off
+                                     else []),
                                    *([f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker"] if lmc else [])])
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of {fmt_gib(total)} ({host_how})" if total else "")
