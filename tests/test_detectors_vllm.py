@@ -349,6 +349,11 @@ def test_a_death_with_no_traceback_and_no_exit_code_is_a_kill_from_outside() -> 
     assert "VLLM-HOST-002" not in findings(stop + SILENT_WORKER_DEATH)
     # Ray's exit notice after a worker's traceback is the same consequence
     assert "VLLM-HOST-002" not in findings(WORKER_OOM + RAY_WORKER_EXIT)
+    # the surviving ranks' NCCL errors after the death are its consequences, not its cause
+    after = ("(Worker_TP0 pid=6) ERROR 09-03 22:30:01 [multiproc_executor.py:654] RuntimeError: NCCL error: remote "
+             "process exited or there was a network error, NCCL version 2.21.5\n")
+    f = findings(SILENT_WORKER_DEATH + after)
+    assert f["_root"] == "VLLM-HOST-002", f
 
 
 def test_sigkill_after_loading_keeps_the_finding_without_the_loading_flag() -> None:

@@ -35,7 +35,7 @@ import re
 from forensics.facts import engines
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -328,9 +328,13 @@ _SHUTDOWN_NOTICES = frozenset({"shutdown", "worker_shutdown"})
 
 
 def _explained(tl: Timeline, run: list[Row]) -> bool:
-    """Whether the input says why a process died: a failure line outside the death chain, an exit code that is
-    not SIGKILL's (1: a Python exception), or an orderly shutdown noticed before the first death."""
-    if any(r.get("kind") not in _DEATH_CHAIN for r in rows(tl, *FAILURE_LINE_KINDS)):
+    """Whether the input says why a process died: a failure line outside the death chain that is not known to
+    come after the first death (the other ranks' NCCL errors once a peer is gone are its consequences), an exit
+    code that is not SIGKILL's (1: a Python exception), or an orderly shutdown noticed before the first death."""
+    deaths = of_kind(run, "rank_dead")
+    first_death = min(deaths, key=lambda r: (r.get("file") or "", r.get("line") or 0)) if deaths else None
+    if any(r.get("kind") not in _DEATH_CHAIN and (first_death is None or before(first_death, r) is not True)
+           for r in rows(tl, *FAILURE_LINE_KINDS)):
         return True
     codes = [r.get("code") for r in of_kind(run, "init_failed")] + [
         v for r in of_kind(run, "init_failed") for v in (attrs(r).get("failed_procs") or {}).values()]
