@@ -41,6 +41,7 @@ from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import FAILURE_LINE_KINDS, failure_class
+from .kernel_oom_killer import MEMORY_KILL_CLASSES
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
 #: with no host figures, propose at most this share of what failed to pin
@@ -333,8 +334,8 @@ def _explained(tl: Timeline, run: list[Row]) -> bool:
     code that is not SIGKILL's (1: a Python exception), or an orderly shutdown noticed before the first death."""
     deaths = of_kind(run, "rank_dead")
     first_death = min(deaths, key=lambda r: (r.get("file") or "", r.get("line") or 0)) if deaths else None
-    if any(r.get("kind") not in _DEATH_CHAIN and (first_death is None or before(first_death, r) is not True)
-           for r in rows(tl, *FAILURE_LINE_KINDS)):
+    if any(r.get("kind") not in _DEATH_CHAIN and attrs(r).get("failure") not in MEMORY_KILL_CLASSES
+           and (first_death is None or before(first_death, r) is not True) for r in rows(tl, *FAILURE_LINE_KINDS)):
         return True
     codes = [r.get("code") for r in of_kind(run, "init_failed")] + [
         v for r in of_kind(run, "init_failed") for v in (attrs(r).get("failed_procs") or {}).values()]
@@ -363,6 +364,13 @@ def _died_silently(tl: Timeline, run: list[Row]) -> list[Row]:
     return [] if not silent or _explained(tl, run) else silent
 
 
+def _confirmation(row: Row) -> str:
+    a = attrs(row)
+    if a.get("cgroup_file"):
+        return f"The cgroup's {a['cgroup_file']} counts {a.get('oom_kills')} OOM kill(s), which"
+    return f"`{str(a.get('message') or row.get('text') or '').strip()[:120]}`"
+
+
 def _who(row: Row) -> str:
     name = attrs(row).get("process_name")
     return f"process {name}" if name else "worker"
@@ -380,6 +388,8 @@ def detect_killed(tl: Timeline) -> list[Finding]:
             continue
         first = dead[0]
         ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
+        # a cgroup's oom_kill count, a runtime's OOMKilled, systemd's oom-kill: the kill tied to memory
+        confirmed = [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
         loaded = [r for r in of_kind(run, *_PAST_LOADING) if (r.get("line") or 0) < (first.get("line") or 0)
                   and (r.get("kind") != "notice" or attrs(r).get("message_id") in ("weights_read", "init_engine_done"))]
         cfg = settings(tl, run)
@@ -399,7 +409,7 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                                     "(slower start-up)"))
         out.append(make_finding(
             "VLLM-HOST-002",
-            summary=(("A Ray worker of vLLM died with no traceback, and Ray does not say why (exit type SYSTEM_ERROR; "
+            summary=((("A Ray worker of vLLM died with no traceback, and Ray does not say why (exit type SYSTEM_ERROR; "
                       "its list of possible causes is not a diagnosis)"
                       + (f" before the log shows the weights loaded: with {ranks} workers each reading the checkpoint "
                          "through host RAM at once," if not loaded else ": a process that ends without an exception "
@@ -412,11 +422,12 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                      ("A vLLM worker was killed by SIGKILL"
                       + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
                          " (exit code -9): most often the kernel OOM killer")
-                      + (" while the weights were loading" if not loaded else ""))
-                     + ". The input holds no kernel log to confirm it."),
-            evidence=dead[:4],
-            confidence="medium" if ray else "low",
-            confidence_reason="no kernel log in the input: " + (
+                      + (" while the weights were loading" if not loaded else "")))
+                     + (f". {_confirmation(confirmed[0])} ties it to memory." if confirmed else
+                        ". The input holds no kernel log to confirm it.")),
+            evidence=[*dead[:4], *confirmed[:2]],
+            confidence="medium" if ray or confirmed else "low",
+            confidence_reason=None if confirmed else "no kernel log in the input: " + (
                 "Ray's memory monitor reports the kill" if ray else
                 "Ray lists possible causes only; no traceback in the input"
                 + ("; the phase (all ranks loading at once) points to host memory" if not loaded else "")
