@@ -6,7 +6,7 @@ What each host pool is per, from the engines' sources:
   ``CacheEngine`` pins ``num_cpu_blocks`` per worker; V1 allocates none but 0.8–0.17 still run the check).
 * ``--cpu-offload-gb``: "The space in GiB to offload to CPU, per GPU" (``vllm/config/cache.py`` 0.5.3+,
   ``vllm/config/offload.py`` ``UVAOffloadConfig`` later): every worker pins its own share of the weights.
-* ``--kv-offloading-size`` (0.11+): one engine's budget, split over its TP × PP ranks —
+* ``--kv-offloading-size`` (0.11.2+, vllm_formats.md §5): one engine's budget, split over its TP × PP ranks —
   ``VllmConfig._post_init_kv_transfer_config`` (``vllm/config/vllm.py``) sets ``cpu_bytes_to_use =
   kv_offloading_size * (1 << 30)`` for the ``OffloadingConnector`` and the ``lmcache`` backend's per-rank
   ``max_local_cpu_size = kv_offloading_size / (TP × PP)``; vLLM's config test: "bytes per rank: 8.0 GiB /

@@ -171,7 +171,7 @@ def settings(tl: Timeline, run: list[Row]) -> VllmSettings:
 #: vLLM's image tag (``vllm/vllm-openai:v0.9.1``) or pip pin (``vllm==0.6.3``) in a launch
 _VLLM_RELEASE = re.compile(r"vllm[\w/-]*(?::v?|==)(\d+)\.(\d+)")
 #: settings only the V1 engine has: its KV connectors (``…ConnectorV1``, vLLM's ``OffloadingConnector``) and
-#: the native offload size (0.11+)
+#: the native offload size (0.11.2+)
 _V1_ONLY = re.compile(r"ConnectorV1|OffloadingConnector|--kv[-_]offloading[-_]size")
 
 
