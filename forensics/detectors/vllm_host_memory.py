@@ -427,7 +427,8 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                         ". The input holds no kernel log to confirm it.")),
             evidence=[*dead[:4], *confirmed[:2]],
             confidence="medium" if ray or confirmed else "low",
-            confidence_reason=None if confirmed else "no kernel log in the input: " + (
+            confidence_reason=("the kill is tied to memory but not to this worker: no kernel `Killed process <pid>` "
+                               "line names the victim") if confirmed else "no kernel log in the input: " + (
                 "Ray's memory monitor reports the kill" if ray else
                 "Ray lists possible causes only; no traceback in the input"
                 + ("; the phase (all ranks loading at once) points to host memory" if not loaded else "")
