@@ -131,6 +131,11 @@ _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
 #: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
 #: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
 _CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
+#: LMCache's own dump of its configuration, logged by every worker's engine (``LMCacheEngineConfig.log_config``,
+#: lmcache/v1/config.py: ``"max_local_cpu_size": f"{self.max_local_cpu_size} GB"`` — GiB: the allocator takes
+#: ``max_local_cpu_size * 1024**3``)
+_LMCACHE_CONFIG = re.compile(r"LMCache Configuration: \{")
+_LMCACHE_CPU = re.compile(r"'local_cpu': (True|False)\b.{0,400}?'max_local_cpu_size': '" + _NUM + " GB'")
 #: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
 #: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
 _OFFLOAD_REGION = re.compile(r"^Created mmap file (\S+) \(" + _NUM + r" GB\)")
@@ -273,6 +278,8 @@ _PHASE_OF_KIND = {
 
 #: Known records of no forensic weight, recognised (not counted as unknown): substring → message id.
 _NOTICES = (
+    # LMCache's engine, one per worker (lmcache/v1/cache_engine.py ``LMCacheEngineBuilder.get_or_create``)
+    ("Creating LMCacheEngine instance", "lmcache_engine"),
     ("Using cache directory", "compile_cache"), ("Dynamo bytecode transform time", "compile"),
     ("torch.compile takes", "compile"), ("Compiling a graph for", "compile"), ("Cache the graph of shape", "compile"),
     ("Directly load the compiled graph", "compile"), ("Resolved architecture", "architecture"),
@@ -829,6 +836,12 @@ class _Parser:
                                          "tmpfs": m.group(1).startswith("/dev/shm/")},
                      bytes=round(size * 1e9) if size is not None else None)
                 return True
+            if _LMCACHE_CONFIG.search(s):
+                m = _LMCACHE_CPU.search(s[:4000])
+                if m and m.group(1) == "True":
+                    emit("host_pool", base, {"pool": "lmcache_cpu", "per_rank": True, "pinned": True,
+                                             "size_gib": _num(m.group(2))}, bytes=_gib(m.group(2)))
+                    return True
             m = _CPU_OFFLOADED.match(s)
             if m:
                 emit("host_pool", base, {"pool": "cpu_offload_weights", "per_rank": True, "pinned": True},

@@ -91,7 +91,13 @@ def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
             return row, float(str(raw).strip("\"'"))
         except ValueError:
             continue
-    return None, 0.0
+    logged = lmcache_logged(tl)  # LMCache's own account, each worker's (parsers/vllm.py, _LMCACHE_CONFIG)
+    return (logged[0], float(attrs(logged[0]).get("size_gib") or 0)) if logged else (None, 0.0)
+
+
+def lmcache_logged(tl: Timeline) -> list[Row]:
+    """The workers' ``LMCache Configuration`` lines with the CPU backend on: one per worker's engine."""
+    return [r for r in rows(tl, "host_pool") if attrs(r).get("pool") == "lmcache_cpu" and r.get("bytes")]
 
 
 #: vLLM's OffloadingConnector configured by hand (``--kv-transfer-config '{"kv_connector": "OffloadingConnector",
@@ -214,6 +220,10 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
                 f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
         per_gpu_known = swap is not None or tp_seen or not told_swap
+        workers = {r.get("pid") or r.get("rank") for r in [*lmcache_logged(tl), *(
+            r for r in rows(tl, "notice") if attrs(r).get("message_id") == "lmcache_engine")]} - {None} if lmc else set()
+        if len(workers) > ranks and not tp_seen:  # every worker logs its own LMCache engine's configuration
+            ranks, how = len(workers), f"at least {len(workers)}: the workers that started an LMCache engine"
         groups = max(ranks // engine_ranks(cfg), 1)  # engines (data-parallel replicas) on the host
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
