@@ -1,5 +1,9 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
+Sources: SGL-HOST-007 and SGL-HOST-009 read reference/failure_messages.md §2.4 (pinned host memory), the
+kernel OOM-kill block (reference/system_formats.md §4.1) and the per-rank pools of reference/sglang_formats.md
+§4.
+
 HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``. The NVIDIA
 kernel module imports the range in ``RmCreateOsDescriptor`` (NVIDIA/open-gpu-kernel-modules,
 ``src/nvidia/arch/nvalloc/unix/src/escape.c``): ``os_lock_user_pages`` pins it with ``pin_user_pages``;

@@ -1,24 +1,29 @@
 """VLLM-HOST-001: vLLM's per-GPU host memory (``--swap-space``, ``--cpu-offload-gb``) × ranks exceeds the host.
 
+Sources: VLLM-HOST-001 reads ``--swap-space`` and ``--cpu-offload-gb`` per GPU worker
+(reference/vllm_formats.md §5.1) and vLLM's own swap check (reference/vllm_formats.md §3.7, vllm
+vllm/config.py::CacheConfig.verify_with_parallel_config (0.4-0.10)).
+
 What each host pool is per, from the engines' sources:
 
-* ``--swap-space``: "CPU swap space size (GiB) per GPU" (``vllm/engine/arg_utils.py``, 0.2–0.10; V0's
+* ``--swap-space``: "CPU swap space size (GiB) per GPU" (vllm vllm/engine/arg_utils.py (0.2-0.10); V0's
   ``CacheEngine`` pins ``num_cpu_blocks`` per worker; V1 allocates none but 0.8–0.17 still run the check).
-* ``--cpu-offload-gb``: "The space in GiB to offload to CPU, per GPU" (``vllm/config/cache.py`` 0.5.3+,
-  ``vllm/config/offload.py`` ``UVAOffloadConfig`` later): every worker pins its own share of the weights.
-* ``--kv-offloading-size`` (0.11.2+, vllm_formats.md §5): one engine's budget, split over its TP × PP ranks —
-  ``VllmConfig._post_init_kv_transfer_config`` (``vllm/config/vllm.py``) sets ``cpu_bytes_to_use =
-  kv_offloading_size * (1 << 30)`` for the ``OffloadingConnector`` and the ``lmcache`` backend's per-rank
-  ``max_local_cpu_size = kv_offloading_size / (TP × PP)``; vLLM's config test: "bytes per rank: 8.0 GiB /
-  (2 * 2) = 2.0 GiB". Data-parallel replicas each have their own.
-* LMCache's ``max_local_cpu_size`` (``LMCACHE_MAX_LOCAL_CPU_SIZE``): per worker — ``LMCacheEngineBuilder``
-  (``lmcache/v1/cache_engine.py``) gives every engine its ``MixedMemoryAllocator(int(max_local_cpu_size *
-  1024**3))`` and vLLM's connector builds one engine per worker (:func:`lmcache_cpu_size`).
+* ``--cpu-offload-gb``: "The space in GiB to offload to CPU, per GPU" (vllm vllm/config/cache.py (0.5.3-0.11),
+  later vllm vllm/config/offload.py::UVAOffloadConfig (main)): every worker pins its own share of the weights.
+* ``--kv-offloading-size`` (reference/vllm_formats.md §5.1: 0.11.2+, total across the TP ranks): one engine's
+  budget, split over its TP × PP ranks — vllm vllm/config/vllm.py::VllmConfig._post_init_kv_transfer_config
+  (0.11.2-main) sets ``cpu_bytes_to_use = kv_offloading_size * (1 << 30)`` for the ``OffloadingConnector`` and
+  the ``lmcache`` backend's per-rank ``max_local_cpu_size = kv_offloading_size / (TP × PP)``; vLLM's config
+  test: "bytes per rank: 8.0 GiB / (2 * 2) = 2.0 GiB". Data-parallel replicas each have their own.
+* LMCache's ``max_local_cpu_size`` (``LMCACHE_MAX_LOCAL_CPU_SIZE``): per worker — lmcache
+  lmcache/v1/cache_engine.py::LMCacheEngineBuilder (main) gives every engine its
+  ``MixedMemoryAllocator(int(max_local_cpu_size * 1024**3))`` and vLLM's connector builds one engine per worker
+  (:func:`lmcache_cpu_size`).
 
 ``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of host RAM (PyTorch's pinned allocator
 rounds each layer's block up to a power of two), and ``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's
-own check only compares swap × TP with 70 % of *total* RAM and ignores offload, PP and other tenants
-(``CacheConfig.verify_with_parallel_config``, vllm_formats.md §3.7). Sample::
+own check only compares swap × TP with 70 % of *total* RAM and ignores offload, PP and other tenants.
+VLLM-HOST-002 reads the deaths of reference/vllm_formats.md §3.6 and Ray's (§3.7). Sample::
 
     ValueError: Too large swap space. 64.00 GiB out of the 62.79 GiB total CPU memory is allocated for the swap space.
 
