@@ -205,6 +205,35 @@ _MADVISE_CALL = re.compile(r"\bmadvise\(")
 _PINNED_FRAMES = re.compile(r"pin_memory|CachingHostAllocator|cudaHostAlloc\b|\.pin_memory\(\)")
 
 
+#: CUDA runtime errors that refuse a host registration for a reason other than memory (failure_messages.md §2.2):
+#: ``cudaErrorHostMemoryAlreadyRegistered`` (712, the same range registered twice) and ``cudaErrorNotSupported``
+#: (801, a platform without host registration: some VMs, WSL)
+_REGISTER_REFUSALS = {"part or all of the requested memory range is already mapped": 712,
+                      "operation not supported": 801}
+_REGISTER_ERROR = re.compile(r"\b(?:CUDA|HIP) error: (part or all of the requested memory range is already mapped|"
+                             r"operation not supported)")
+_REGISTER_FRAMES = re.compile(r"cudaHostRegister|cuda_host_register|host_register")
+
+
+def register_refusal(exc_line: str, frames: str = "") -> int | None:
+    """The runtime code of a host registration refused for a reason other than memory, else None.
+
+    ``already mapped`` is a registration's own error (only ``cudaHostRegister`` returns it); ``operation not
+    supported`` is one only when the traceback's frames are registering host memory.
+
+    >>> register_refusal("RuntimeError: CUDA error: part or all of the requested memory range is already mapped")
+    712
+    >>> register_refusal("RuntimeError: CUDA error: operation not supported"), register_refusal(
+    ...     "RuntimeError: CUDA error: operation not supported", "torch.cuda.cudart().cudaHostRegister(ptr, n, 0)")
+    (None, 801)
+    """
+    m = _REGISTER_ERROR.search(exc_line[:4000])
+    if m is None:
+        return None
+    rc = _REGISTER_REFUSALS[m.group(1)]
+    return rc if rc == 712 or _REGISTER_FRAMES.search(frames[:20000]) else None
+
+
 def pinned_host_oom(kind: str, text: str) -> bool:
     """Whether a runtime ``out of memory`` came from pinning host memory (its traceback shows the pinned path)."""
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
@@ -219,9 +248,14 @@ def populate_fault(text: str) -> bool:
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
 #: df(1) (coreutils: Filesystem, Size, Used, Avail, Use%, Mounted on) for /dev/shm, §4.1
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
+#: a process's death by signal as Python or the shell reports it (failure_messages.md §5.1: ``Killed`` (shell),
+#: ``Bus error (core dumped)``, …). Bash names the job it reaped: a script's background job as
+#: ``<script>: line <n>: <pid> Killed   <command>``, an interactive one as ``[1]+  Killed   <command>``
+#: (bash jobs.c, ``notify_of_job_status`` → ``pretty_print_job``); a paste often keeps only ``<pid> Killed``
 # §5.1, §5.2 (signals, exit codes, launchers)
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
-                           r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
+                           r"^(?:[^\s:]{1,200}: line \d{1,7}: +|\[\d{1,5}\][+-]? +)?(?:\d{1,10} +)?"
+                           r"(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?(?: {2,}\S[^\n]{0,500})?\s*$")
 _SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 _EXIT = re.compile(
@@ -269,7 +303,8 @@ _PORT_HOLDER_PID = re.compile(r"\bpid=(\d+)")
 _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: the NVIDIA kernel module's ``os_lookup_user_io_memory`` (NVIDIA/open-gpu-kernel-modules,
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
-#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
+#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister):
+#: ``RmCreateOsDescriptor`` (src/nvidia/arch/nvalloc/unix/src/escape.c) falls back to it after ``os_lock_user_pages``
 #: nvidia-open kernel-open/nvidia/os-mlock.c (5xx)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
@@ -496,6 +531,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         if "NCCL" in head or "Failed to CUDA" in ro.group(0):
             attrs["in_nccl"] = True
         return "cuda_error_oom", {"bytes": _int(ro.group(1))} if ro.group(1) else {}, attrs
+    if (rc := register_refusal(head)) is not None:
+        return "failure", {}, {"failure": "host_register_refused", "api": "cudaHostRegister", "host_pinned": True,
+                               "rc": rc, "message": msg[:2000]}
     if (k := _KERNEL_MAP.search(head)) is not None:
         pages = int(k.group(2), 16) if k.group(2).lower().startswith("0x") else int(k.group(2))
         return "failure", {"bytes": pages * 4096}, {"failure": "kernel_map_failed", "pages": pages, "message": msg[:500]}

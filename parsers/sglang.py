@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures
+from parsers.failures import oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -930,7 +930,10 @@ class _Scanner:
                 attrs["exception_type"] = exc.group(1)
                 attrs["exception_message"] = (exc.group(2) or "")[:2000]
                 inner = classify_failure(exc.group(0)) if "cudaHost" in exc.group(0) else None
-                if inner is not None and inner[2].get("failure") == "host_register_refused":
+                refused = register_refusal(exc.group(0), "\n".join(body))
+                if refused is not None:  # CUDA refused the registration for a reason that is not memory
+                    attrs.update(failure="host_register_refused", rc=refused)
+                elif inner is not None and inner[2].get("failure") == "host_register_refused":
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's

@@ -144,6 +144,11 @@ _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
 #: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
 #: vllm vllm/model_executor/offloader/uva.py (main)
 _CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
+#: LMCache's own dump of its configuration, logged by every worker's engine (``LMCacheEngineConfig.log_config``,
+#: lmcache/v1/config.py: ``"max_local_cpu_size": f"{self.max_local_cpu_size} GB"`` — GiB: the allocator takes
+#: ``max_local_cpu_size * 1024**3``)
+_LMCACHE_CONFIG = re.compile(r"LMCache Configuration: \{")
+_LMCACHE_CPU = re.compile(r"'local_cpu': (True|False)\b.{0,400}?'max_local_cpu_size': '" + _NUM + " GB'")
 #: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
 #: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
 #: vllm vllm/v1/kv_offload/cpu/shared_offload_region.py (main)
@@ -307,6 +312,8 @@ _PHASE_OF_KIND = {
 
 #: Known records of no forensic weight, recognised (not counted as unknown): substring → message id.
 _NOTICES = (
+    # LMCache's engine, one per worker (lmcache/v1/cache_engine.py ``LMCacheEngineBuilder.get_or_create``)
+    ("Creating LMCacheEngine instance", "lmcache_engine"),
     ("Using cache directory", "compile_cache"), ("Dynamo bytecode transform time", "compile"),
     ("torch.compile takes", "compile"), ("Compiling a graph for", "compile"), ("Cache the graph of shape", "compile"),
     ("Directly load the compiled graph", "compile"), ("Resolved architecture", "architecture"),
@@ -875,6 +882,12 @@ class _Parser:
                                          "tmpfs": m.group(1).startswith("/dev/shm/")},
                      bytes=round(size * 1e9) if size is not None else None)
                 return True
+            if _LMCACHE_CONFIG.search(s):
+                m = _LMCACHE_CPU.search(s[:4000])
+                if m and m.group(1) == "True":
+                    emit("host_pool", base, {"pool": "lmcache_cpu", "per_rank": True, "pinned": True,
+                                             "size_gib": _num(m.group(2))}, bytes=_gib(m.group(2)))
+                    return True
             m = _CPU_OFFLOADED.match(s)
             if m:
                 emit("host_pool", base, {"pool": "cpu_offload_weights", "per_rank": True, "pinned": True},
@@ -1137,6 +1150,8 @@ _SNIFF_STRONG = (
     "Task was killed due to the node running low on memory",
     # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
+    # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
+    "Too large swap space. ", "Possibly too large swap space. ",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -191,6 +191,29 @@ def _read_text(path: str, opts: CheckOptions) -> tuple[str, str]:
     return path, data.decode("utf-8", errors="replace")
 
 
+def args_after_cut(text: str, line_end: int) -> launch_parser.LaunchCommand | None:
+    """The engine's flags a paste left after a cut in the middle of a command: the command's last line
+    continues (``\\``), then the writer's elision (``...``, ``[...]``, ``<snip>``), then lines of flags.
+
+    >>> args_after_cut("docker run -m 96g vllm/vllm-openai:v0.6.3 \\\\\\n  [...]\\n  --swap-space 24\\n", 1).argv
+    ['--swap-space', '24']
+    """
+    lines = text.split("\n")
+    if not (0 < line_end <= len(lines)) or not lines[line_end - 1].rstrip().endswith("\\"):
+        return None
+    i, cut = line_end, False
+    while i < len(lines) and (not lines[i].strip() or launch_parser.ELISION_RE.match(lines[i])):
+        cut, i = cut or bool(lines[i].strip()), i + 1
+    block = []
+    while cut and i + len(block) < len(lines) and re.match(r"^\s*--?[A-Za-z]", lines[i + len(block)]):
+        block.append(lines[i + len(block)])
+    cmds = launch_parser.find_commands("\n".join(block)) if block else []
+    if not cmds or cmds[0].launcher != "args":
+        return None
+    cmds[0].line = i - line_end + 1  # lines after the command's last
+    return cmds[0]
+
+
 def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[str]]:
     """The launch to check (the last one found), coverage per input, and notes."""
     sources: list[tuple[str, str]] = [_read_text(p, opts) for p in opts.files]
@@ -239,6 +262,23 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
             limits["container"] = "docker"
         elif cmd.launcher == "compose" and not limits.get("container"):
             limits["container"] = "compose"
+        rest = args_after_cut(_text, cmd.line_end)
+        if rest is not None:  # the paste cut the middle of the command; the engine's flags follow the cut
+            launch.argv += rest.argv
+            for flag, value in launch_parser.scan_flags(rest.argv, cmd.engine).flags.items():
+                launch.flags.setdefault(flag, value)
+            notes.append(f"the command is cut after line {cmd.line_end}; its flags on line {cmd.line_end + rest.line} "
+                         "and after are read as its own.")
+        if not (launch.attrs.get("docker_memory_bytes") or launch.attrs.get("container_memory_bytes")):
+            outer = [c for n, c, _t in found[:-1] if n == name and c.container_memory_bytes]
+            if outer:  # the container this command runs in, its own command cut by the paste
+                launch.attrs["docker_memory_bytes"] = outer[-1].container_memory_bytes
+                image = outer[-1].extra.get("image") or (outer[-1].argv[:1] or [None])[0]
+                if image and not launch.attrs.get("image"):
+                    launch.attrs["image"] = image  # the engine's release, when its tag says
+                limits["container"] = "docker"
+                notes.append(f"memory limit from line {outer[-1].line} (docker run --memory: the container the "
+                             "command runs in).")
     else:
         name, cfg = configs[-1]
         first = min(line for _, line in cfg.values())
@@ -536,6 +576,9 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
     """
     argv = list(launch.argv)
     for flag, new in changes.items():
+        if " " in flag:  # a key inside a JSON-valued flag: ``--kv-transfer-config kv_connector_extra_config.cpu_…``
+            _set_json_key(argv, *flag.split(" ", 1), new)
+            continue
         names = {flag, launch.spellings.get(flag, flag)}
         names |= {n.replace("-", "_").replace("__", "--", 1) for n in names}
         done = False
@@ -554,6 +597,39 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
         elif not done and flag.isupper():  # an environment variable: set before the program
             argv.insert(0, f"{flag}={new}")
     return argv
+
+
+def _set_json_key(argv: list[str], flag: str, path: str, new: str) -> None:
+    """Set ``path`` (dotted keys) inside the JSON value of ``flag`` in ``argv``; leave it as it is when it is not JSON.
+
+    >>> a = ["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"X","extra":{"n":10}}']
+    >>> _set_json_key(a, "--kv-transfer-config", "extra.n", "4"); a[-1]
+    '{"kv_connector": "X", "extra": {"n": 4}}'
+    """
+    for i, tok in enumerate(argv):
+        head, eq, value = tok.partition("=")
+        if head != flag or (not eq and i + 1 >= len(argv)):
+            continue
+        raw = value if eq else argv[i + 1]
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return
+        keys = path.split(".")
+        here = doc
+        for key in keys[:-1]:
+            here = here.setdefault(key, {}) if isinstance(here, dict) else None
+            if here is None:
+                return
+        if not isinstance(here, dict):
+            return
+        here[keys[-1]] = int(new) if new.isdigit() else new
+        text = json.dumps(doc)
+        if eq:
+            argv[i] = f"{head}={text}"
+        else:
+            argv[i + 1] = text
+        return
 
 
 def _flag_changes(findings: list[Finding]) -> dict[str, str]:

@@ -131,6 +131,8 @@ _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 _link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),
       "the ranks' host pools together exceed the host, so pinning them failed or the kernel killed a rank holding one")
+_link(("VLLM-HOST-002",), ("SGL-NCCL-009", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+      "the killed worker's connections closed with it, so the surviving ranks' collectives with it failed")
 _link(("SGL-REC-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002", "SGL-NCCL-001", "SGL-NCCL-002"),
       "the process's host memory grew until the kernel OOM killer took it")
 _link(("SGL-HOST-001", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-XID-001"),

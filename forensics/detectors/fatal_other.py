@@ -248,6 +248,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the server failed to initialise", False, generic
     if kind == "scheduler_exception":
         words, said = _exception_words(row)
+        if (refused := _refusal_words(a)) is not None:
+            return f"{words} — {refused[0]}", said, [*refused[1], *generic]
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
         return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
@@ -384,6 +386,22 @@ _CLASS_WORDS = {
 #: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
 #: remote=[host]:port)``)
 _PEER = re.compile(r"closed by peer \[([^\]\s]{1,100})\]:(\d+)|remote=\[([^\]\s]{1,100})\]:(\d+)")
+#: host registrations refused for a reason that is not memory (failure_messages.md §2.2): what each code proves
+_REGISTER_RC_WORDS = {
+    712: ("cudaHostRegister refused a range that is already registered (cudaErrorHostMemoryAlreadyRegistered): the "
+          "same host buffer was pinned twice: a bug in the code that registers it, not a shortage of host memory",
+          ["Not a sizing problem: do not shrink the host pool for it. Look for a second registration of the same "
+           "buffer (a retried start-up in the same process, two pools over one mapping); upgrade the engine or "
+           "report it with the traceback."]),
+    801: ("cudaHostRegister is not supported on this platform (cudaErrorNotSupported): the host memory cannot be "
+          "pinned at all (some VMs and WSL), whatever its size; not a shortage of host memory",
+          ["Not a sizing problem: run where host registration works (bare metal or a GPU-passthrough VM) or turn "
+           "off the feature that pins host memory (the hierarchical cache, CPU offload)."]),
+}
+
+
+def _refusal_words(a: dict) -> tuple[str, list[str]] | None:
+    return _REGISTER_RC_WORDS.get(a.get("rc")) if a.get("failure") == "host_register_refused" else None
 
 
 def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
@@ -395,6 +413,8 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
         who = "the TCPStore's host" if peer.group(1) is None else "the peer"
         return (f"{who} at {peer.group(1) or peer.group(3)}:{peer.group(2) or peer.group(4)} closed its connection "
                 f"to this rank (its socket read end-of-file): {_PEER_EXIT_WHY}"), True, [*acts, *generic]
+    if (refused := _refusal_words(a)) is not None:
+        return refused[0], True, [*refused[1], *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
@@ -404,7 +424,15 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                 + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
                 False, ["Find the full traceback (the line after the last frame names the error).", *generic])
     if cls == "signal":
-        return f"a process died of {a.get('signal') or 'a signal'}", False, generic
+        sig = a.get("signal")
+        if sig == "Killed":  # failure_messages.md §5: SIGKILL proves a kill, not who sent it
+            return ("a process was killed with SIGKILL (the shell's `Killed`): by the kernel or cgroup OOM killer, "
+                    "an orchestrator or a `kill -9` — the input does not say which", False,
+                    ["The kernel log of the same minutes decides: `Killed process <pid>` (dmesg, `journalctl -k`) or "
+                     "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
+                     "is host memory — then size the per-rank host pools (HiCache, swap, CPU offload) × ranks to "
+                     "the host; without any of them the kill came from a supervisor or the orchestrator.", *generic])
+        return f"a process died of {sig or 'a signal'}", False, generic
     if cls == "process_exit":
         code = row.get("code")
         return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,

@@ -269,6 +269,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
         confidence="config",
     )
     container_limits(cmd, "compose memory limit")
+    if image:
+        cmd.extra.setdefault("image", image)  # the engine's release, when its tag says (as a manifest's container)
     if gpu_n is not None:
         cmd.gpu_count, cmd.gpu_count_from = gpu_n, "compose device reservation"
     return cmd
