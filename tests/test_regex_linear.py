@@ -26,7 +26,7 @@ import forensics
 import parsers
 
 PATTERN_TYPES = (re.Pattern, regex.Pattern)
-UNITS = [*"a 0:,.=-_/[(#|A\"", "a ", "0.", "a=", "a:", "0,", ", ", "a=1 ", "(a)", "0x", "A_", "a\\"]
+UNITS = [*"a 0:,.=-_/[(#|A\"", "a ", "0.", "a=", "a:", "0,", ", ", "a=1 ", "(a)", "0x", "A_", "a\\", "000,", "0a"]
 #: 1 MiB pass: at most this many times a plain scan of the same bytes (linear patterns cost 0.2-20×)
 MAX_RATIO = 100
 #: Time grows at most this much from 2 to 8 KiB (linear: 4×; quadratic: 16×)

@@ -64,6 +64,18 @@ OLD = [
     Old('parsers.launch.prose._LEFT_SIZE_RE', regex.compile(
         r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free(?:\s+(?:GPU\s+)?memory)?)(?:\s+(?:was|is|of|were))?\b\W{0,3}(?:only\s+|just\s+|about\s+|~)?(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b)|(?:(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|(?:was|were)\s+(?:left|free))\b)",
         regex.V0 | regex.I), 'finditer', False),
+    Old('parsers.launch.prose._HOST_PATTERNS[2]', regex.compile(
+        r"\b(?:machine|host|server|node|box|VM|container)\s+(?:with|has|had|have)\s+(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b",
+        regex.V0 | regex.I), 'finditer', False),
+    Old('parsers.launch.prose._HOST_PATTERNS[4]', regex.compile(
+        r"\bout\s+of\s+(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b\s+total\b",
+        regex.V0 | regex.I), 'finditer', False),
+    Old('parsers.launch.prose._GPU_CAP_PATTERNS[1]', regex.compile(
+        r"\bcapacity\s+of\s+(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b",
+        regex.V0 | regex.I), 'finditer', False),
+    Old('parsers.launch.prose._GPU_CAP_PATTERNS[4]', regex.compile(
+        r"\b(?:[ABHL]\d{2,3}[A-Z]?|GH200|GB200|MI\d{3}X?|L40S?|RTX\s?(?:PRO\s?)?\d{4}\w*)(?:[- ](?:SXM\d?|PCIe|NVL))*[- ]*\(?\s*(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(TiB|GiB|MiB|TB|GB|MB)\b(?:\s+each)?\b",
+        regex.V0), 'finditer', False),
     Old('parsers.nvidia_smi.q._KV_RE', re.compile(
         r"^(?P<indent> *)(?P<key>[^:]*?\S)\s+: ?(?P<value>.*?)\s*$",
         0), 'match', False),

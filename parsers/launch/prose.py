@@ -342,7 +342,9 @@ IMPLIES = {
 # ---------------------------------------------------------------------------------------------
 # stated figures
 
-_NUM = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+#: The thousands groups are taken whole (``++``): giving one back leaves a comma, which no unit follows,
+#: and the regex engine backtracked a chain of them quadratically (issue 25)
+_NUM = r"(\d{1,3}(?:,\d{3})++(?:\.\d+)?|\d+(?:\.\d+)?)"
 _UNIT = r"\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b"
 _SIZE = _NUM + _UNIT
 #: A size that opens a pattern is tried only where its number can start (issue 25): not inside a run of
@@ -351,12 +353,12 @@ _SIZE = _NUM + _UNIT
 #: "d," (that group's chain was already tried from its first group) unless the search began inside that
 #: chain (``\G``: a previous match that ended in ``\w*`` may stop mid-number). Each skipped start fails
 #: whenever the start before it failed, so the matches are the old ones (tests/test_regex_rewrites.py).
-_SIZE_START = r"(?:\G|(?<!\d)(?!(?<=\d,)(?<!\G\d{0,2},)\d{3}(?!\d))|(?=\d{3},))" + _SIZE
+_SIZE_START = r"(?:\G|(?<!\d)(?!(?<=\d,)(?<!\G\d{0,2},)\d{3}(?!\d))|(?<=\d)(?=\d{3},))" + _SIZE
 _UNIT_BYTES = {"tib": TIB, "gib": GIB, "mib": MIB, "tb": TIB, "gb": GIB, "mb": MIB, "t": TIB, "g": GIB,
                "m": MIB, "kib": KIB}
 
 _HOST_PATTERNS = [
-    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:total|installed|physical|system|host|main)\s+)*(?:RAM|DRAM)\b",
+    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:total|installed|physical|system|host|main)\s+)*+(?:RAM|DRAM)\b",
                re.IGNORECASE),
     re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:total|installed|physical|system|host|main)\s+(?:memory|RAM)\b",
                re.IGNORECASE),
