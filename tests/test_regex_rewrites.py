@@ -6,14 +6,18 @@ times them. Each was rewritten without changing what it finds: a start is skippe
 pattern, started there, must fail because the start before it failed (``(?<!\\d)`` before a number,
 ``(?<!\\w)`` before a name), and a quantifier is made possessive only where nothing after it could take
 back what it gives up. Here the old form (as it stood at the rewrite) and the module's current one are
-applied the way the code applies them (every match of a scan, or one match at a line's start) to every
-line of the fixtures, every line of ``../shared`` when it is there, and random lines built from each
-pattern's own words, digits, separators and a few non-ASCII characters; spans and groups must agree.
+applied the way the code applies them (every match of a scan, the first match of a search, or one
+match at a line's start) to every line of the fixtures, every line of ``../shared`` when it is there,
+and lines sampled from each old pattern's own syntax tree, then cut, joined, salted with digits,
+separators, blanks and a few non-ASCII characters (both engines read ``\\w``, ``\\d`` and ``\\s``
+in Unicode); spans and groups must agree.
 
-One difference is allowed, and only for the four name-before-``=`` patterns marked ``continues``: the
-old form could start a match in the middle of a word when a previous match ended there (``…=12abc_
-layer_tokens=5`` read ``abc_layer_tokens`` out of ``12abc_layer_tokens``). No engine writes a number
-run straight into the next key; the new form reads a name only from its first character.
+One difference is allowed, and only for the three ``name=number`` scans marked ``continues``
+(stdlib ``re`` has no ``\\G`` to say "where the last match ended"): the old form could start a match
+in the middle of a word when the previous match ended there (``…=12abc_layer_tokens=5`` read
+``abc_layer_tokens`` out of ``12abc_layer_tokens``); the matches before that one must still agree. No
+engine writes a number straight into the next key; the new form reads a name only from its first
+character. The prose sizes (``regex`` engine) keep even that case, with ``\\G``.
 """
 
 from __future__ import annotations
