@@ -52,6 +52,7 @@ CLASSES = {
     "nccl_error": "a NCCL call failed (unhandled CUDA/system/remote error)",
     "collective_timeout": "a rank waited past the process-group timeout in a collective",
     "store_timeout": "rendezvous (TCPStore/Gloo) did not complete: a peer never joined",
+    "peer_exited": "a peer's socket reached end-of-file (Gloo, TCPStore): the process at the other end had exited",
     "shm_exhausted": "/dev/shm could not back a segment (too small or full)",
     "signal": "a process died of a signal (SIGBUS, SIGSEGV, SIGABRT, SIGKILL)",
     "process_exit": "a process exited or died with a code",
@@ -163,7 +164,9 @@ _NCCL = re.compile(
     r"NCCL communicator was aborted|remote process exited or there was a network error"
 )
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"
-                       r"Exception \(either an error or timeout\) detected by watchdog")
+                       r"Exception \(either an error or timeout\) detected by watchdog|"
+                       # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
+                       r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
@@ -173,6 +176,11 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+#: end-of-file on a socket the ranks had already opened (failure_messages.md §4.6): Gloo's tcp/pair.cc ``Connection
+#: closed by peer [ip]:port`` and TCPStore's ``Failed to recv, got 0 bytes. Connection was likely closed`` (2.9+). A
+#: read that returns 0 is the other end's orderly close, which the kernel does for a process that exits: the peer (a
+#: rank, the store's host) had gone — a consequence of its exit, not a rendezvous that failed nor a network fault
+_PEER_EXITED = re.compile(r"Connection closed by peer|Failed to recv, got 0 bytes")
 # §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
@@ -510,6 +518,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                                              "message": msg[:500]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
+    if _PEER_EXITED.search(head):
+        return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
     if _STORE.search(head):
         j = _JOINED.search(head)
         return "failure", {"count": _int(j.group(1)) if j else None}, {

@@ -209,6 +209,11 @@ _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
+# vllm vllm/v1/engine/utils.py::wait_for_engine_startup (0.9.2+): the front-end polling its engine cores at start-up,
+# DEBUG every ``STARTUP_POLL_PERIOD_MS`` = 10 s, ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
+# ``… to start.`` until every core has sent its ready message
+_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
+
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
 # failure_messages.md §1.1
@@ -509,12 +514,14 @@ class _Parser:
                 if row["kind"] == "cuda_error_oom" and tb["base"]["line"] <= (row.get("line") or 0) <= tb["last"]:
                     row["attrs"].update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
                     break
+        # rows that quote the whole traceback are cited where it starts (its first line, or the engine's line
+        # that opens it), and span it to its exception line
         if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
-            self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
-                      {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})
+            self.emit("failure", base, {"failure": "shm_exhausted", "via": "madvise_populate_efault",
+                                        "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
-            self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
+            self.emit_oom(base, text, attrs["during"])
 
     def emit_oom(self, base: dict[str, Any], text: str, during: str | None) -> None:
         """A ``cuda_oom`` row with the allocator message's figures (one reader of them: parsers.failures)."""
@@ -851,6 +858,11 @@ class _Parser:
             if m:
                 emit("notice", base, {"message_id": "prefix_cache_hit_rate", "gpu_hit_ratio": _num(m.group(1)) / 100,
                                       "cpu_hit_ratio": _num(m.group(2)) / 100})
+                return True
+            m = _STARTUP_WAIT.search(s)
+            if m:
+                emit("engine_startup_wait", base, {"local": int(m.group(1)), "remote": int(m.group(2)),
+                                                   "until": m.group(3)}, count=int(m.group(1)) + int(m.group(2)))
                 return True
             m = _SHM_WAIT.search(s)
             if m:

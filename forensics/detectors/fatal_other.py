@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
+from forensics.facts.stages import furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
@@ -43,7 +44,7 @@ FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
-    "host_register_refused",
+    "host_register_refused", "peer_exited",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
 _TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
@@ -305,8 +306,14 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
                                 "without graphs to confirm the capture path is what fails (slower decode), then "
                                 "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
+    # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
+    reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
+    if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
+        words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
-              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"))
+              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
+                 + (f" — its exception line would decide which of the failures of {reached.stage} it was "
+                    f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
         "SGL-RUN-001",
         summary=f"The server died: {words}." + (f" Also seen: {', '.join(others)}." if others else ""),
@@ -323,6 +330,10 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
     )
 
 
+#: what an end-of-file from a peer means (parsers/failures.py ``peer_exited``)
+_PEER_EXIT_WHY = ("the process at the other end — another rank, or the TCPStore's host (rank 0's node, the launcher) — "
+                  "had exited, so this rank's failure is a consequence of that exit, and why it exited is not in the "
+                  "input")
 _CLASS_WORDS = {
     "illegal_memory_access": ("a kernel made an illegal memory access (the CUDA context is dead; every later error on "
                               "that rank follows from it)",
@@ -341,6 +352,11 @@ _CLASS_WORDS = {
     "collective_timeout": ("a rank timed out in a collective", ["The rank that never arrived failed first: read its log."]),
     "store_timeout": ("the ranks never met at rendezvous (TCPStore/Gloo timed out)",
                       ["Check --dist-init-addr and --nnodes/--node-rank on every node and that the port is reachable."]),
+    "peer_exited": ("a peer closed its connection to this rank (the socket read end-of-file: Gloo's 'Connection closed "
+                    "by peer', TCPStore's 'Failed to recv, got 0 bytes'): " + _PEER_EXIT_WHY,
+                    ["Which fact decides: the log of the peer the line names (its address and port; for TCPStore the "
+                     "node of rank 0) for the minute before — a traceback, an OOM kill in its `dmesg -T`, an Xid, or an "
+                     "operator's stop is the cause; this line is its echo."]),
     "host_oom": ("a host (CPU) memory allocation failed", ["`free -g` and the container's memory limit."]),
     "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
@@ -357,10 +373,21 @@ _CLASS_WORDS = {
 }
 
 
+#: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
+#: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
+#: remote=[host]:port)``)
+_PEER = re.compile(r"closed by peer \[([^\]\s]{1,100})\]:(\d+)|remote=\[([^\]\s]{1,100})\]:(\d+)")
+
+
 def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
     a = attrs(row)
     cls = a.get("failure")
     etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+    if cls == "peer_exited" and (peer := _PEER.search(str(a.get("message") or row.get("text") or ""))):
+        acts = _CLASS_WORDS[cls][1]
+        who = "the TCPStore's host" if peer.group(1) is None else "the peer"
+        return (f"{who} at {peer.group(1) or peer.group(3)}:{peer.group(2) or peer.group(4)} closed its connection "
+                f"to this rank (its socket read end-of-file): {_PEER_EXIT_WHY}"), True, [*acts, *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
