@@ -91,7 +91,9 @@ _K_SIZE = re.compile(r"(?<![\w])K size: " + _N + r" ?GB")
 _V_SIZE = re.compile(r"(?<![\w])V size: " + _N + r" ?GB")
 _KV_SIZE = re.compile(r"\bKV size: " + _N + r" ?GB")
 _KV_CACHE_NAME = re.compile(r"^(.*?KV Cache) (?:is allocated|VA upper bound)")
-_POST_CAPTURE_TOKENS = re.compile(r"(\w+_layer_tokens)=(\d+)")
+#: Names and numbers are read from their first character (``(?<!\w)``, ``(?<!\d)``): from a later one
+#: the run is rescanned, the square of a hostile line (issue 25; tests/test_regex_rewrites.py)
+_POST_CAPTURE_TOKENS = re.compile(r"(?<!\w)(\w+_layer_tokens)=(\d+)")
 _CAPTURE = re.compile(
     r"^Capture (?P<what>.*?) ?(?P<backend>cuda graph|CUDA graph|cpu graph|CPU graph|npu graph|NPU graph"
     r"|graph) (?P<ev>begin|end)\b"
@@ -124,7 +126,7 @@ _RATIO_ARROW = re.compile(r"#new_token_ratio: " + _N + r" -> " + _N)
 _TRY_ALLOC = re.compile(r"Try to allocate (\d+) tokens")
 _AVAILABLE_LINE = re.compile(r"Ava(?:il|li)able ((?:\w+ )?tokens|\w+): ?(\d+)(?: \(([^)]*)\))?")
 # sglang_formats.md §6 (the KV-exhaustion message: ``available_size()=``, ``evictable_size()=``)
-_INNER_KV = re.compile(r"(\w+?)_?=(\d+)")
+_INNER_KV = re.compile(r"(?<!\w)(\w+?)_?=(\d+)")
 _CALL_EQ = re.compile(r"(available_size|evictable_size)\(\)=(\d+)")
 # sglang_formats.md §7 (failure lines), §5 (the --mem-fraction-static errors)
 _EXC_HEAD = re.compile(r"^(\w+) hit an exception")
@@ -137,7 +139,7 @@ _RAISE_ABOVE = re.compile(r"above " + _N)
 _MIN_VIABLE = re.compile(r"minimum viable = [^=]*= " + _N)
 # sglang_formats.md §7 (watchdog, rank death, exit codes, health check, shutdown, crash dump)
 _TP_RANK = re.compile(r"TP rank (\d+)")
-_WATCHDOG = re.compile(r"(?:(\w+) )?[Ww]atchdog timeout \(self\.watchdog_timeout=" + _N
+_WATCHDOG = re.compile(r"(?:(?<!\w)(\w+) )?[Ww]atchdog timeout \(self\.watchdog_timeout=" + _N
                        + r"(?:, self\.soft=(\w+))?")
 _RANK_DEAD = re.compile(r"^Rank (\d+) scheduler (?:is dead|died during initialization)"
                         r"(?: \(exit code: (-?\d+)\))?")
@@ -180,7 +182,7 @@ _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
 _POOL_BELOW_CONTEXT = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 _BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
 _TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
-_TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
+_TQDM = re.compile(r"(?<!\d)\d+%\||(?<!\d)\d+% Completed \||(?<!\d)\d+/\d+ \[[\d:?]+<")
 _PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
 
 #: Kinds that may be found on a continuation line of a traceback and get their own row.

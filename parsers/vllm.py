@@ -64,7 +64,8 @@ _HEADER = re.compile(
     r"(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:[.,]\d{1,6})?) +)?"
     r"\[?(?P<file>[\w.<>-]+(?:/[\w.<>-]+)*(?:/\.\.\./[\w./-]+)?):(?P<srcline>\d+)\] ?(?P<msg>.*)$"
 )
-_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+#: From the first blank before the mark only: any later one fails as the first did (issue 25)
+_REPEATED = re.compile(r"(?<!\s)\s*\[repeated (\d+)x across cluster\]\s*$")
 _RANK_PART = re.compile(r"(?:^|_)(DP|PP|PCP|TP|DCP|EP)(\d+)")
 _RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_rank"}
 
@@ -72,6 +73,9 @@ _RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_ra
 # Message templates (searched in the message, so header-less excerpts are read too)
 
 _NUM = r"(-?[\d,]*\d(?:\.\d+)?)"
+#: A number that opens an alternative starts at the first of its digits and commas (issue 25): from any
+#: later one ``[\d,]*`` rescans the run and fails as the first one did (tests/test_regex_rewrites.py)
+_NUM_START = r"(-?(?<![\d,])[\d,]*\d(?:\.\d+)?)"
 # vllm_formats.md §2.2 (version, config dump, args)
 _VERSION = re.compile(r"vLLM (?:API )?server version v?([\w.+-]+)(?:, serving model (\S+))?")
 _LOGO_VERSION = re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)")
@@ -90,7 +94,8 @@ _LOAD_BEGIN = re.compile(r"^Starting to load model (\S+?)(?:\.\.\.)?$")
 # vllm_formats.md §2.4 (V0 profiling), §2.5 (V1 KV budget), §2.6 (the --kv-cache-memory hint), §3.3 (free memory at
 # start-up)
 _PROFILE_064 = re.compile(r"Memory profiling results: (.*)")
-_PROFILE_KV = re.compile(r"(\w+)=" + _NUM + r"(GiB)?")
+#: A name from its first character only (issue 25; tests/test_regex_rewrites.py says what that changes)
+_PROFILE_KV = re.compile(r"(?<!\w)(\w+)=" + _NUM + r"(GiB)?")
 _PROFILE_TAKES = re.compile(r"^Memory profiling takes " + _NUM + r" seconds(.*)$")
 _PROFILE_BUDGET = re.compile(
     r"total_gpu_memory \(" + _NUM + r" ?GiB\) x gpu_memory_utilization \(" + _NUM + r"\) = " + _NUM + r" ?GiB"
@@ -108,7 +113,7 @@ _FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
                        + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
-    r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
+    r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
     # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
     r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"

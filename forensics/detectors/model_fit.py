@@ -47,7 +47,8 @@ _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z0-9]
 #: ``30B-A3B``: the first figure is the total; the active one, after ``A``, is never read as a size), and
 #: ``{active}B-{experts}E`` (Llama 4 ``17B-16E``/``17B-128E``: the *active* count, per the model cards; the total
 #: depends on the expert width and is not in the name): a name of that form gives no estimate
-_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)
+#: From a number's first digit only: a later one fails as the first did, after rescanning the run (issue 25)
+_MOE_ACTIVE = re.compile(r"(?<!\d)\d+[bB]-\d+E\b", re.I)
 _PRECISION = (
     (re.compile(r"fp32|float32", re.I), 4.0, "fp32"),
     (re.compile(r"(?:^|[-_/.])(?:bf16|fp16|float16|half)(?:$|[-_/.])", re.I), 2.0, "bf16"),

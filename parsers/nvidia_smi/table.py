@@ -100,9 +100,10 @@ _NOPROC_RE = re.compile(r"^\|\s+No running processes found\s+\|$")
 _NOT_SUPPORTED_PROC_RE = re.compile(r"^\|\s+(?P<gpu>\d+)?\s*Not Supported\s+\|$")
 _BOX_TITLE_RE = re.compile(r"^\|\s*(?P<title>Processes|MIG devices):")
 
+#: The memory column is read from a number's first digit: a later one fails as the first did (issue 25)
 # reference/system_formats.md §2.1
 _STRONG = re.compile(
-    r"^\|\s*NVIDIA-SMI\s+\d|^\|\s+\d+\s+.*\|\s+" + BUS_ID_PATTERN + r"\s|\d+MiB\s*/\s*\d+MiB\s*\||"
+    r"^\|\s*NVIDIA-SMI\s+\d|^\|\s+\d+\s+.*\|\s+" + BUS_ID_PATTERN + r"\s|(?<!\d)\d+MiB\s*/\s*\d+MiB\s*\||"
     r"^\|\s+Processes:|^\|\s+No running processes found",
     re.MULTILINE,
 )
