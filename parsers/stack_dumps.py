@@ -51,11 +51,14 @@ MAX_THREADS = 2000
 _PROCESS_RE = re.compile(r"^Process (\d{1,10}): (.{0,300})$")
 _THREAD_RE = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((active|idle|active\+gil|gil)\)(?:: "([^"]{0,200})")?')
 _FRAME_RE = re.compile(r"^\s{2,}(\S.{0,300}?) \(([^()]{1,300}):(\d+)\)\s*$")
-_TP_RE = re.compile(r"TP(\d{1,6})\b")
+# the TP rank in an engine's process title: ``sglang::scheduler_TP3``, ``…_DP1_TP1_EP1_PP0``, ``VLLM::Worker_PP1_TP3``
+# (parsers/proc_titles.py's sources); ``_`` joins the ranks, so the number ends at a non-digit, not a word boundary
+_TP_RE = re.compile(r"(?<![A-Za-z])TP(\d{1,6})(?!\d)")
 # the torch.distributed collectives (pytorch torch/distributed/distributed_c10d.py (2.x)), CUDA synchronisation
 # (``.item``, ``synchronize``) and the blocking calls an idle worker waits in
+# (any frame in distributed_c10d.py is one of its collectives or point-to-point calls: send, recv, isend, …)
 _COLLECTIVE = re.compile(r"all_reduce|all_gather|reduce_scatter|broadcast|barrier|all_to_all|alltoall|\bnccl|"
-                         r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object", re.I)
+                         r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object|distributed_c10d\.py", re.I)
 _SYNC = re.compile(r"synchronize|\.item\b|_local_scalar_dense|cudaStreamSynchronize|tolist|\bcpu\b", re.I)
 _IDLE = re.compile(r"\b(?:recv|recv_pyobj|poll|select|wait|sleep|accept|get|_wait_for_tstate_lock|epoll)\b", re.I)
 _NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(")

@@ -11,6 +11,12 @@ execute_model timed out.``, ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, 300 s, 0.9.2
 ``No available shared memory broadcast block found`` repeated every 60 s (vllm_formats.md §3.6 and §3.8
 rule 4): a worker did not return from its step — stuck in a collective, a deadlock, or a long compile.
 
+A py-spy dump whose main thread sits inside a torch.distributed call (sglang_formats.md §3: the watchdog's
+``Pyspy dump for PID …`` before its SIGQUIT; py-spy src/dump.rs (0.3+) for the format; pytorch
+torch/distributed/distributed_c10d.py (2.x) for the calls) is the same hang seen from the stack: the rank
+waits for a peer that never posted the matching collective or receive. Read alone — without the watchdog's
+own line, which may be cut from a paste — it is medium confidence.
+
 c10d's heartbeat monitor (``ProcessGroupNCCL's watchdog got stuck for {n} seconds…``, ``Heartbeat monitor timed
 out!``, failure_messages.md §4.5, 2.3+) is the same hang seen from PyTorch: the NCCL watchdog thread itself blocked
 in a CUDA or NCCL call, unless a collective had already timed out (then it stuck tearing that one down).
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.crash_artifacts import main_threads
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
@@ -42,7 +49,43 @@ def _stuck_dumps(run: list[Row]) -> list[Row]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _sglang(tl) + _vllm_steps(tl) + _heartbeat(tl)
+    found = _sglang(tl) + _vllm_steps(tl) + _heartbeat(tl)
+    return found or _blocked_stacks(tl)
+
+
+def _blocked_stacks(tl: Timeline) -> list[Finding]:
+    """Ranks whose dumped main thread waits inside a torch.distributed call, when no line of the engine's or
+    PyTorch's says the step hung (a collective timeout has its own rules, which cite the same stacks)."""
+    blocked = [r for r in main_threads(tl) if attrs(r).get("waiting_in") == "collective"]
+    if not blocked:
+        return []
+    if any("collective_timeout" in (attrs(r).get("event"), attrs(r).get("failure"))
+           for r in rows(tl, "nccl_watchdog", "failure")):
+        return []
+    who = sorted({f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else f"pid {r.get('pid')}" for r in blocked})
+    ranks = sorted({int(r["tp_rank"]) for r in blocked if r.get("tp_rank") is not None})
+    calls = sorted({str(attrs(r).get("top_frame") or "?").split(" (", 1)[0] for r in blocked})
+    procs = sorted({str(attrs(r).get("process") or r.get("comm") or "") for r in blocked} - {""})
+    return [make_finding(
+        "SGL-NCCL-004",
+        summary=(f"A stack dump caught {', '.join(who)} blocked inside torch.distributed "
+                 f"({', '.join(calls)})" + (f" in {', '.join(procs[:3])}" if procs else "")
+                 + ": the rank waits for a peer that never entered the matching collective or receive — a hang "
+                 "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
+                 "not a slow link. Raising a timeout only makes it wait longer."),
+        evidence=blocked[:4],
+        confidence="medium",
+        confidence_reason="the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
+                          "stacks (the one outside the collective is the culprit) would decide",
+        ranks=ranks,
+        figures={"stuck_ranks": ranks, "blocked_in": calls},
+        actions=["`py-spy dump --pid <pid>` on every rank of the group while it hangs: the rank in a different "
+                 "frame is the one the others wait for.",
+                 "Check whether the ranks took different code paths (data-parallel attention, pipeline stages with "
+                 "no work, a request only some ranks saw): a divergence is an engine bug — upgrade or report it "
+                 "with the stacks.",
+                 "Check dmesg for Xids and `nvidia-smi` for a GPU stuck at 100 % utilisation."],
+    )]
 
 
 #: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; PyTorch
