@@ -191,6 +191,26 @@ def pinned_host_oom(kind: str, text: str) -> bool:
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
 
 
+def hardware_fault(text: str) -> str | None:
+    """``ecc_error`` or ``nvlink_error`` when a CUDA error message names a hardware fault of the GPU, else None.
+
+    failure_messages.md §2.2: ``uncorrectable ECC error encountered`` (cudaErrorECCUncorrectable, 214: the Xid
+    48/94/95 class) and ``uncorrectable NVLink error detected during the execution`` (cudaErrorNvlinkUncorrectable,
+    220: a fabric fault), whichever exception class carries them (RuntimeError ≤2.7, torch.AcceleratorError 2.8+).
+
+    >>> hardware_fault("torch.AcceleratorError: CUDA error: uncorrectable NVLink error detected during the execution")
+    'nvlink_error'
+    >>> hardware_fault("RuntimeError: CUDA error: an illegal memory access was encountered") is None
+    True
+    """
+    head = text[:20000]
+    if _ECC.search(head):
+        return "ecc_error"
+    if _NVLINK.search(head):
+        return "nvlink_error"
+    return None
+
+
 def populate_fault(text: str) -> bool:
     """Whether a traceback is madvise's prefault of a shared mapping failing with EFAULT (a tmpfs that cannot
     back it)."""
@@ -740,4 +760,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]

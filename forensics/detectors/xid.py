@@ -18,6 +18,7 @@ from forensics.facts.gpu_map import fill_gpus, gpu_map
 from forensics.facts.lifecycle import end_events
 from forensics.facts.rows import Row, attrs, before, rows
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
+from parsers.failures import hardware_fault
 
 from ._common import evidence as evidence_of
 from ._common import make_finding
@@ -55,14 +56,29 @@ HARDWARE_CLASSES = {"ecc_error": "an uncorrectable ECC error (Xid 48/94/95 class
                     "nvlink_error": "an uncorrectable NVLink error (Xid 74 class)"}
 
 
+#: rows that carry an exception a server process raised (the engines' parsers keep its message in the row)
+_RAISED_KINDS = ("scheduler_exception", "exception", "init_failed", "cuda_graph_failed", "engine_dead", "rank_dead")
+
+
+def _hardware_class(row: Row) -> str | None:
+    """The hardware fault a row reports: a failure line's class, vLLM's cuda_error, or the message of an exception
+    a scheduler or worker raised (failure_messages.md §2.2 — the fault is the same whichever frame raised it: a
+    forward step, CUDA-graph capture, the weights' load)."""
+    a = attrs(row)
+    if row.get("kind") == "failure":
+        return a.get("failure") if a.get("failure") in HARDWARE_CLASSES else None
+    if row.get("kind") == "cuda_error":
+        return "ecc_error" if a.get("error") == "uncorrectable_ecc" else hardware_fault(a.get("message") or "")
+    return hardware_fault(str(a.get("exception_message") or "") + "\n" + (row.get("text") or ""))
+
+
 def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
     """SGL-XID-003: the CUDA runtime told a process the GPU failed, whether or not the kernel log is here."""
-    hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") in HARDWARE_CLASSES]
-    # the same message read by an engine's own parser (parsers/vllm.py: cuda_error)
-    hits += [r for r in rows(tl, "cuda_error") if attrs(r).get("error") == "uncorrectable_ecc"]
-    if not hits:
+    found = [(r, k) for r in rows(tl, "failure", "cuda_error", *_RAISED_KINDS) if (k := _hardware_class(r))]
+    if not found:
         return []
-    kinds = sorted({attrs(r).get("failure") or "ecc_error" for r in hits})
+    hits = [r for r, _k in found]
+    kinds = sorted({k for _r, k in found})
     return [make_finding(
         "SGL-XID-003",
         summary=("CUDA reported " + " and ".join(HARDWARE_CLASSES[k] for k in kinds) + " to the server: a hardware "
