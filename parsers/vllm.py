@@ -97,8 +97,9 @@ _PROFILE_SPLIT = re.compile(
 _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
                          r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
-_FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
+_FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
+                       + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
+                       r"excluding external process's weights) \(" + _NUM + ", " + _NUM)
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
@@ -648,7 +649,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling", "on startup is less than desired")):
+                                "Error in memory profiling", "on startup is less than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -893,8 +894,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
-            if "on startup is less than desired" in s and self._profile(s, base):
-                return True  # §3.3, raised inside the worker's traceback
+            if "on startup is less than " in s and self._profile(s, base):
+                return True  # §3.3 (both wordings), raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -1001,12 +1002,12 @@ class _Parser:
                                                "kv_cache_bytes": kv}, bytes=kv)
             return True
         m = _FREE_LOW.search(s)
-        if m:
-            free, total = _gib(m.group(1)), _gib(m.group(2))
+        if m:  # group 1 is the device (0.14+: cuda:N)
+            free, total = _gib(m.group(2)), _gib(m.group(3))
             self.emit("gpu_memory_short", base, {"free_gpu_bytes": free, "total_gpu_bytes": total,
-                                                 "gpu_memory_utilization": _num(m.group(3)),
-                                                 "requested_bytes": _gib(m.group(4))},
-                      free_bytes=free, total_bytes=total, ratio=_num(m.group(3)), bytes=_gib(m.group(4)))
+                                                 "gpu_memory_utilization": _num(m.group(4)),
+                                                 "requested_bytes": _gib(m.group(5)), "device": m.group("device")},
+                      free_bytes=free, total_bytes=total, ratio=_num(m.group(4)), bytes=_gib(m.group(5)))
             return True
         m = _FREE_HINT.search(s)
         if m:
@@ -1090,6 +1091,7 @@ _SNIFF_STRONG = (
     "Task was killed due to the node running low on memory",
     # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
+    "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.gpu import gpu_holders
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
 from ._common import make_finding, tag_run
+from .vllm_start_memory import holders_words
 
 #: frames of a speculative-decoding draft worker building its own model runner (``speculative/eagle_worker.py``)
 _DRAFT_FRAMES = re.compile(r"EAGLEWorker|eagle_worker\.py|draft_worker|speculative/|NextN|MTPWorker", re.I)
@@ -86,11 +88,13 @@ def detect(tl: Timeline) -> list[Finding]:
             ), ref))
             continue
         seen = [p for p in smi_procs if p.get("pid") is not None]
+        held = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
+                if p.get("used_bytes")]
         out.append(tag_run(make_finding(
             "SGL-GPU-010",
             summary=(f"A rank refused to start: SGLang's check found the group's free GPU memory unbalanced{numbers}. "
                      "Before the model loads the GPUs hold nothing of this server, so some GPUs hold another "
-                     "process's memory."),
+                     "process's memory" + (f": nvidia-smi lists {holders_words(held)}." if held else ".")),
             evidence=[*hits[:3], *seen[:3]],
             confidence="high" if seen else "low",
             confidence_reason=None if seen else ("no process table in the input: whose memory it is rests on the "

@@ -9,7 +9,8 @@ vllm_formats.md §3.3)::
 
 The difference, total − free, is held by something else on the GPU: another engine or tenant, or a process of an
 earlier run that has not exited. Either free it, or ask for no more than is free: utilization ≤ free ÷ total less a
-margin (vllm_formats.md "K3 co-tenancy").
+margin (vllm_formats.md "K3 co-tenancy"). When nvidia-smi's process list is in the input, the finding names the
+processes on that GPU and what each holds (0.14+ names the device, ``cuda:N``).
 
 >>> fitting_utilization(3.22, 79.19), fitting_utilization(40.1, 79.19)
 (None, 0.48)
@@ -18,8 +19,10 @@ margin (vllm_formats.md "K3 co-tenancy").
 from __future__ import annotations
 
 import math
+import re
 
-from forensics.facts.rows import attrs, rank_of
+from forensics.facts.gpu import gpu_holders
+from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import of_kind, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -35,6 +38,15 @@ def fitting_utilization(free_gib: float, total_gib: float) -> float | None:
     return u if u >= MIN_USEFUL else None
 
 
+_CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
+
+
+def holders_words(procs: list[Row]) -> str:
+    """``pid 4411 (python3) 48.00 GiB on GPU 1, …``: what nvidia-smi says each process holds."""
+    return ", ".join(f"pid {p['pid']} ({p.get('comm') or '?'}) {fmt_gib(p.get('used_bytes') or 0)} on GPU {p.get('gpu')}"
+                     for p in procs[:4]) + (f" and {len(procs) - 4} more" if len(procs) > 4 else "")
+
+
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
@@ -45,6 +57,9 @@ def detect(tl: Timeline) -> list[Finding]:
         a = attrs(row)
         free, total, util = a.get("free_gpu_bytes"), a.get("total_gpu_bytes"), a.get("gpu_memory_utilization")
         held = total - free if free is not None and total is not None else None
+        device = _CUDA_DEVICE.match(str(a.get("device") or ""))
+        own = frozenset(int(r["pid"]) for r in run if r.get("pid") is not None)
+        holders = [p for p in gpu_holders(tl, int(device.group(1)) if device else None, own) if p.get("used_bytes")]
         flags: list[FlagChange] = []
         new = fitting_utilization(free / GIB, total / GIB) if free and total else None
         if new is not None and util is not None and new < util:
@@ -55,16 +70,20 @@ def detect(tl: Timeline) -> list[Finding]:
             summary=("vLLM refused to start: "
                      + (f"only {fmt_gib(free)} of the GPU's {fmt_gib(total)} was free, " if free and total else "")
                      + (f"less than the {util:g} utilization asks for" if util is not None else "less than asked for")
-                     + (f"; {fmt_gib(held)} is held by another process (another engine, a tenant, or an earlier run "
-                        "that has not exited)." if held else ".")
+                     + (f"; {fmt_gib(held)} is held by another process" if held else "; the rest is held by another "
+                        "process")
+                     + (f": nvidia-smi lists {holders_words(holders)}." if holders else
+                        " (another engine, a tenant, or an earlier run that has not exited).")
                      + (f" Free it, or lower --gpu-memory-utilization to {new:.2f}." if flags else
                         " Free the GPU first: what is left is too little to serve from.")),
-            evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2]],  # and the start-up's teardown
-            confidence="medium",
-            confidence_reason="who holds the memory is not in vLLM's message; the process table of the GPU says",
+            evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2], *holders[:3]],  # and the teardown
+            confidence="high" if holders else "medium",
+            confidence_reason=None if holders else "who holds the memory is not in vLLM's message; the process table "
+                                                   "of the GPU says",
             ranks=[x for x in (rank_of(r) for r in short) if x is not None],
             figures={"free_gpu_bytes": free, "total_gpu_bytes": total, "gpu_memory_utilization": util,
-                     "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new},
+                     "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new,
+                     "holder_pids": [int(p["pid"]) for p in holders] or None},
             flags=flags,
             actions=["List what holds the GPU: `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                      "--format=csv` (in a container, on the host), and stop what should not be there.",
