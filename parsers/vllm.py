@@ -96,6 +96,10 @@ _PROFILE_SPLIT = re.compile(
 )
 _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
                          r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
+#: the profiling assertion's figures (vllm_formats.md §3.3): free memory (bytes 0.5.5-0.9.0, GiB in V1 0.9.1+) or, in V0
+#: 0.7-0.10.2, used memory, before and after profiling
+_PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB)?, current(?:ly)? (?:free|used) memory "
+                                + _NUM + r"( ?GiB)?")
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
                        + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
@@ -314,6 +318,25 @@ def _num(s: str | None) -> float | None:
 
 
 def _int(s: str | None) -> int | None:
+    v = _num(s)
+    return int(v) if v is not None else None
+
+
+def _profiling_figures(s: str) -> dict[str, Any]:
+    """``{initial_free_bytes, current_free_bytes}`` (or ``…_used_bytes``) of the profiling assertion, when it names them.
+
+    >>> _profiling_figures("Initial free memory 42949672960, current free memory 47244640256. This happens when")
+    {'initial_free_bytes': 42949672960, 'current_free_bytes': 47244640256}
+    """
+    m = _PROFILING_FIGURES.search(s)
+    if m is None:
+        return {}
+    what = m.group(1)
+    first, second = ((_gib(m.group(i)) if m.group(i + 1) else _int_num(m.group(i))) for i in (2, 4))
+    return {f"initial_{what}_bytes": first, f"current_{what}_bytes": second}
+
+
+def _int_num(s: str | None) -> int | None:
     v = _num(s)
     return int(v) if v is not None else None
 
@@ -870,7 +893,7 @@ class _Parser:
                  tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
             return True
         if "Error in memory profiling" in s:
-            emit("memory_profiling_error", base, {"message": s[:500]})
+            emit("memory_profiling_error", base, {"message": s[:500], **_profiling_figures(s)})
             return True
         if _NO_CACHE.search(s):
             emit("kv_no_room", base, {"reason": "no_available_memory"})

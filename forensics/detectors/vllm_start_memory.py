@@ -1,4 +1,5 @@
-"""VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for.
+"""VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for;
+VLLM-GPU-004: free memory rose while vLLM profiled (another process on the GPU released memory).
 
 vLLM V1 (0.9.1+) measures the device's free memory before loading and refuses to start when it is below
 utilization × total (``v1/worker/gpu_worker.py::init_device``, 0.14+ ``v1/worker/utils.py::request_memory``;
@@ -43,11 +44,66 @@ _CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
 
 def holders_words(procs: list[Row]) -> str:
     """``pid 4411 (python3) 48.00 GiB on GPU 1, …``: what nvidia-smi says each process holds."""
-    return ", ".join(f"pid {p['pid']} ({p.get('comm') or '?'}) {fmt_gib(p.get('used_bytes') or 0)} on GPU {p.get('gpu')}"
-                     for p in procs[:4]) + (f" and {len(procs) - 4} more" if len(procs) > 4 else "")
+    return ", ".join(f"pid {p['pid']} ({p.get('comm') or '?'}) {fmt_gib(p.get('used_bytes') or 0)}"
+                     + (f" on GPU {p['gpu']}" if p.get("gpu") is not None else "") for p in procs[:4]) + (f" and {len(procs) - 4} more" if len(procs) > 4 else "")
 
 
 def detect(tl: Timeline) -> list[Finding]:
+    return _short_at_start(tl) + _memory_changed_while_profiling(tl)
+
+
+def _memory_changed_while_profiling(tl: Timeline) -> list[Finding]:
+    """VLLM-GPU-004: vLLM's profiling assertion — the GPU had *more* free memory after profiling than before.
+
+    vLLM sizes the KV cache from the device's free memory before and after a profiling forward pass; it asserts
+    that free memory fell (``assert init free > current free``, ``"Error in memory profiling"``; V0 0.2-0.6.3
+    ``assert peak_memory > 0``; vllm_formats.md §2.4, §3.3; ``v1/worker/gpu_worker.py::determine_available_memory``).
+    Free memory rises during the pass only when memory vLLM does not own is released meanwhile: an earlier
+    instance still exiting ("not properly cleaned up before initializing", 0.4-0.9) or a co-tenant in the same
+    container or on the same GPU ("other processes sharing the same container release GPU memory", 0.9.1+)."""
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        hits = of_kind(run, "memory_profiling_error")
+        if not hits:
+            continue
+        a = attrs(hits[0])
+        before, after = a.get("initial_free_bytes"), a.get("current_free_bytes")
+        used_before, used_after = a.get("initial_used_bytes"), a.get("current_used_bytes")
+        if before is not None and after is not None:
+            change = (f"free GPU memory rose from {fmt_gib(before)} to {fmt_gib(after)} "
+                      f"(+{fmt_gib(after - before)}) while it profiled")
+        elif used_before is not None and used_after is not None:
+            change = (f"GPU memory in use fell from {fmt_gib(used_before)} to {fmt_gib(used_after)} while it "
+                      "profiled")
+        else:
+            change = "free GPU memory rose while it profiled"
+        own = frozenset(int(r["pid"]) for r in run if r.get("pid") is not None)
+        holders = [p for p in gpu_holders(tl, exclude_pids=own) if p.get("used_bytes")]
+        out.append(make_finding(
+            "VLLM-GPU-004",
+            summary=(f"vLLM's start-up memory profiling failed: {change}. Memory vLLM does not own was released on "
+                     "the GPU during the pass — an earlier instance still exiting, or another process sharing the "
+                     "GPU or the container" + (f" (nvidia-smi lists {holders_words(holders)})" if holders else "")
+                     + ". vLLM cannot size its KV cache while other processes' memory changes under it; this is not "
+                     "an out-of-memory error and no memory setting fixes it."),
+            evidence=[*hits[:2], *of_kind(run, "exception", "init_failed", "engine_dead")[:2], *holders[:3]],
+            confidence="high" if before is not None or used_before is not None else "medium",
+            confidence_reason=None if before is not None or used_before is not None else
+            "the assertion's message names no figures (vLLM before 0.5.5)",
+            ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
+            figures={"initial_free_bytes": before, "current_free_bytes": after,
+                     "initial_used_bytes": used_before, "current_used_bytes": used_after,
+                     "holder_pids": [int(p["pid"]) for p in holders] or None},
+            actions=["Before starting vLLM, wait until the previous instance's processes are gone and the GPU is "
+                     "empty: `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists "
+                     "nothing on it.",
+                     "Give vLLM GPUs of its own (CUDA_VISIBLE_DEVICES, a container per GPU set, MIG) when other jobs "
+                     "run on the host; retrying while they allocate and free memory fails the same way."],
+        ))
+    return out
+
+
+def _short_at_start(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
         short = of_kind(run, "gpu_memory_short")
