@@ -34,6 +34,7 @@ from typing import Any
 import polars as pl
 
 from .elision import is_elision
+from .nvidia_smi.common import match_failure
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -191,6 +192,17 @@ def pinned_host_oom(kind: str, text: str) -> bool:
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
 
 
+#: nvidia-smi failure lines that say GPUs are unusable (not "command not found", not a bad --query field)
+_SMI_FAILURES = frozenset({"no_driver", "driver_library_mismatch", "nvml_init_failed", "nvml_not_found", "no_devices",
+                           "gpu_lost", "unknown_error", "reset_required", "insufficient_power", "timeout"})
+
+
+def smi_failure(line: str) -> dict[str, Any] | None:
+    """nvidia-smi's failure line (``parsers.nvidia_smi.common.match_failure``) when it says a GPU is unusable."""
+    found = match_failure(line.split("\n", 1)[0])
+    return found if found is not None and found.get("error") in _SMI_FAILURES else None
+
+
 def hardware_fault(text: str) -> str | None:
     """``ecc_error`` or ``nvlink_error`` when a CUDA error message names a hardware fault of the GPU, else None.
 
@@ -345,7 +357,8 @@ _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
-    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
+    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
+    r"device handle|No devices"
 )
 
 
@@ -491,6 +504,10 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if (smi := smi_failure(head)) is not None:
+        # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
+        return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
+            **{k: v for k, v in smi.items() if v is not None and k != "gpu"}, "message": msg[:500]}
     if _NO_DEVICE.search(head):
         return "failure", {}, {"failure": "device_unavailable", "message": msg[:2000]}
     if _WATCHDOG.search(head):

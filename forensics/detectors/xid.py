@@ -20,6 +20,7 @@ from forensics.facts.rows import Row, attrs, before, rows
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
 from parsers.failures import hardware_fault
 
+from . import gpu_driver
 from ._common import evidence as evidence_of
 from ._common import make_finding
 
@@ -96,7 +97,10 @@ def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _detect_xids(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) + _memory_counters(tl)
+    xids = _detect_xids(tl)
+    hang = [] if any(f.rule_id == "SGL-XID-001" for f in xids) else gpu_driver.driver_hang(tl)
+    return xids + hang + gpu_driver.nvswitch_faults(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) \
+        + _memory_counters(tl)
 
 
 def _yes(value: Any) -> bool:
@@ -178,6 +182,8 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
     hits += [{**r, "code": 79} for r in rows(tl, "gpu_fallen_off_bus") if not attrs(r).get("xid79_line")
              and not any(x.get("code") == 79 and x.get("file") == r.get("file") and attrs(x).get("pci_bus_id")
                          == attrs(r).get("pci_bus_id") for x in hits)]
+    lost = gpu_driver.lost_handle_rows(tl, hits)
+    hits += [r for r in lost if not r["xid_named"]]  # a GPU whose own Xid is here is told by that Xid
     if not hits:
         return []
     hits = fill_gpus(hits, gpu_map(tl))  # Xid lines name a PCI address; nvidia-smi says which index it is
@@ -200,6 +206,11 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
     out = []
     if real:
         finding = _real(real, infos)
+        finding.summary += gpu_driver.lost_handle_words(lost)
+        finding.evidence = finding.evidence + [evidence_of(r) for r in lost[:2]]
+        if warnings := gpu_driver.os_schedule_rows(tl):
+            finding.summary += " " + gpu_driver.os_schedule_words(warnings)
+            finding.evidence = finding.evidence + [evidence_of(r) for r in warnings[:2]]
         crashes = _engine_crashes(tl)
         app = sorted(c for c in real if c in APPLICATION_XIDS)
         if crashes and app and SEVERITY_RANK[finding.severity] > SEVERITY_RANK["high"]:
@@ -274,9 +285,12 @@ def _real(real: dict[int, list[Row]], infos: dict[int, Any]) -> Finding:
         name = _field(info, "mnemonic", "name", "title") or "unknown Xid"
         meaning = _field(info, "meaning", "description", "summary")
         gpus = sorted({r["gpu"] for r in real[c] if r.get("gpu") is not None})
-        buses = sorted({str(attrs(r).get("pci_bus_id")) for r in real[c] if attrs(r).get("pci_bus_id")})
-        where = f"GPU {', '.join(map(str, gpus))}" if gpus else (", ".join(buses) or "unknown GPU")
-        parts.append(f"Xid {c} ({name}) ×{len(real[c])} on {where}" + (f": {meaning}" if meaning else ""))
+        # a GPU nvidia-smi did not map to an index is named by its bus
+        buses = sorted({str(attrs(r).get("pci_bus_id")) for r in real[c] if attrs(r).get("pci_bus_id")
+                        and r.get("gpu") is None})
+        where = ", ".join([f"GPU {g}" for g in gpus] + buses) or "unknown GPU"
+        seen_as = " (nvidia-smi's lost handles)" if all(r.get("smi_handle") for r in real[c]) else ""
+        parts.append(f"Xid {c} ({name}){seen_as} ×{len(real[c])} on {where}" + (f": {meaning}" if meaning else ""))
         action = _field(info, "action", "next_step")
         if action:
             actions.append(f"Xid {c}: {action}")
