@@ -67,7 +67,6 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
-    "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
@@ -277,8 +276,6 @@ _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
 #: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
-_GPU_BUSY = re.compile(r"(?:GPU\(s\)|GPU \d+|GPUs?) (?:still )?not idle|GPU (\d+) uses " + _SIZE.replace("bytes|", "bytes|G?B|")
-                       + r".{0,40}?\(pid=(\d+)")
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
@@ -356,7 +353,7 @@ def line_context(line: str) -> dict[str, Any]:
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
-    r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
+    r"in use|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices"
 )
@@ -570,9 +567,6 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
-    if (gb := _GPU_BUSY.search(head)) is not None:
-        cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
-        return "failure", {k: v for k, v in cols.items() if v is not None}, {"failure": "gpu_busy", "message": msg[:500]}
     if _HEALTH.search(head):
         return "failure", {}, {"failure": "health_check", "message": msg[:500]}
     code = _exit_code(head)

@@ -10,7 +10,7 @@ parent gone, PPID 1) keeps its CUDA context and its ports, so the new server die
 
 Evidence: a CUDA OOM before the server was up whose per-process clauses name memory that is not the
 failing process's own (PyTorch prints every NVML process on that GPU: "Process N has X memory in use",
-and the failing one as "this process has"), a port already taken, a harness that found GPUs not idle.
+and the failing one as "this process has"), a port already taken.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
             continue  # it was serving: a later OOM is no start-up collision
         ooms = [(r, foreign_processes(r)) for r in of_kind(run, "cuda_oom")]
         ooms = [(r, f) for r, f in ooms if f]
-        busy = [r for r in of_kind(run, "failure") if failure_class(r) in ("gpu_busy", "port_in_use")]
+        busy = [r for r in of_kind(run, "failure") if failure_class(r) == "port_in_use"]
         if not ooms and not busy:
             continue
         died = [r for r in of_kind(run, "failure", "rank_dead", "sigquit")
@@ -85,8 +85,6 @@ def _collisions(tl: Timeline) -> list[Finding]:
                         "needed")
         if any(failure_class(r) == "port_in_use" for r in busy):
             what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
-        if any(failure_class(r) == "gpu_busy" for r in busy):
-            what.append("GPUs were not idle before the run")
         evidence = [r for r, _f in ooms][:3] + busy[:3] + died[:2]
         flags = _port_wait_flags(busy)
         if flags:
