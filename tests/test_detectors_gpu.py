@@ -156,3 +156,23 @@ def test_in_a_container_the_failing_process_is_the_entry_just_above_its_reservat
     assert foreign_processes(_clauses((300, 10.4), own_gib=9.8)) == []
     # a lone entry far above what its allocator holds is another process (its own was hidden from NVML)
     assert [p["pid"] for p in foreign_processes(_clauses((302, 44.0), own_gib=9.8))] == [302]
+
+
+def _own_only(total_gib: float, free_gib: float, self_gib: float) -> dict:
+    """A CUDA OOM that lists only ``this process has`` (no other Process clause)."""
+    return {"kind": "cuda_oom", "total_bytes": int(total_gib * GIB), "free_bytes": int(free_gib * GIB),
+            "used_bytes": int(self_gib * GIB), "attrs": json.dumps({"allocated_by_pytorch_bytes": int(self_gib * GIB)})}
+
+
+def test_memory_no_clause_lists_is_held_when_it_is_the_gpus_main_user() -> None:
+    from forensics.detectors.held_at_start import held_unlisted, unlisted_bytes
+
+    # 48 GiB card, 2 GiB free, the server 10 GiB: 36 GiB in use by something the message cannot list
+    assert unlisted_bytes(_own_only(48, 2, 10)) // GIB == 36
+    assert held_unlisted(_own_only(48, 2, 10)) // GIB == 36
+    # a display server's 1.5 GiB beside a 14 GiB server is no co-tenant that took the GPU
+    assert held_unlisted(_own_only(16, 0.1, 14.4)) is None
+    tl = timeline(_own_only(48, 2, 10), {"kind": "failure", "attrs": {"failure": "startup_failed"}})
+    assert "SGL-GPU-006" in fired(run_all(tl)[0])
+    tl = timeline(_own_only(16, 0.1, 14.4), {"kind": "failure", "attrs": {"failure": "startup_failed"}})
+    assert "SGL-GPU-006" not in fired(run_all(tl)[0])

@@ -59,6 +59,31 @@ def foreign_processes(row: Row) -> list[dict]:
     return [p for p in procs if p is not mine]
 
 
+def unlisted_bytes(row: Row) -> int | None:
+    """GPU memory in use that no clause of a CUDA OOM accounts for: total − free − this process − every listed
+    ``Process N`` (failure_messages.md §1.4, "invisible use": processes NVML cannot see, e.g. other containers, and
+    driver reservations). Needs the ``this process has`` clause; None without it.
+
+    >>> import json
+    >>> unlisted_bytes({"total_bytes": 83 * GIB, "free_bytes": GIB // 8, "used_bytes": 23 * GIB, "attrs": "{}"}) // GIB
+    59
+    """
+    total, free, own = row.get("total_bytes"), row.get("free_bytes"), row.get("used_bytes")
+    if not total or free is None or not own:
+        return None
+    listed = sum(p.get("used_bytes") or 0 for p in attrs(row).get("processes") or [] if isinstance(p, dict))
+    return max(0, int(total - free - own - listed))
+
+
+def held_unlisted(row: Row) -> int | None:
+    """Unlisted memory that is the GPU's main user: at least what the failing process holds and enough to count as
+    held (stranded_context.held_threshold). Less is the display server, the driver, another small tenant."""
+    hidden = unlisted_bytes(row)
+    if hidden is None or hidden < max(row["used_bytes"], held_threshold(row["total_bytes"])):
+        return None
+    return hidden
+
+
 def detect(tl: Timeline) -> list[Finding]:
     return _collisions(tl) + detect_orphans(tl) + detect_unexplained_full_gpu(tl)
 
@@ -70,8 +95,9 @@ def _collisions(tl: Timeline) -> list[Finding]:
             continue  # it was serving: a later OOM is no start-up collision
         ooms = [(r, foreign_processes(r)) for r in of_kind(run, "cuda_oom")]
         ooms = [(r, f) for r, f in ooms if f]
+        hidden = [(r, h) for r in of_kind(run, "cuda_oom") if not foreign_processes(r) and (h := held_unlisted(r))]
         busy = [r for r in of_kind(run, "failure") if failure_class(r) == "port_in_use"]
-        if not ooms and not busy:
+        if not ooms and not busy and not hidden:
             continue
         died = [r for r in of_kind(run, "failure", "rank_dead", "sigquit")
                 if r.get("kind") != "failure" or failure_class(r) in ("startup_failed", "process_exit", "exception")]
@@ -83,9 +109,12 @@ def _collisions(tl: Timeline) -> list[Finding]:
         if ooms:
             what.append(f"process(es) {', '.join(map(str, pids)) or '?'} held {fmt_gib(held)} of the GPU the new server "
                         "needed")
+        if hidden:
+            what.append(f"{fmt_gib(max(h for _r, h in hidden))} of the GPU was in use by processes the CUDA OOM "
+                        "message could not list (another container, or a process NVML cannot see)")
         if any(failure_class(r) == "port_in_use" for r in busy):
             what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
-        evidence = [r for r, _f in ooms][:3] + busy[:3] + died[:2]
+        evidence = [r for r, _f in [*ooms, *hidden]][:3] + busy[:3] + died[:2]
         flags = _port_wait_flags(busy)
         if flags:
             what.append("its holder was an earlier server still shutting down")
@@ -93,14 +122,18 @@ def _collisions(tl: Timeline) -> list[Finding]:
             "SGL-GPU-006",
             summary=("The server could not start because resources of an earlier run were still held: "
                      + "; ".join(what) + ". A process from a previous launch (often a scheduler orphaned when its "
-                     "parent was killed: PPID 1) survived."),
+                     "parent was killed: PPID 1) survived." if ooms or busy else
+                     "The server could not start because another process held the GPU: " + "; ".join(what)
+                     + ". Another container sharing the GPU, or a process of an earlier run that NVML cannot see "
+                     "from here, holds it."),
             evidence=evidence,
-            confidence="medium" if ooms or len(busy) > 1 else "low",
+            confidence="medium" if ooms or hidden or len(busy) > 1 else "low",
             confidence_reason=("no process table (`ps -eo pid,ppid,stat,etime,cmd`, nvidia-smi's process list) in the "
                                "input shows the holder itself"),
             ranks=[x for x in (rank_of(r) for r in evidence) if x is not None],
-            gpus=[r["gpu"] for r in [*[o for o, _f in ooms], *busy] if r.get("gpu") is not None],
-            figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None},
+            gpus=[r["gpu"] for r in [*[o for o, _f in [*ooms, *hidden]], *busy] if r.get("gpu") is not None],
+            figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None,
+                     "unlisted_bytes": max(h for _r, h in hidden) if hidden else None},
             flags=flags,
             actions=[
                 "Find the holder: `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`, "
