@@ -196,9 +196,21 @@ _SMI_FAILURES = frozenset({"no_driver", "driver_library_mismatch", "nvml_init_fa
                            "gpu_lost", "unknown_error", "reset_required", "insufficient_power", "timeout"})
 
 
+#: nvidia-persistenced at boot finding no GPU (system_formats.md §6.2): the driver is not usable, as §2.5's no-devices
+_PERSISTENCED_NO_DEVICES = re.compile(r"nvidia-persistenced(?:\[\d+\])?: Failed to query NVIDIA devices")
+
+
 def smi_failure(line: str) -> dict[str, Any] | None:
-    """nvidia-smi's failure line (``parsers.nvidia_smi.common.match_failure``) when it says a GPU is unusable."""
-    found = match_failure(line.split("\n", 1)[0])
+    """nvidia-smi's failure line (``parsers.nvidia_smi.common.match_failure``) when it says a GPU is unusable, or
+    nvidia-persistenced's failure to find the devices.
+
+    >>> smi_failure("nvidia-persistenced[1535]: Failed to query NVIDIA devices. Please ensure that ...")["error"]
+    'persistenced_no_devices'
+    """
+    first = line.split("\n", 1)[0]
+    if _PERSISTENCED_NO_DEVICES.search(first):
+        return {"error": "persistenced_no_devices", "gpu": None, "detail": first.strip()[:300]}
+    found = match_failure(first)
     return found if found is not None and found.get("error") in _SMI_FAILURES else None
 
 

@@ -3,7 +3,8 @@
 * SGL-GPU-013: nvidia-smi itself failed for the whole host (system_formats.md §2.5): ``NVIDIA-SMI has failed
   because it couldn't communicate with the NVIDIA driver`` (NVML_ERROR_DRIVER_NOT_LOADED, exit 9), ``Failed to
   initialize NVML: Driver/library version mismatch`` (exit 18) or another NVML initialisation error, ``No devices
-  were found`` (exit 6), libnvidia-ml missing. No process on the host can use a GPU until the driver is fixed.
+  were found`` (exit 6), libnvidia-ml missing, and nvidia-persistenced's ``Failed to query NVIDIA devices`` at boot
+  (§6.2). No process on the host can use a GPU until the driver is fixed.
 * For SGL-XID-001 (called by :mod:`forensics.detectors.xid`): nvidia-smi's lost device handles (``GPU is lost``,
   NVML_ERROR_GPU_IS_LOST, which goes with Xid 79; ``Unknown Error`` after Xid 79/119/154 — §2.5) as the Xid 79
   class; the driver's ``os_schedule: Attempted to yield the CPU while in atomic or interrupt context`` (§6.2: a
@@ -30,6 +31,8 @@ HOST_FAILURES = {
     "nvml_init_failed": "NVML could not initialise",
     "nvml_not_found": "nvidia-smi found no NVML library (libnvidia-ml.so)",
     "no_devices": "the driver is loaded but sees no usable GPU",
+    "persistenced_no_devices": "nvidia-persistenced found no NVIDIA device at start (the device files are missing or "
+                               "the driver did not load)",
 }
 #: per-GPU handle errors that mean the GPU is gone from the driver: the Xid 79 class (§2.5)
 LOST_HANDLE_ERRORS = {"gpu_lost": "GPU is lost", "unknown_error": "Unknown Error"}
@@ -57,7 +60,7 @@ def _host_unusable(tl: Timeline) -> list[Finding]:
                    None)
     return [make_finding(
         "SGL-GPU-013",
-        summary=("nvidia-smi failed: " + "; ".join(words) + ". "
+        summary=(("The host's GPUs are unusable: " if host else "A GPU is unusable: ") + "; ".join(words) + ". "
                  + ("No process on this host can use a GPU until the driver is fixed: an inference server started "
                     "here fails at its first CUDA call." if host else
                     "That GPU cannot run anything until it is reset or repaired.")),
