@@ -176,3 +176,25 @@ def test_memory_no_clause_lists_is_held_when_it_is_the_gpus_main_user() -> None:
     assert "SGL-GPU-006" in fired(run_all(tl)[0])
     tl = timeline(_own_only(16, 0.1, 14.4), {"kind": "failure", "attrs": {"failure": "startup_failed"}})
     assert "SGL-GPU-006" not in fired(run_all(tl)[0])
+
+
+def _before_load(avail_gib: float, total_gib: float | None, *, model_named: bool = False) -> list[dict]:
+    rows = [{"kind": "dist_init_end", "bytes": int(0.3 * GIB)},
+            {"kind": "weight_load_begin", "avail_bytes": int(avail_gib * GIB)},
+            {"kind": "not_enough_memory", "attrs": json.dumps({})}]
+    if total_gib is not None and not model_named:
+        rows.append({"kind": "gpu_memory", "source": "nvidia_smi_csv", "gpu": 0, "total_bytes": int(total_gib * GIB),
+                     "used_bytes": int((total_gib - avail_gib) * GIB)})
+    if model_named:
+        rows.append({"kind": "gpu_model", "source": "launch", "total_bytes": int(total_gib * GIB),
+                     "attrs": json.dumps({"model": "A100-80GB"})})
+    return rows
+
+
+def test_memory_in_use_before_the_weights_load_is_another_processs() -> None:
+    # 80 GiB per nvidia-smi, 30 GiB free before loading: ~50 GiB held by someone else
+    assert "SGL-GPU-006" in fired(run_all(timeline(*_before_load(30, 80)))[0])
+    # only the CUDA context and NCCL buffers in use: nobody else
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(78.9, 80)))[0])
+    # a GPU model's nominal size is no measurement (a MIG slice or a bigger variant would lie)
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(39, 80, model_named=True)))[0])
