@@ -198,3 +198,10 @@ def test_memory_in_use_before_the_weights_load_is_another_processs() -> None:
     assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(78.9, 80)))[0])
     # a GPU model's nominal size is no measurement (a MIG slice or a bigger variant would lie)
     assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(39, 80, model_named=True)))[0])
+
+
+def test_a_draft_models_load_after_the_targets_is_no_memory_held_before() -> None:
+    rows = _before_load(78.9, 80)
+    # speculative decoding: the draft's "Load weight begin" comes after the target took 60 GiB
+    rows.insert(2, {"kind": "weight_load_begin", "avail_bytes": int(18 * GIB)})
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])

@@ -100,10 +100,14 @@ def held_before_load(tl: Timeline, run: list[Row]) -> tuple[int, Row] | None:
     other processes counted) − what distributed init took (``Init torch distributed ends. mem usage=``). None when
     that is below what counts as held (stranded_context.held_threshold: the CUDA context and NCCL buffers fit)."""
     total = measured_capacity(tl, run)
-    begins = [r for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
-    if not total or not begins:
+    # each rank's first load: a draft model's (speculative decoding) loads after the target's weights took memory
+    first: dict[object, Row] = {}
+    for r in of_kind(run, "weight_load_begin"):
+        if r.get("avail_bytes"):
+            first.setdefault(rank_of(r), r)
+    if not total or not first:
         return None
-    row = min(begins, key=lambda r: r["avail_bytes"])
+    row = min(first.values(), key=lambda r: r["avail_bytes"])
     own = max((r.get("bytes") or 0 for r in of_kind(run, "dist_init_end")), default=0)
     held = int(total - row["avail_bytes"] - own)
     return (held, row) if held >= held_threshold(total) else None
