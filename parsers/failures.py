@@ -59,6 +59,7 @@ CLASSES = {
     "oom_killed": "the kernel, cgroup or container runtime killed a process for host memory",
     "ray_oom": "Ray's memory monitor killed a worker: host RAM above its threshold",
     "host_oom": "a host (CPU) allocation failed",
+    "gpu_busy": "a GPU still held memory (another process's) when a run started",
     "port_in_use": "a port or address was already taken by another process",
     "request_refused": "a request was refused as too long (context or KV pool)",
     "workspace": "a fixed kernel workspace or shared-memory limit, not GPU memory",
@@ -288,6 +289,11 @@ _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
 #: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
+#: SGLang's CI harness waiting for the GPUs to be released before a test class starts (sgl-project/sglang PR #31746,
+#: July 2026: ``[CI GPU Idle] Waiting for GPU to become idle: GPU 2 uses 25.30 GiB (pid=1117859 24.81 GiB)`` then
+#: ``RuntimeError: GPU(s) still not idle after waiting 30s before setUpClass``): an earlier server still holds the GPU
+_GPU_BUSY = re.compile(r"GPU\(s\) still not idle after waiting|Waiting for GPU to become idle: GPU (\d+) uses "
+                       + _SIZE + r" \(pid=(\d+)")
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
@@ -365,7 +371,7 @@ def line_context(line: str) -> dict[str, Any]:
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
-    r"in use|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
+    r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices"
 )
@@ -579,6 +585,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
+    if (gb := _GPU_BUSY.search(head)) is not None:
+        cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
+        return "failure", {k: v for k, v in cols.items() if v is not None}, {"failure": "gpu_busy", "message": msg[:500]}
     if _HEALTH.search(head):
         return "failure", {}, {"failure": "health_check", "message": msg[:500]}
     code = _exit_code(head)

@@ -362,3 +362,13 @@ def test_a_runtime_oom_inside_the_pinned_host_allocator_is_host_memory() -> None
               "    staging = torch.empty(nbytes, dtype=torch.uint8, device='cuda')\n"
               "RuntimeError: CUDA error: out of memory\n")
     assert not gpu["a"].get("host_pinned")
+
+
+def test_sglang_ci_gpu_idle_wait_is_a_gpu_held_before_the_run() -> None:
+    """SGLang's CI harness (sgl-project/sglang PR #31746) waits for the GPUs before each test class."""
+    from parsers.failures import classify
+
+    kind, cols, attrs = classify("[CI GPU Idle] Waiting for GPU to become idle: GPU 5 uses 11.02 GiB (pid=40231 10.51 GiB)")
+    assert (kind, attrs["failure"], cols) == ("failure", "gpu_busy", {"gpu": 5, "pid": 40231})
+    assert classify("RuntimeError: GPU(s) still not idle after waiting 60s before setUpClass:")[2]["failure"] == "gpu_busy"
+    assert classify("the GPU was not idle when I looked") is None  # prose, no harness wording

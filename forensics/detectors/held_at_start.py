@@ -10,7 +10,8 @@ parent gone, PPID 1) keeps its CUDA context and its ports, so the new server die
 
 Evidence: a CUDA OOM before the server was up whose per-process clauses name memory that is not the
 failing process's own (PyTorch prints every NVML process on that GPU: "Process N has X memory in use",
-and the failing one as "this process has"), a port already taken.
+and the failing one as "this process has"), a port already taken, SGLang's CI harness finding the GPUs not
+idle before a test (``GPU(s) still not idle after waiting``).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
         ooms = [(r, foreign_processes(r)) for r in of_kind(run, "cuda_oom")]
         ooms = [(r, f) for r, f in ooms if f]
         hidden = [(r, h) for r in of_kind(run, "cuda_oom") if not foreign_processes(r) and (h := held_unlisted(r))]
-        busy = [r for r in of_kind(run, "failure") if failure_class(r) == "port_in_use"]
+        busy = [r for r in of_kind(run, "failure") if failure_class(r) in ("gpu_busy", "port_in_use")]
         failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room",
                          "scheduler_exception", "rank_dead")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
@@ -147,6 +148,8 @@ def _collisions(tl: Timeline) -> list[Finding]:
         if before:
             what.append(f"{fmt_gib(before[0])} of the GPU was already in use before the weights loaded (free "
                         f"{fmt_gib(before[1]['avail_bytes'])} of {fmt_gib(measured_capacity(tl, run))})")
+        if any(failure_class(r) == "gpu_busy" for r in busy):
+            what.append("GPUs were not idle before the run")
         if any(failure_class(r) == "port_in_use" for r in busy):
             what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
         listed = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
