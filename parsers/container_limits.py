@@ -1,5 +1,9 @@
 """A container's or cgroup's memory limit as its own text states it → ``container_memory_limit`` rows.
 
+Sources: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``max``), linux
+Documentation/admin-guide/cgroup-v1/memory.rst (4.x: ``memory.limit_in_bytes``), kubernetes
+staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Limits:`` / ``memory:``).
+
 The per-rank host-pool arithmetic needs the limit the ranks live under; a launch file states it
 (docker ``--memory``, compose ``mem_limit``, ``#SBATCH --mem``), and so do these, read here:
 
@@ -33,6 +37,9 @@ from .units import k8s_quantity
 FORMAT = "container_limits"
 
 #: the collector's ``<file>: <value>`` lines, or a shell's ``cat`` of one file followed by its value
+#: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``.high``, ``.current``, ``.peak``,
+#: ``.events``, ``.swap.max``), linux Documentation/admin-guide/cgroup-v1/memory.rst (4.x:
+#: ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``)
 _CGROUP_LINE = re.compile(r"^\s*(memory\.max|memory\.limit_in_bytes|memory\.memsw\.limit_in_bytes|memory\.high)"
                           r"\s*:\s*(\S+)\s*$")
 _CGROUP_FILE = re.compile(r"\bcat\s+\S*/(memory\.max|memory\.limit_in_bytes)\s*$")
@@ -46,6 +53,8 @@ _FROM = {"memory.max": "cgroup v2 memory.max", "memory.limit_in_bytes": "cgroup 
 #: the limits that kill (memory.high only throttles: read, not used as the budget)
 _HARD = ("memory.max", "memory.limit_in_bytes")
 
+# kubernetes staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Name:``, ``Containers:``, ``Limits:``,
+# ``memory:``)
 _DESCRIBE_HEAD = re.compile(r"^(?:Name:\s+\S+|Containers:)\s*$", re.M)
 _LIMITS = re.compile(r"^(\s*)Limits:\s*$")
 _LIMIT_MEMORY = re.compile(r"^\s*memory:\s+(\S+)\s*$")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 _WORDS = r"(?:trimmed|truncated|snip(?:ped)?|cut|omitted|elided|redacted|removed)"
+# source: none (the marks people leave where they cut a paste; the corpus's ``[... trimmed ...]`` is one of them)
 ELISION_LINE = re.compile(
     r"^\s*(?:"
     r"(?:\.{3,}|…+)"  # ... or …

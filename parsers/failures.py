@@ -74,9 +74,11 @@ CLASSES = {
 # match is tried once per number, not once per digit (which costs the square of the line)
 _SIZE = r"(?<![\d.])(\d++(?:\.\d++)? ?(?:bytes|[KMGTP]iB))"
 _N = r"(\d+(?:\.\d+)?)"
+# ECMA-48 (SGR and other CSI escapes a coloured log keeps)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 #: prefixes that stand before a message: stamps, ranks, process tags (stripped to find where it starts)
+#: §0 «Per-line prefixes»; the forms of reference/sglang_formats.md §1 and reference/vllm_formats.md §1.1, §1.3
 _PREFIXES = (
     re.compile(r"^\s*\[rank\d+\]:\s?"),
     re.compile(r"^\[[A-Z]\d{4} [\d:.]+ [^\]]*\]\s*"),  # c10d [E321 02:07:08.408 ProcessGroupNCCL.cpp:607]
@@ -89,11 +91,13 @@ _PREFIXES = (
     re.compile(r"^[\w.-]+\s+\|\s"),  # compose service-1  |
 )
 
+# a traceback as cpython Lib/traceback.py (3.x) prints it: header, File/line frames, the exception line; §4.3
 _EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|AssertionError))(?::\s?(.*))?$"
 )
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+# §2.1 (the frames say which allocation failed)
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
@@ -105,6 +109,7 @@ _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+# §1.1 (the 2.4+ private-pools and reserved-but-unallocated clauses; the ≤2.0 template), §1.5 (allowed memory)
 _OOM_ALLOC = re.compile(r"(?:Of the allocated memory )?" + _SIZE + r" is allocated by PyTorch")
 _OOM_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
 _OOM_UNALLOC = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
@@ -124,13 +129,16 @@ _RUNTIME_OOM = re.compile(
 #: cudaErrorInvalidValue (the driver refused the range), which is not a memory shortage by itself
 _HOST_REGISTER = re.compile(r"cudaHost(?:Register|Alloc) failed(?: \(rc=(\d+)[^)]*\))?")
 _RC_OUT_OF_MEMORY = 2
+# §2.4 (the registration line's ``size=``/``total=``)
 _REG_SIZE = re.compile(r"\bsize=(\d+)")
 _REG_TOTAL = re.compile(r"\btotal=(\d+)")
 #: ROCclr's queue-abort callback (ROCm/clr rocclr/device/rocm/rocdevice.cpp, ``callbackQueue``) ends the
 #: HSA_STATUS_ERROR_OUT_OF_RESOURCES line with ``Code: 0x1008 Available Free mem : N MB`` in newer ROCm; a paste that
 #: wraps the long line puts it on the next one. Values past 2^40 MB are an unsigned underflow, not a figure.
+#: rocm rocclr/device/rocm/rocdevice.cpp (6.x, ``callbackQueue``); §3
 _AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", re.I)
 _AVAIL_FREE_BOGUS_MB = 1 << 40
+# §2.1, §2.2 (the runtime error strings), §3 (HIP)
 _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
 _ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
@@ -140,6 +148,7 @@ _NO_DEVICE = re.compile(
     r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
+# §7 (kernel-library workspaces: FlashInfer, Triton, Inductor)
 _WORKSPACE = re.compile(
     r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
     r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
@@ -165,6 +174,7 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+# §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
 # --- process death (§5) ---
@@ -178,6 +188,7 @@ _SHM = re.compile(
 #: (vLLM's KV-offload region, vllm/v1/kv_offload/cpu/shared_offload_region.py, prefaults with
 #: ``mmap_obj.madvise(MADV_POPULATE_WRITE, …)``; Python raises ``OSError: [Errno 14] Bad address``)
 _EFAULT = re.compile(r"OSError: \[Errno 14\] Bad address")
+# madvise(2)
 _MADVISE_CALL = re.compile(r"\bmadvise\(")
 
 
@@ -242,7 +253,9 @@ def populate_fault(text: str) -> bool:
 
 
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
+#: df(1) (coreutils: Filesystem, Size, Used, Avail, Use%, Mounted on) for /dev/shm, §4.1
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
+# §5.1, §5.2 (signals, exit codes, launchers)
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
                            r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
 _SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
@@ -262,6 +275,7 @@ _DIED = re.compile(
 )
 _PROC_NAME = re.compile(r"\b((?:Rank \d+ )?[Ss]cheduler|Worker[^\s(]*|Engine ?[Cc]ore[\w_]*|[Dd]etokenizer|"
                         r"[Tt]okenizer(?:Manager)?|[Ss]ubprocess \S+|Process \S+)")
+# §5.3 (containers, orchestrators, the kernel); the kernel's lines: reference/system_formats.md §4.1
 _OOM_KILLED = re.compile(
     r"OOMKilled|Result: oom-kill|result 'oom-kill'|killed by the OOM killer|Memory cgroup out of memory|"
     r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
@@ -269,9 +283,12 @@ _OOM_KILLED = re.compile(
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
+# §5.4 (Ray memory monitor)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
+# §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
 _HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate memory|\[Errno 12\]")
+# errno(3) EADDRINUSE (``Address already in use``); the wait below
 _PORT = re.compile(r"Address already in use|is (?:already )?used by a process already|port \S+ is (?:already )?in use|"
                    r"\[Errno 98\]|bind\(\) failed", re.I)
 _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
@@ -280,6 +297,7 @@ _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
 #: {process.cmdline()=} {process.status()=} {pid=}`` — the wait (SGLANG_WAIT_PORT_TIMEOUT, default 30 s) and the holder
 #: The port's name is a whole word holding "port" (was ``\w*port\w*``, the same leftmost match, rescanned
 #: from every character of a long word)
+#: sglang python/sglang/srt/utils/network.py::wait_port_available (0.5.x; utils.py in 0.4.x)
 _PORT_WAIT = re.compile(r"(?<!\w)(?=\w*?port)(\w++) at (\d{2,5}) is not available in (\d+) seconds")
 _PORT_HOLDER_STATUS = re.compile(r"process\.status\(\)='([\w-]+)'")
 _PORT_HOLDER_CMD = re.compile(r"process\.cmdline\(\)=\[([^\]]{0,400})")
@@ -288,6 +306,7 @@ _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: the NVIDIA kernel module's ``os_lookup_user_io_memory`` (NVIDIA/open-gpu-kernel-modules,
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
 #: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
+#: nvidia-open kernel-open/nvidia/os-mlock.c (5xx)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
 #: SGLang's CI harness waiting for the GPUs to be released before a test class starts (sgl-project/sglang PR #31746,
 #: July 2026: ``[CI GPU Idle] Waiting for GPU to become idle: GPU 2 uses 25.30 GiB (pid=1117859 24.81 GiB)`` then
@@ -297,6 +316,7 @@ _GPU_BUSY = re.compile(r"GPU\(s\) still not idle after waiting|Waiting for GPU t
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
+# reference/sglang_formats.md §7 (``Health check failed. …``)
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 
 # --- request refusals (§6) ---
@@ -308,6 +328,7 @@ _REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allo
 _REFUSE_MM = re.compile(r"Image request length is longer than the KV cache pool size or the max context length|"
                         r"Multimodal prompt is too long after expanding multimodal tokens\.(?: After expanding "
                         r"[\w.()\[\]]{0,60}=(\d+) >= (?:[\w.]{0,40}=)?(\d+))?")
+# §6.2
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
 #: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
@@ -324,15 +345,19 @@ _REFUSE_CTX = re.compile(
 #: ``req_to_token_pool memory leak detected!``; the busy-time invariant checker,
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
 #: ``SWA Pool Mem Leak Detected!``)
+#: reference/sglang_formats.md §6 and sglang python/sglang/srt/managers/scheduler_runtime_checker_mixin.py (0.5.x)
 _KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
+#: cpython Lib/argparse.py (3.x: ``prog: error: …``)
 _USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
                           r"the following arguments are required: .{1,500})$")
+# reference/vllm_formats.md §3.6 and reference/sglang_formats.md §7 (start-up failures)
 _STARTUP = re.compile(r"Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
                       r"Initialization failed|failed to initiali[sz]e", re.I)
 
 
+# reference/sglang_formats.md §1, reference/vllm_formats.md §1.3, the ``[rankN]:`` prefix of §0
 _SGL_PREFIX = re.compile(r"^\s*\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Za-z_]+\d+)*)\]")
 _ISO_PREFIX = re.compile(r"^\s*(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?\s")
 _TP_LABEL = re.compile(r"\bTP(\d+)\b")
@@ -368,6 +393,7 @@ def line_context(line: str) -> dict[str, Any]:
 
 #: every failure text above holds one of these words: a line without any is skipped before the prefix is even
 #: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
+#: a word of each message above (§1-§7): a prefilter, no format of its own
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
@@ -448,6 +474,7 @@ def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: v for k, v in cols.items() if v is not None}, attrs
 
 
+# reference/vllm_formats.md §3.6 (``Engine core initialization failed. … Failed core proc(s): {…: code}``)
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): \{'[^']+': (-?\d+)")
 
 
@@ -585,9 +612,6 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
-    if (gb := _GPU_BUSY.search(head)) is not None:
-        cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
-        return "failure", {k: v for k, v in cols.items() if v is not None}, {"failure": "gpu_busy", "message": msg[:500]}
     if _HEALTH.search(head):
         return "failure", {}, {"failure": "health_check", "message": msg[:500]}
     code = _exit_code(head)

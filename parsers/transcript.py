@@ -1,5 +1,9 @@
 """Split a pasted terminal session (or a write-up quoting one) into segments, each for one parser.
 
+Sources: bash(1) (PROMPTING: the ``user@host:dir$`` prompt), python(1) (the ``>>>`` prompt), CommonMark 0.31
+(fenced code blocks, thematic breaks, ATX headings); the log shapes are those of reference/sglang_formats.md
+§1 and reference/vllm_formats.md §1.1.
+
 A transcript mixes command lines, their outputs and prose::
 
     Checked the host after the kill:
@@ -66,17 +70,24 @@ class Segment:
 # ---------------------------------------------------------------------------------------------
 # Line shapes
 
+# CommonMark 0.31 (fenced code blocks, thematic breaks)
 _FENCE_RE = re.compile(r"^\s*(?:```|~~~)")
 _RULE_RE = re.compile(r"^\s*(?:-{3,}|={3,}|\*{3,}|_{3,})\s*$")
+# source: none (a chat tool's ``[bash] cmd`` marker: no published format)
 _TOOL_RE = re.compile(
     r"^\s*(?:\[[^\]\n]{1,40}\]\s*)*?\[(?:bash|shell|sh|zsh|terminal|console|cmd|run|exec)\]\s*(?P<cmd>\S.*)$",
     re.IGNORECASE)
+# bash(1) (PROMPTING: ``user@host:dir$``, ``[user@host dir]#``; a virtualenv's ``(name)``), python(1) (the ``>>>``
+# prompt)
 _PS1_RE = re.compile(
     r"^\s*(?:\([^()\s]{1,40}\)\s*)?"
     r"(?P<who>\[[\w.-]+@[\w.-]+[^\]\n]{0,80}\]|[\w.-]+@[\w.-]+(?::[^\s$#%]*)?)?"
     r"\s*(?P<sig>[$#%])\s+(?P<cmd>\S.*)$")
 _REPL_RE = re.compile(r"^>>>(?:\s(?P<cmd>.*))?$")
+# source: none (an English word: prose against a log line)
 _WORD_RE = re.compile(r"^[(\[\"'“‘*_]*[A-Za-z][A-Za-z'’-]*[)\]\"'”’.,;:!?*_]*$")
+# ISO 8601 (``hh:mm:ss``); CommonMark 0.31 (ATX headings); the log levels and exception lines of
+# reference/sglang_formats.md §1 and reference/vllm_formats.md §1.1
 _TIME_RE = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")
 _HEADING_RE = re.compile(r"^#{1,6}\s+\S")
 _LOGGISH_RE = re.compile(

@@ -49,6 +49,8 @@ DEFAULT_BLOCK_SIZE = 16
 # --------------------------------------------------------------------------------------------
 # Line prefixes
 
+# vllm_formats.md §1.4 (colours), §1.5 (compose prefixes), §1.1 (the record header), §1.3 (process prefixes);
+# ``[repeated Nx across cluster]`` is Ray's log dedup (vllm_formats.md §1.3)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\^\[\[[0-9;]*m")
 _CONTAINER = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]{0,80})\s+\| ")
 #: One process prefix; vLLM (and Ray relayed through EngineCore) nests them.
@@ -70,6 +72,7 @@ _RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_ra
 # Message templates (searched in the message, so header-less excerpts are read too)
 
 _NUM = r"(-?[\d,]*\d(?:\.\d+)?)"
+# vllm_formats.md §2.2 (version, config dump, args)
 _VERSION = re.compile(r"vLLM (?:API )?server version v?([\w.+-]+)(?:, serving model (\S+))?")
 _LOGO_VERSION = re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)")
 _CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v?([^)]+)\))? with config: (.*)$")
@@ -79,10 +82,13 @@ _CONFIG_KV = re.compile(
 )
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
 _NAMESPACE = re.compile(r"^args: Namespace\((.*?)\)?\s*$")
+# vllm_formats.md §2.3 (model weights)
 _WEIGHTS_OLD = re.compile(r"Loading model weights took " + _NUM + r" ?(GB|GiB)")
 _WEIGHTS_NEW = re.compile(r"Model loading took " + _NUM + r" ?(GB|GiB)(?: memory)? and " + _NUM + r" ?s")
 _WEIGHTS_READ = re.compile(r"^Loading weights took " + _NUM + r" ?s")
 _LOAD_BEGIN = re.compile(r"^Starting to load model (\S+?)(?:\.\.\.)?$")
+# vllm_formats.md §2.4 (V0 profiling), §2.5 (V1 KV budget), §2.6 (the --kv-cache-memory hint), §3.3 (free memory at
+# start-up)
 _PROFILE_064 = re.compile(r"Memory profiling results: (.*)")
 _PROFILE_KV = re.compile(r"(\w+)=" + _NUM + r"(GiB)?")
 _PROFILE_TAKES = re.compile(r"^Memory profiling takes " + _NUM + r" seconds(.*)$")
@@ -100,6 +106,7 @@ _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase
 #: 0.7-0.10.2, used memory, before and after profiling
 _PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB)?, current(?:ly)? (?:free|used) memory "
                                 + _NUM + r"( ?GiB)?")
+# vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
                        + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
@@ -111,19 +118,24 @@ _HINT_PARTS = re.compile(
     # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
     r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"
 )
+# vllm_formats.md §2.4, §2.5 (capacity lines)
 _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r"x")
 _KV_AVAIL = re.compile(r"^Available KV cache memory: " + _NUM + r" ?GiB")
 _KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
+# vllm_formats.md §2.7 (CUDA graph capture); tqdm bars of §1.5; NCCL INFO lines of failure_messages.md §4.1
 _GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)")
 _GRAPH_END = re.compile(r"Graph capturing finished in " + _NUM + r" secs?(?:, took " + _NUM + r" ?GiB)?")
+# vllm_formats.md §2.6 (``CUDA graph pool memory: … (actual), … (estimated)``, ``Estimated CUDA graph memory``)
 _GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
 _PROMPTS_BAR = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) \[([\d:]{1,12})<")
 _NCCL_COMM = re.compile(r"\bnranks (\d{1,6})\b")
+# failure_messages.md §4.1 (NCCL INFO ``nranks``, ``via P2P/SHM/NET``); vllm_formats.md §2.7 (the capture bar)
 _NCCL_VIA = re.compile(r" via (P2P|SHM|NET|NVLS|CollNet)\b")
 _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
+# vllm_formats.md §3.1, §3.2 (the KV cache cannot hold a request; no KV memory), §3.4 (preemption)
 _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
                            r" in KV cache \((\d+)\)")
 _TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
@@ -135,10 +147,13 @@ _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
 #: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
 #: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
+#: vllm vllm/model_executor/offloader/uva.py (main)
 _CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
 #: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
 #: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
+#: vllm vllm/v1/kv_offload/cpu/shared_offload_region.py (main)
 _OFFLOAD_REGION = re.compile(r"^Created mmap file (\S+) \(" + _NUM + r" GB\)")
+# vllm_formats.md §3.7 (host memory), §4 (periodic metrics lines)
 _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
@@ -148,12 +163,15 @@ _METRICS_FIELD = re.compile(
 )
 _ENGINE_IDX = re.compile(r"^Engine (\d+): |^(\d+) Engines Aggregated: ")
 _PREFIX_HIT_V0 = re.compile(r"^Prefix cache hit rate: GPU: " + _NUM + r"%, CPU: " + _NUM + "%")
+# vllm vllm/distributed/parallel_state.py (main: ``rank N in world size M is assigned as …``); vllm_formats.md §3.8
+# (nccl version), §2.1 (``Using max model len``, chunked prefill), §2.8 (end of start-up)
 _RANK_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as (.*)$")
 _ASSIGNED_PART = re.compile(r"(DP|PP|TP|EP|PCP|DCP) rank (\d+)")
 _NCCL_VERSION = re.compile(r"vLLM is using nccl==(\S+)")
 _MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)")
 _CHUNKED = re.compile(r"max_num_batched_tokens=(\d+)")
 _INIT_DONE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took " + _NUM)
+# vllm_formats.md §3.6 (process and engine death)
 _WORKER_DIED = re.compile(
     r"Worker proc (\S+) died unexpectedly(?: \(exit code: (-?\d+)\))?"
     r"|Worker (\S+) pid (\d+) died, exit code: (-?\d+)"
@@ -163,12 +181,15 @@ _WORKER_DIED = re.compile(
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
+#: failure_messages.md §5.4 (Ray memory monitor)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory")
 #: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
 #: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
 #: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
 _RAY_WORKER_EXITED = re.compile(r"Worker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)|"
                                 r"Worker unexpectedly exits with a connection error code")
+# vllm_formats.md §3.6 (engine death, start-up failures), §3.8 (RPC and shared-memory broadcast timeouts);
+# failure_messages.md §7 (sampler warm-up OOM), §2.2 (CUDA errors)
 _DEAD = re.compile(
     r"(EngineCore encountered a fatal error|EngineDeadError|EngineCore encountered an issue|MQEngineDeadError"
     r"|AsyncEngineDeadError|Background loop has errored already|Engine loop is not running"
@@ -184,15 +205,19 @@ _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found i
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
+# failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
+# failure_messages.md §1.1
 _ALLOCATOR_OOM = re.compile(r"\b(?:CUDA|HIP) out of memory\b")
 _OOM = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + _SZ)
 
 # foreign lines on the same streams
+# vllm_formats.md §1.5 (uvicorn and access lines), failure_messages.md §4.4 (c10d watchdog), §4.1 (NCCL lines), §0
+# (``[rankN]:``)
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*" (?P<status>\d{3})')
 _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
@@ -200,9 +225,12 @@ _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
 _TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
+# failure_messages.md §0 (the ``[rankN]:`` prefix)
 _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
 # tracebacks
+# cpython Lib/traceback.py (3.x); vllm_formats.md §3.6 (WorkerProc/EngineCore openers); failure_messages.md §2.1
+# (the notes after a CUDA error)
 _TB_START = re.compile(r"^(?:Traceback \(most recent call last\):|Process (\S+):$)")
 _TB_FRAME = re.compile(r'^\s+File "([^"]*)", line \d+, in (\S+)', re.M)
 _TB_CONT = re.compile(r"^(?:\s+\S|\s*[\^~]+\s*$|The above exception was the direct cause|During handling of the"
@@ -258,6 +286,7 @@ class _ExcLine:
 _EXC_LINE = _ExcLine()
 
 #: Functions in a traceback → the start-up phase a failure happened in (innermost match wins).
+#: vllm_formats.md §2.1 (the start-up order), §2.4-§2.7 (the functions of each phase)
 _PHASE_OF_FRAME = (
     (re.compile(r"capture_model|_capture_cudagraphs|capture_end|capture_begin|cudagraph|CUDAGraph|graph_capture"),
      "graph_capture"),
@@ -1094,6 +1123,7 @@ class _Parser:
 # --------------------------------------------------------------------------------------------
 # sniffing and the entry point
 
+# vllm_formats.md §1.1, §1.3
 _SNIFF_HEADER = re.compile(
     r"^(?:[\w.-]{1,80}\s{1,20}\| )?(?:\([\w =-]{0,80}pid=\d+(?:, ip=[^)]{0,60})?\) ?)*"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?:\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? +)?\[?[\w./-]+\.py:\d+\] ",

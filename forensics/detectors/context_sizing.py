@@ -1,5 +1,9 @@
 """SGL-KV-004: a start-up buffer sized by the context length does not fit the GPU.
 
+Sources: SGL-KV-004 reads sglang python/sglang/srt/mem_cache/memory_pool.py::ReqToTokenPool (0.4+:
+``req_to_token`` is max running requests × context length int32) and the allocator OOM of
+reference/failure_messages.md §1.1.
+
 SGLang sizes its request-to-token table (and a few other start-up buffers) as max running requests ×
 context length × 4 bytes. Without ``--context-length`` the model's own maximum is used; Llama 4
 Scout's is 10 M tokens, so the table alone asks for ~80 GiB on an 80 GB GPU::

@@ -1,5 +1,9 @@
 """SGL-GPU-001/002/003: too little GPU memory left outside ``--mem-fraction-static``.
 
+Sources: SGL-GPU-001, SGL-GPU-002 and SGL-GPU-003 read reference/sglang_formats.md §3 (``Capture cuda graph
+end … avail mem``) and §5 (what ``--mem-fraction-static`` leaves outside the static pool), and the allocator
+OOM of reference/failure_messages.md §1.1.
+
 SGLang gives ``f`` × the pre-load free memory of each GPU to weights + KV pool; CUDA graphs,
 activations and NCCL buffers live in the rest. Seed phase 2: f = 0.93 left 0.82 GB after graph
 capture and a large prefill hit ``torch.OutOfMemoryError``.

@@ -1,5 +1,8 @@
 """SGL-RUN-001: the server died and no specific rule explains why.
 
+Sources: SGL-RUN-001 and SGL-RUN-002 take the failure lines of reference/failure_messages.md §8 (the triage
+table) that no mechanism explains.
+
 Catch-all so that an incident never yields "no findings": a scheduler exception, a dead rank, a
 failed initialisation, the scheduler watchdog, ranks that did not finish loading, a crashed
 subprocess or a SIGQUIT in a run where no other rule found a critical/high cause. It names the

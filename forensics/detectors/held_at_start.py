@@ -1,5 +1,11 @@
 """SGL-GPU-006: a launch found the GPU (or its port) still held by another process.
 
+Sources: SGL-GPU-006 reads the allocator OOM's per-process clauses (reference/failure_messages.md §1.3, ``{Q}
+per process``) and the port refusal of sglang python/sglang/srt/utils/network.py::wait_port_available (0.5.x;
+utils.py in 0.4.x); SGL-GPU-008 reads ps(1)'s PPID 1 for a worker titled as in reference/vllm_formats.md §1.6;
+SGL-GPU-009 reads nvidia-smi's memory against its process list (reference/system_formats.md §2.1, §2.2) and
+vLLM's start-up check (reference/vllm_formats.md §3.3).
+
 The other half of a stranded context: the next launch. A scheduler orphaned by an earlier run (its
 parent gone, PPID 1) keeps its CUDA context and its ports, so the new server dies at start-up:
 

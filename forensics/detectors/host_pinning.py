@@ -1,5 +1,9 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
+Sources: SGL-HOST-007 and SGL-HOST-009 read reference/failure_messages.md §2.4 (pinned host memory), the
+kernel OOM-kill block (reference/system_formats.md §4.1) and the per-rank pools of reference/sglang_formats.md
+§4.
+
 HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``; the NVIDIA
 kernel module pins the range with get_user_pages and, when that fails, logs the range it could not map
 (open-gpu-kernel-modules ``kernel-open/nvidia/os-mlock.c``, ``os_lookup_user_io_memory``), and SGLang

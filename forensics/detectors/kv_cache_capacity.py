@@ -56,8 +56,11 @@ def detect(tl: Timeline) -> list[Finding]:
     return out
 
 
+# reference/sglang_formats.md §6 (KV-pool exhaustion: ``Try to allocate N tokens``, ``Available tokens: N``)
 _TRIED_RE = re.compile(r"Try to allocate (\d+) tokens")
 # a traceback frame and the source line it shows
+# a frame as cpython Lib/traceback.py (3.x) prints it; the allocators of sglang
+# python/sglang/srt/mem_cache/common.py (main, 0.5.x; managers/schedule_batch.py in 0.4.x)
 _FRAME_RE = re.compile(r'File "[^"]*", line \d+, in (\w+)[ \t]*\n[ \t]*([^\n]*)')
 # SGLang's KV-slot allocators (mem_cache/common.py, schedule_batch.py): a raise there is KV exhaustion
 _KV_ALLOC_FUNC_RE = re.compile(r"^alloc_(?:\w*token_slots\w*|for_(?:extend|decode))$")
@@ -78,6 +81,7 @@ def raised_in_kv_allocator(text: str) -> bool:
     return bool(m and _KV_ALLOC_FUNC_RE.match(m.group(1)) and m.group(2).startswith("raise"))
 
 
+# reference/sglang_formats.md §6 (``Avaliable tokens`` 0.3.6-0.4.6, ``Available tokens`` later)
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
 #: ``schedule_batch.py::retract_decode``: with one request left to retract and no free KV slot, SGLang asserts
 #: ``No space left for only one request[ in SWA mode …]`` (an AssertionError, 0.3.x–0.4.x; "Failed to retract any

@@ -1,5 +1,9 @@
 """SGL-GPU-007: the model's weights per GPU are larger than the GPU.
 
+Sources: SGL-GPU-007 compares parameters × bytes ÷ (TP × PP) with the GPU's capacity; the weights are loaded
+before any pool (reference/sglang_formats.md §3, reference/vllm_formats.md §2.3) and fail with the allocator
+OOM of reference/failure_messages.md §1.1.
+
 When no start-up line says what the weights took (a fragment, a ticket), the model's name often does:
 ``gpt-oss-120b-bf16`` is 120 × 10^9 parameters at 2 bytes, 223.5 GiB, so TP2 puts 111.8 GiB on each
 79.1 GiB H100 and the load fails with a CUDA OOM whatever ``--mem-fraction-static`` says. The estimate

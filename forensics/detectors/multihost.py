@@ -1,5 +1,8 @@
 """One server over several nodes: every rule per host, then causes linked across hosts.
 
+Sources: SGL-NCCL-006 reads the watchdog timeouts of the waiting ranks (reference/failure_messages.md §4.4)
+against the last line of each node's log.
+
 Each host's evidence is judged against that host's facts (its RAM, its GPUs, its ranks: the detectors
 see one host's view, :func:`forensics.timeline.hosts.host_view`), so HiCache × the ranks of the small-RAM node is
 weighed against that node's RAM, and GPU 0 of one node is never GPU 0 of another. Then the hosts'

@@ -1,5 +1,10 @@
 """SGL-HOST-001 / SGL-HOST-002: HiCache host pools sized per rank that do not fit the host.
 
+Sources: SGL-HOST-001 reads reference/sglang_formats.md §4 (the per-rank host pool, ``--hicache-size`` in 10^9
+bytes, the 10 GiB reserve, the power-of-two pinning of 0.4.5-0.5.4) and sglang
+python/sglang/srt/mem_cache/memory_pool_host.py (0.4.5-0.5.18: each rank checks its own pool against the whole
+host's available memory); SGL-HOST-002 is the refusal of reference/sglang_formats.md §4.
+
 ``--hicache-size`` is 10^9 bytes *per scheduler rank*; up to 0.5.18 every rank checks only its
 own request against the whole host, so TP8 × 300 GB passes eight checks and asks 2.4 TB of a
 449 GiB host. 0.4.5–0.5.4 pin each pool rounded up to a power of two. From 0.5.19 SGLang divides

@@ -29,6 +29,7 @@ from .fatal_other import failure_class
 _STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
                             r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
                             r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined")
+# source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
 
 
@@ -39,6 +40,8 @@ _BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredB
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
+# reference/failure_messages.md §4.6 (Gloo: ``Connection closed by peer``), errno(3) ECONNRESET (``Connection reset
+# by peer``)
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
 
 

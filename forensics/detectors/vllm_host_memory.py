@@ -1,5 +1,9 @@
 """VLLM-HOST-001: vLLM's per-GPU host memory (``--swap-space``, ``--cpu-offload-gb``) × ranks exceeds the host.
 
+Sources: VLLM-HOST-001 reads ``--swap-space`` and ``--cpu-offload-gb`` per GPU worker
+(reference/vllm_formats.md §5.1) and vLLM's own swap check (reference/vllm_formats.md §3.7, vllm
+vllm/config.py::CacheConfig.verify_with_parallel_config (0.4-0.10)).
+
 Both flags are GiB *per GPU worker*: ``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of
 host RAM (V0; PyTorch's pinned allocator rounds each layer's block up to a power of two), and
 ``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's own check only compares swap × TP with 70 % of

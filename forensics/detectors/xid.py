@@ -1,5 +1,10 @@
 """SGL-XID-001/002: NVIDIA Xid events, judged by the Xid catalog (:mod:`forensics.facts.xid`).
 
+Sources: SGL-XID-001 and SGL-XID-002 read the NVRM Xid line (reference/system_formats.md §6.1) and the catalog
+(reference/system_formats.md §6.3: 43 and 45 are the channel teardown of a killed process); SGL-XID-003 is the
+CUDA runtime's ECC/NVLink error text (reference/failure_messages.md §2.2); SGL-XID-004 the ECC, retired-page
+and remapped-row counters of reference/system_formats.md §2.2 and §2.3.
+
 Sample (R460+ driver)::
 
     NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.

@@ -1,5 +1,8 @@
 """vLLM facts: a log's runs and the settings that apply to each.
 
+Sources: reference/vllm_formats.md §1.3 (the process prefixes ``EngineCore``, ``VllmWorker``, ``Worker_TP1``,
+``APIServer``).
+
 Settings come from, in rising precedence: vLLM's defaults (``forensics.facts.engines``, marked assumed),
 a ``vllm serve`` launch command, ``args: Namespace(...)`` / ``non-default args: {...}``, the engine's
 config line, and the memory-profiling lines (which print the utilization actually used).

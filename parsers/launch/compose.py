@@ -1,5 +1,10 @@
 """Launch commands inside compose files and Kubernetes-style YAML: services, their command/entrypoint
-and args, folded and flow forms."""
+and args, folded and flow forms.
+
+Sources: compose-spec spec.md (2.x: ``services:``, ``command``/``entrypoint``, ``mem_limit``), YAML 1.2 (block
+and flow forms), kubernetes staging/src/k8s.io/api/core/v1/types.go (1.x: ``command``/``args`` of a
+container).
+"""
 
 from __future__ import annotations
 

@@ -216,6 +216,8 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
 
 _VALUE = r"(?:\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;()\[\]\"'`<>]{1,200})"
 # "--tp-size 8", "--tp-size=8", "--mem-fraction-static to 0.85", "--tp-size of 8"
+# flag mentions by the engines' own names: reference/sglang_formats.md §8, reference/vllm_formats.md §5.1
+# (parsers/launch/vocab.py lists them)
 _DASHED_RE = re.compile(
     rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)"
     rf"(?!-[A-Za-z-])({_VALUE}))?")
@@ -307,6 +309,8 @@ def _flag_mentions(sentence: str) -> list[tuple[int, int, str, str | bool, str]]
 
 # "on TP8", "a TP-8 deployment", "TP=4"; "tensor parallelism set to 8", "TP size of 4". A bare "TP3" is a rank's
 # label, so the short form needs a size's context and a power of two.
+# the tensor-parallel size of reference/sglang_formats.md §8 (``--tp-size``) and reference/vllm_formats.md §5.1
+# (``-tp``)
 _TP_SHORT_RE = re.compile(r"(?<![\w\[-])TP[-=]?(\d{1,2})\b(?!\])")
 _TP_WORDED_RE = re.compile(r"\b(?:TP|tp|[Tt]ensor[- ]parallel(?:ism)?)(?:[- ](?:size|degree))?\s*(?:(?:is|was)\s+)?"
                            r"(?:=|:|\bof\b|\bis\b|\bwas\b|\bset\s+to\b)\s*(\d{1,3})\b")
@@ -379,6 +383,7 @@ _LEFT_SIZE_RE = re.compile(
     r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free(?:\s+(?:GPU\s+)?memory)?)"
     r"(?:\s+(?:was|is|of|were))?\b\W{0,3}(?:only\s+|just\s+|about\s+|~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
     r"(?:was|were)\s+(?:left|free))\b)", re.IGNORECASE)
+# kill(1), pkill(1) (procps)
 _KILL_RE = re.compile(
     r"\b(?:pkill|killall)(?:\s+-[\w-]+)*\s+(?!(?:and|or|the|a|to|with|commands?|would|could|should|will|can|"
     r"might|may|did|does|do|is|was|were|then|first|again|also|only|all|processes|it|them)\b)[\w./*-]+|\bkill\s+-(?:9|KILL|SIGKILL|15|TERM)(?:\s+\d+)+"

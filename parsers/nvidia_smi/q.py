@@ -1,5 +1,7 @@
 """``nvidia-smi -q`` text: the per-GPU ``Key : Value`` report, nested by 4-space indentation.
 
+Sources: reference/system_formats.md §2.3 (the ``-q`` text report) and nvidia-smi(1).
+
 Real format (driver 590; R610+ adds ``KMD Version``/``CUDA UMD Version`` and marks ``Driver
 Version`` deprecated; the colon column is not fixed — the Processes block uses a narrower one)::
 
