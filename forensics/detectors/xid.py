@@ -85,13 +85,15 @@ def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
         return []
     hits = [r for r, _k in found]
     kinds = sorted({k for _r, k in found})
+    # the server's death after the fault is the fault's consequence: its lines are this finding's evidence too
+    deaths = [r for r in rows(tl, "init_failed", "engine_dead", "sigquit") if before(hits[0], r)]
     return [make_finding(
         "SGL-XID-003",
         summary=("CUDA reported " + " and ".join(HARDWARE_CLASSES[k] for k in kinds) + " to the server: a hardware "
                  "fault of the GPU, not a load or configuration problem."
                  + ("" if xid_rows else " The kernel log is not in the input, so the GPU's Xid and its bus id are "
                                         "not known.")),
-        evidence=hits[:4],
+        evidence=[*hits[:4], *deaths[:2]],
         confidence="high",
         figures={"hardware_errors": kinds},
         actions=["Find the GPU: `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` (volatile/aggregate uncorrectable "
