@@ -205,3 +205,10 @@ def test_a_draft_models_load_after_the_targets_is_no_memory_held_before() -> Non
     # speculative decoding: the draft's "Load weight begin" comes after the target took 60 GiB
     rows.insert(2, {"kind": "weight_load_begin", "avail_bytes": int(18 * GIB)})
     assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])
+
+
+def test_memory_held_before_load_explains_only_a_memory_failure() -> None:
+    rows = [r for r in _before_load(30, 80) if r["kind"] != "not_enough_memory"]
+    rows.append({"kind": "scheduler_exception", "attrs": json.dumps({"exception_type": "ValueError",
+                                                                    "exception_message": "unknown model type"})})
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])

@@ -133,8 +133,8 @@ def _collisions(tl: Timeline) -> list[Finding]:
         ooms = [(r, f) for r, f in ooms if f]
         hidden = [(r, h) for r in of_kind(run, "cuda_oom") if not foreign_processes(r) and (h := held_unlisted(r))]
         busy = [r for r in of_kind(run, "failure") if failure_class(r) in ("gpu_busy", "port_in_use")]
-        failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room",
-                         "scheduler_exception", "rank_dead")
+        # memory others held explains a memory failure only (a config error at start-up is no collision)
+        failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
         if not ooms and not busy and not hidden and not before:
             continue
