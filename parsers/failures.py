@@ -34,6 +34,7 @@ from typing import Any
 import polars as pl
 
 from .elision import is_elision
+from .nvidia_smi.common import match_failure
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -59,6 +60,7 @@ CLASSES = {
     "oom_killed": "the kernel, cgroup or container runtime killed a process for host memory",
     "ray_oom": "Ray's memory monitor killed a worker: host RAM above its threshold",
     "host_oom": "a host (CPU) allocation failed",
+    "gpu_busy": "a GPU still held memory (another process's) when a run started",
     "port_in_use": "a port or address was already taken by another process",
     "request_refused": "a request was refused as too long (context or KV pool)",
     "workspace": "a fixed kernel workspace or shared-memory limit, not GPU memory",
@@ -67,7 +69,6 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
-    "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
@@ -239,6 +240,49 @@ def pinned_host_oom(kind: str, text: str) -> bool:
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
 
 
+#: nvidia-smi failure lines that say GPUs are unusable (not "command not found", not a bad --query field)
+_SMI_FAILURES = frozenset({"no_driver", "driver_library_mismatch", "nvml_init_failed", "nvml_not_found", "no_devices",
+                           "gpu_lost", "unknown_error", "reset_required", "insufficient_power", "timeout"})
+
+
+#: nvidia-persistenced at boot finding no GPU (system_formats.md §6.2): the driver is not usable, as §2.5's no-devices
+_PERSISTENCED_NO_DEVICES = re.compile(r"nvidia-persistenced(?:\[\d+\])?: Failed to query NVIDIA devices")
+
+
+def smi_failure(line: str) -> dict[str, Any] | None:
+    """nvidia-smi's failure line (``parsers.nvidia_smi.common.match_failure``) when it says a GPU is unusable, or
+    nvidia-persistenced's failure to find the devices.
+
+    >>> smi_failure("nvidia-persistenced[1535]: Failed to query NVIDIA devices. Please ensure that ...")["error"]
+    'persistenced_no_devices'
+    """
+    first = line.split("\n", 1)[0]
+    if _PERSISTENCED_NO_DEVICES.search(first):
+        return {"error": "persistenced_no_devices", "gpu": None, "detail": first.strip()[:300]}
+    found = match_failure(first)
+    return found if found is not None and found.get("error") in _SMI_FAILURES else None
+
+
+def hardware_fault(text: str) -> str | None:
+    """``ecc_error`` or ``nvlink_error`` when a CUDA error message names a hardware fault of the GPU, else None.
+
+    failure_messages.md §2.2: ``uncorrectable ECC error encountered`` (cudaErrorECCUncorrectable, 214: the Xid
+    48/94/95 class) and ``uncorrectable NVLink error detected during the execution`` (cudaErrorNvlinkUncorrectable,
+    220: a fabric fault), whichever exception class carries them (RuntimeError ≤2.7, torch.AcceleratorError 2.8+).
+
+    >>> hardware_fault("torch.AcceleratorError: CUDA error: uncorrectable NVLink error detected during the execution")
+    'nvlink_error'
+    >>> hardware_fault("RuntimeError: CUDA error: an illegal memory access was encountered") is None
+    True
+    """
+    head = text[:20000]
+    if _ECC.search(head):
+        return "ecc_error"
+    if _NVLINK.search(head):
+        return "nvlink_error"
+    return None
+
+
 def populate_fault(text: str) -> bool:
     """Whether a traceback is madvise's prefault of a shared mapping failing with EFAULT (a tmpfs that cannot
     back it)."""
@@ -307,6 +351,11 @@ _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: ``RmCreateOsDescriptor`` (src/nvidia/arch/nvalloc/unix/src/escape.c) falls back to it after ``os_lock_user_pages``
 #: nvidia-open kernel-open/nvidia/os-mlock.c (5xx)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
+#: SGLang's CI harness waiting for the GPUs to be released before a test class starts (sgl-project/sglang PR #31746,
+#: July 2026: ``[CI GPU Idle] Waiting for GPU to become idle: GPU 2 uses 25.30 GiB (pid=1117859 24.81 GiB)`` then
+#: ``RuntimeError: GPU(s) still not idle after waiting 30s before setUpClass``): an earlier server still holds the GPU
+_GPU_BUSY = re.compile(r"GPU\(s\) still not idle after waiting|Waiting for GPU to become idle: GPU (\d+) uses "
+                       + _SIZE + r" \(pid=(\d+)")
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
@@ -394,8 +443,9 @@ def line_context(line: str) -> dict[str, Any]:
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
-    r"in use|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
-    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
+    r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
+    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
+    r"device handle|No devices"
 )
 
 
@@ -545,6 +595,10 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if (smi := smi_failure(head)) is not None:
+        # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
+        return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
+            **{k: v for k, v in smi.items() if v is not None and k != "gpu"}, "message": msg[:500]}
     if _NO_DEVICE.search(head):
         return "failure", {}, {"failure": "device_unavailable", "message": msg[:2000]}
     if _WATCHDOG.search(head):
@@ -611,6 +665,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
+    if (gb := _GPU_BUSY.search(head)) is not None:
+        cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
+        return "failure", {k: v for k, v in cols.items() if v is not None}, {"failure": "gpu_busy", "message": msg[:500]}
     if _HEALTH.search(head):
         return "failure", {}, {"failure": "health_check", "message": msg[:500]}
     code = _exit_code(head)
@@ -815,4 +872,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]

@@ -107,10 +107,15 @@ _PROFILE_SPLIT = re.compile(
 )
 _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
                          r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
+#: the profiling assertion's figures (vllm_formats.md §3.3): free memory (bytes 0.5.5-0.9.0, GiB in V1 0.9.1+) or, in V0
+#: 0.7-0.10.2, used memory, before and after profiling
+_PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB)?, current(?:ly)? (?:free|used) memory "
+                                + _NUM + r"( ?GiB)?")
 # vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
-_FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
+_FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
+                       + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
+                       r"excluding external process's weights) \(" + _NUM + ", " + _NUM)
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
@@ -359,6 +364,25 @@ def _num(s: str | None) -> float | None:
 
 
 def _int(s: str | None) -> int | None:
+    v = _num(s)
+    return int(v) if v is not None else None
+
+
+def _profiling_figures(s: str) -> dict[str, Any]:
+    """``{initial_free_bytes, current_free_bytes}`` (or ``…_used_bytes``) of the profiling assertion, when it names them.
+
+    >>> _profiling_figures("Initial free memory 42949672960, current free memory 47244640256. This happens when")
+    {'initial_free_bytes': 42949672960, 'current_free_bytes': 47244640256}
+    """
+    m = _PROFILING_FIGURES.search(s)
+    if m is None:
+        return {}
+    what = m.group(1)
+    first, second = ((_gib(m.group(i)) if m.group(i + 1) else _int_num(m.group(i))) for i in (2, 4))
+    return {f"initial_{what}_bytes": first, f"current_{what}_bytes": second}
+
+
+def _int_num(s: str | None) -> int | None:
     v = _num(s)
     return int(v) if v is not None else None
 
@@ -701,7 +725,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling", "on startup is less than desired")):
+                                "Error in memory profiling", "on startup is less than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -933,7 +957,7 @@ class _Parser:
                  tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
             return True
         if "Error in memory profiling" in s:
-            emit("memory_profiling_error", base, {"message": s[:500]})
+            emit("memory_profiling_error", base, {"message": s[:500], **_profiling_figures(s)})
             return True
         if _NO_CACHE.search(s):
             emit("kv_no_room", base, {"reason": "no_available_memory"})
@@ -957,8 +981,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
-            if "on startup is less than desired" in s and self._profile(s, base):
-                return True  # §3.3, raised inside the worker's traceback
+            if "on startup is less than " in s and self._profile(s, base):
+                return True  # §3.3 (both wordings), raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -1065,12 +1089,12 @@ class _Parser:
                                                "kv_cache_bytes": kv}, bytes=kv)
             return True
         m = _FREE_LOW.search(s)
-        if m:
-            free, total = _gib(m.group(1)), _gib(m.group(2))
+        if m:  # group 1 is the device (0.14+: cuda:N)
+            free, total = _gib(m.group(2)), _gib(m.group(3))
             self.emit("gpu_memory_short", base, {"free_gpu_bytes": free, "total_gpu_bytes": total,
-                                                 "gpu_memory_utilization": _num(m.group(3)),
-                                                 "requested_bytes": _gib(m.group(4))},
-                      free_bytes=free, total_bytes=total, ratio=_num(m.group(3)), bytes=_gib(m.group(4)))
+                                                 "gpu_memory_utilization": _num(m.group(4)),
+                                                 "requested_bytes": _gib(m.group(5)), "device": m.group("device")},
+                      free_bytes=free, total_bytes=total, ratio=_num(m.group(4)), bytes=_gib(m.group(5)))
             return True
         m = _FREE_HINT.search(s)
         if m:
@@ -1157,6 +1181,7 @@ _SNIFF_STRONG = (
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
     # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
     "Too large swap space. ", "Possibly too large swap space. ",
+    "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -391,3 +391,13 @@ def test_the_shells_report_of_a_killed_job(line: str) -> None:
 def test_killed_in_prose_is_not_a_kill() -> None:
     assert failures.classify("the job was Killed after an hour") is None
     assert failures.classify("Killed by user request") is None
+
+
+def test_sglang_ci_gpu_idle_wait_is_a_gpu_held_before_the_run() -> None:
+    """SGLang's CI harness (sgl-project/sglang PR #31746) waits for the GPUs before each test class."""
+    from parsers.failures import classify
+
+    kind, cols, attrs = classify("[CI GPU Idle] Waiting for GPU to become idle: GPU 5 uses 11.02 GiB (pid=40231 10.51 GiB)")
+    assert (kind, attrs["failure"], cols) == ("failure", "gpu_busy", {"gpu": 5, "pid": 40231})
+    assert classify("RuntimeError: GPU(s) still not idle after waiting 60s before setUpClass:")[2]["failure"] == "gpu_busy"
+    assert classify("the GPU was not idle when I looked") is None  # prose, no harness wording
