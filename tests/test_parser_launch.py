@@ -122,6 +122,15 @@ def test_bash_c_wrapper_and_pipe_to_tee():
     assert c.argv[-1] == "2" and c.flags == {"--model-path": "/m", "--tp-size": "2"}
 
 
+def test_docker_ipc_mode_is_kept_in_either_spelling():
+    # docker-run(1) --ipc takes its value after "=" or as the next word; "host" shares the host's /dev/shm
+    (c,) = launch.find_commands("docker run --gpus all --ipc host lmsysorg/sglang:v0.5.6 "
+                                "python3 -m sglang.launch_server --model-path /m --tp 4\n")
+    assert c.docker_ipc == "host" and c.flags["--tp-size"] == "4"
+    (c,) = launch.find_commands("docker run --ipc=private --shm-size 8g img vllm serve /m\n")
+    assert c.docker_ipc == "private" and c.docker_shm_size_bytes == 8 * GIB
+
+
 def test_comment_line_ends_a_continued_command_like_bash():
     text = ("python -m sglang.launch_server \\\n"
             "  --model-path /m \\\n"

@@ -11,6 +11,8 @@ or a container's 64 MiB default — not host RAM and not GPU memory::
 
 from __future__ import annotations
 
+import re
+
 from forensics.facts.launch import launch_rows
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.model import Finding, FlagChange, Timeline
@@ -21,6 +23,25 @@ from .fatal_other import failure_class
 #: a multi-GPU container below this /dev/shm size is the usual suspect (NCCL and the tokenizer IPC use it)
 SMALL_SHM = 1 << 30
 SUGGESTED_SHM = "16g"
+
+
+#: the container shares the host's IPC namespace, so its /dev/shm is the host's (docker-run(1) ``--ipc``;
+#: compose ``ipc: host``); the value may follow ``=`` or a space, quoted or not
+HOST_IPC_RE = re.compile(r"--ipc(?:=|\s+)[\"']?host\b|\bipc\s*:\s*[\"']?host\b")
+
+
+def _private_ipc_flags(shm: int | float | None) -> list[FlagChange]:
+    """With ``--ipc=host`` a SIGBUS means the *host's* /dev/shm is full. Segments a killed run leaves
+    there (NCCL's, the engine's IPC buffers, CPU all-reduce buffers) outlive its container and fill the
+    tmpfs for every later container on the host. A private IPC namespace gives each container its own
+    /dev/shm of ``--shm-size``, removed with the container (docker-run(1): ``--ipc`` "private" and
+    ``--shm-size``; reference/failure_messages.md §SIGBUS row: /dev/shm full)."""
+    why = ("--ipc=host puts the container's shared-memory segments in the host's /dev/shm, where those of killed "
+           "runs stay after their container is gone; a private namespace confines them to the container")
+    return [FlagChange("--ipc=host", "host", "(remove)", why),
+            FlagChange("--shm-size", fmt_gib(shm) if shm else None, SUGGESTED_SHM,
+                       "a private /dev/shm of its own, removed with the container; NCCL and the server's IPC "
+                       "segments need gigabytes on a multi-GPU host")]
 
 
 def _sigbus(row: Row) -> bool:
@@ -39,13 +60,17 @@ def detect(tl: Timeline) -> list[Finding]:
     direct = [r for r in hits if failure_class(r) == "shm_exhausted"]
     flags: list[FlagChange] = []
     shm = None
+    host_ipc = False
     for row in reversed(launch_rows(tl)):
         a = attrs(row)
-        if a.get("launcher") in ("docker run", "compose") or "docker_shm_size_bytes" in a:
+        if a.get("launcher") in ("docker run", "compose") or "docker_shm_size_bytes" in a or "docker_ipc" in a:
             shm = a.get("docker_shm_size_bytes")
             text = row.get("text") or ""
             small = not isinstance(shm, int | float) or shm < SMALL_SHM
-            if small and "--ipc=host" not in text and "ipc: host" not in text:
+            host_ipc = a.get("docker_ipc") == "host" or bool(HOST_IPC_RE.search(text))
+            if host_ipc:
+                flags.extend(_private_ipc_flags(shm))
+            elif small:
                 flags.append(FlagChange("--shm-size", fmt_gib(shm) if shm else None, SUGGESTED_SHM,
                                         "the container's /dev/shm "
                                         + (f"is {fmt_gib(shm)}" if shm else "is Docker's 64 MiB default")
@@ -73,7 +98,10 @@ def detect(tl: Timeline) -> list[Finding]:
         "SGL-HOST-006",
         summary=(_first_upper(" and ".join(what))
                  + ": /dev/shm is full or too small (segments leaked by earlier killed runs, or a container's small "
-                 "default), not host RAM and not GPU memory." + region_words),
+                 "default), not host RAM and not GPU memory." + region_words
+                 + (" The container runs with --ipc=host, so its /dev/shm is the host's: segments left by runs "
+                    "killed in earlier containers are still there and fill it for every container started since."
+                    if host_ipc else "")),
         evidence=hits[:6] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
         confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",

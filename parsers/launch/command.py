@@ -71,6 +71,7 @@ class LaunchCommand:
     docker_memory_bytes: int | None = None
     docker_shm_size_bytes: int | None = None
     docker_gpus: str | None = None
+    docker_ipc: str | None = None  # docker-run(1) --ipc / compose ipc: "host" shares the host's /dev/shm
     module: str | None = None
     scan: FlagScan = field(default_factory=FlagScan)
     engine: str = "sglang"
@@ -98,6 +99,7 @@ class LaunchCommand:
             "docker_memory_bytes": self.docker_memory_bytes,
             "docker_shm_size_bytes": self.docker_shm_size_bytes,
             "docker_gpus": self.docker_gpus,
+            "docker_ipc": self.docker_ipc,
             "module": self.module,
             "repeated": self.scan.repeated or None,
             "spellings": self.scan.spellings or None,
@@ -372,6 +374,8 @@ def _docker_options(opts: list[str]) -> dict[str, Any]:
             out["shm"] = docker_size(val)
         elif name == "--gpus":
             out["gpus"] = val.strip("\"'")
+        elif name == "--ipc":
+            out["ipc"] = val.strip("\"'")
         elif name in ("-e", "--env"):
             k, has_v, v = val.partition("=")
             out["env"][k] = v if has_v else None
@@ -451,6 +455,7 @@ def apply_docker(cmd: LaunchCommand, docker: dict[str, Any] | None) -> None:
     cmd.docker_memory_bytes = docker.get("memory", cmd.docker_memory_bytes)
     cmd.docker_shm_size_bytes = docker.get("shm", cmd.docker_shm_size_bytes)
     cmd.docker_gpus = docker.get("gpus", cmd.docker_gpus)
+    cmd.docker_ipc = docker.get("ipc", cmd.docker_ipc)
     cmd.env = dict(sorted({**docker["env"], **cmd.env}.items()))
     container_limits(cmd, "docker --memory")
 

@@ -213,7 +213,7 @@ def compose_commands(lines: list[str], used: set[int]) -> list[LaunchCommand]:
 def _compose_service(lines: list[str], start: int, end: int, ind: int) -> LaunchCommand | None:
     parts: dict[str, tuple[list[str], int, int]] = {}
     env: dict[str, str | None] = {}
-    memory = shm = gpus = image = None
+    memory = shm = gpus = image = ipc = None
     gpu_n: int | None = None
     for idx, path, value in _yaml_paths(lines, start, end):
         top = path[0]
@@ -228,6 +228,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
             memory = k8s_quantity(_unquote_yaml(value))
         elif path == ("shm_size",):
             shm = docker_size(_unquote_yaml(value))
+        elif path == ("ipc",):
+            ipc = _unquote_yaml(value)
         elif path == ("gpus",) or path[-2:] in (("devices", "device_ids"), ("devices", "count")):
             v = _unquote_yaml(value)
             gpus = ",".join(_split_flow(v)) if v.startswith("[") else v
@@ -265,7 +267,7 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
     cmd = LaunchCommand(
         line=first + 1, line_end=last + 1, argv=argv, launcher="compose", module=module,
         text="\n".join(lines[first:last + 1]), env=dict(sorted(env.items())), scan=scan_flags(argv),
-        docker_memory_bytes=memory, docker_shm_size_bytes=shm, docker_gpus=gpus, engine=engine_of_argv(argv),
+        docker_memory_bytes=memory, docker_shm_size_bytes=shm, docker_gpus=gpus, docker_ipc=ipc, engine=engine_of_argv(argv),
         confidence="config",
     )
     container_limits(cmd, "compose memory limit")
