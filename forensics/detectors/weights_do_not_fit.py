@@ -10,6 +10,8 @@ The opposite of a headroom problem: the static fraction is too *small* for the m
 0.77
 >>> raised_fraction(0.97) is None
 True
+>>> raised_blind(0.55), raised_blind(0.93), raised_blind(0.95)
+(0.6, 0.95, None)
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ def raised_fraction(minimum: float) -> float | None:
     """The minimum viable fraction plus a margin, rounded up to 0.01; None when it cannot work."""
     new = math.ceil(round((minimum + RAISE_MARGIN) * 100, 6)) / 100
     return new if new <= MAX_SENSIBLE_FRACTION else None
+
+
+#: without the weight-load lines the fraction is raised by this much (about 5 % of the GPU to the static pool)
+BLIND_RAISE = 0.05
+
+
+def raised_blind(f: float) -> float | None:
+    """``f`` raised by :data:`BLIND_RAISE`, at most :data:`MAX_SENSIBLE_FRACTION`; None when already there."""
+    if f >= MAX_SENSIBLE_FRACTION:
+        return None
+    return min(MAX_SENSIBLE_FRACTION, math.floor(round((f + BLIND_RAISE) * 100, 6)) / 100)
 
 
 def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, str]:
@@ -79,6 +92,15 @@ def detect(tl: Timeline) -> list[Finding]:
         if new is not None and (f is None or new > f):
             flags.append(FlagChange("--mem-fraction-static", f"{f:g}" if f is not None else None, f"{new:.2f}",
                                     f"minimum viable {minimum:.4f} ({how}) + {RAISE_MARGIN} margin, rounded up → {new:.2f}"))
+        elif minimum is None and f is not None and any(r.get("kind") == "not_enough_memory" for r in hits):
+            # the message itself says "Please try to increase --mem-fraction-static" (sglang_formats.md §5); without
+            # the weight-load lines the step is blind, as SGL-GPU-001's is the other way
+            step = raised_blind(f)
+            if step is not None:
+                flags.append(FlagChange("--mem-fraction-static", f"{f:g}", f"{step:.2f}",
+                                        f"SGLang's own advice ('Please try to increase --mem-fraction-static'): {f:g} + "
+                                        f"{BLIND_RAISE} → {step:.2f}; the weight-load lines (`Load weight end … avail "
+                                        "mem`) give the exact minimum"))
         actions = []
         if any(attrs(r).get("warning") == "max_total_tokens_above_profiled" for r in hits):
             actions.append("Do not force --max-total-tokens above what SGLang profiled: a pool larger than the memory "
@@ -103,7 +125,9 @@ def detect(tl: Timeline) -> list[Finding]:
             "SGL-GPU-004",
             summary=("The weights leave no GPU memory for the KV cache"
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
-                     + ((f"; raise it to {new:.2f}" if f is not None else f"; raise --mem-fraction-static to {new:.2f}")
+                     + ((f"; raise it to {flags[0].new}" if f is not None else f"; raise --mem-fraction-static to {flags[0].new}")
+                        + (" as SGLang advises (how far is not in the log: no weight-load memory lines)"
+                           if minimum is None else "")
                         if flags
                         else "; raise it (the log lacks the weight-load memory lines that say how far)"
                         if minimum is None and hits
@@ -116,7 +140,7 @@ def detect(tl: Timeline) -> list[Finding]:
             ranks=[x for x in (rank_of(first),) if x is not None],
             gpus=[r["gpu"] for r in load_oom if r.get("gpu") is not None],
             figures={"mem_fraction_static": f, "minimum_viable_fraction": round(minimum, 4) if minimum is not None else None,
-                     "corrected_mem_fraction_static": new if flags else None},
+                     "corrected_mem_fraction_static": float(flags[0].new) if flags else None},
             flags=flags,
             actions=actions,
         ), ref))
