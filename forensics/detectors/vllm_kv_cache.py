@@ -257,6 +257,7 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
                                     why + f" would need {new_util:.2f}: take {MAX_SENSIBLE_UTILIZATION} and shrink "
                                     "the activation peak too"))
             new_util = None
+    blind_default = False
     if new_util is None and not flags and util is not None and util_seen and total is None and util < 0.9:
         # a budget set well below vLLM's default: raising it is the first step even without the GPU's size
         new_util = min(max(0.9, round(util + 0.1, 2)), MAX_SENSIBLE_UTILIZATION)
@@ -264,7 +265,16 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
                                 f"only {util:g} of the GPU was the budget for weights, activations and the KV cache; "
                                 f"{new_util:.2f} (the GPU's size is not in the input: `nvidia-smi --query-gpu="
                                 "memory.total --format=csv` gives the exact step)"))
-    if new_util is None and cfg.engine_generation != "V0":
+    elif new_util is None and not flags and hits and util is not None and not util_seen \
+            and util < MAX_SENSIBLE_UTILIZATION:
+        # the error itself says "Try increasing `gpu_memory_utilization`" (vllm_formats.md §3.2, 0.2.0-0.33.0): at the
+        # default budget the step to the sensible ceiling is the engine's own first fix; fewer tokens per step too
+        new_util, blind_default = MAX_SENSIBLE_UTILIZATION, True
+        flags.append(FlagChange(_util_flag(), None, f"{new_util:.2f}",
+                                f"vLLM's own advice ('Try increasing `gpu_memory_utilization`'): from its default "
+                                f"{util:g} to {new_util:.2f}, the most that leaves room for NCCL and graph capture "
+                                "(the GPU's size is not in the input to say whether that is enough)"))
+    if (new_util is None or blind_default) and cfg.engine_generation != "V0":
         # V1's profile run processes max_num_batched_tokens at once: its activation peak scales with it
         bt_flag = engines.flag_for("vllm", "max_batched_tokens") or "--max-num-batched-tokens"
         old_bt = cfg.num("max_num_batched_tokens")
@@ -282,7 +292,7 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
                                     f"the profiled activation peak scales with the tokens per step; {floor_bt} is the "
                                     f"lowest vLLM accepts with --max-num-seqs {floor_bt}"
                                     + ("" if old_txt else f" (default {int(old_bt)} on this GPU class)")))
-    if new_util is None:
+    if new_util is None or blind_default:
         actions.append("The weights nearly fill the GPU at this parallelism: use more GPUs "
                        f"({engines.flag_for('vllm', 'tensor_parallel')} ×2), a quantised checkpoint, or "
                        f"{engines.flag_for('vllm', 'cpu_offload_per_gpu')} (host RAM per GPU, slower).")
