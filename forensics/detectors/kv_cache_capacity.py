@@ -19,7 +19,7 @@ from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import iter_runs, of_kind
-from forensics.model import Finding, Timeline
+from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
 
@@ -261,6 +261,18 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
 _ALLOWED_LENGTH_RE = re.compile(r"exceeds the maximum allowed length \((\d+) tokens\)")
 
 
+def capped_context_length(pool_tokens: int) -> int:
+    """The largest round --context-length one request of which the pool holds: a multiple of 1024 (below
+    2048 tokens, the pool itself). SGLang's own warning names the fix: "KV pool holds {P} tokens, fewer than
+    --context-length {C}. … Lower --context-length, raise --mem-fraction-static, …" (failure_messages.md,
+    start-up warning, 0.5.23); the pool is ``max_total_num_tokens`` of the sizing line (sglang_formats.md §5).
+
+    >>> capped_context_length(48210), capped_context_length(1500)
+    (48128, 1500)
+    """
+    return pool_tokens // 1024 * 1024 if pool_tokens >= 2048 else pool_tokens
+
+
 def _pool_refusal(run: list[Row]) -> Row | None:
     found = [r for r in of_kind(run, "failure") if attrs(r).get("failure") == "request_refused"
              and _ALLOWED_LENGTH_RE.search(f"{attrs(r).get('message') or ''} {r.get('text') or ''}")]
@@ -316,6 +328,12 @@ def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None
         return []
     seen = bool(long_prefill or too_big)
     where = "per rank" if sizing else "per rank (the crash snapshot's max_total_num_tokens)"
+    flags = []
+    if isinstance(ctx, int | float) and ctx > pool:
+        new = capped_context_length(pool)
+        flags.append(FlagChange("--context-length", f"{int(ctx)}", str(new),
+                                f"the KV pool holds {pool} tokens per rank: one request of the full context needs "
+                                f"{int(ctx)}; {new} fits it (or enlarge the pool to keep the context)"))
     return [make_finding(
         "SGL-KV-003",
         summary=(f"The KV pool holds {pool} tokens {where}"
@@ -331,6 +349,7 @@ def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None
         confidence_reason=None if seen else "only the configured context length exceeds the pool; no such request was seen",
         figures={"kv_pool_tokens": pool, "context_len": int(ctx) if isinstance(ctx, int | float) else None,
                  "longest_unfinished_request_tokens": int(too_big["tokens"]) if too_big is not None else None},
+        flags=flags,
         actions=[f"Cap --context-length at {pool} or less, or enlarge the pool (--mem-fraction-static, "
                  "--kv-cache-dtype fp8_e4m3, more GPUs)."],
     )]
