@@ -329,7 +329,10 @@ def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None
     seen = bool(long_prefill or too_big)
     where = "per rank" if sizing else "per rank (the crash snapshot's max_total_num_tokens)"
     flags = []
-    if isinstance(ctx, int | float) and ctx > pool:
+    # the fix is a flag when SGLang's own warning names it, or a request longer than the pool was seen; a bare
+    # sizing line against a long configured context is latent and stays advice
+    advised = any(attrs(r).get("warning") == "pool_below_context" for r in sizing)
+    if isinstance(ctx, int | float) and ctx > pool and (advised or seen):
         new = capped_context_length(pool)
         flags.append(FlagChange("--context-length", f"{int(ctx)}", str(new),
                                 f"the KV pool holds {pool} tokens per rank: one request of the full context needs "
