@@ -61,6 +61,9 @@ EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
 
 
+#: Texts from this size on are routed (parsers.routing): below it, a few polars calls cost more than the
+#: readers' own scans of the text.
+ROUTE_CHARS = 1 << 20
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
 def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
@@ -509,7 +512,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             pieces, label = enveloped or parse_file(f, text, art)
             # one pass tells the readers below which lines they can use (a text with envelopes: each
             # reader reads the peeled text as before)
-            routes = routing.route(text) if enveloped is None else None
+            routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
             artifact.format = label
             recognized = 0
             examples: list[tuple[int, str]] = []
