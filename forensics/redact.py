@@ -303,7 +303,7 @@ def chain(*steps: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
 #: hold a secret the rules would find, so only the few that do go through the byte rules.
 FRAME_PREFILTER = (
     r"(?i)hf_|sk-|akia|asia|bearer|://[^\s/@]*:[^\s/@]*@|api.?key|-token[=\s\x00\"',]|token=|token['\"]?\s*[=:]\s*['\"]"
-    r"|secret|passw|aws_|_key|auth-token|access-token|x-[a-z0-9-]*token"
+    r"|secret|passw|aws_|_key|auth-token|access-token|x-[a-z0-9-]*token|authorization"
 )
 # Why FRAME_PREFILTER_PLAIN suffices without FRAME_SPECIAL, rule by rule: url_password needs '@';
 # hf_token and aws_secret '_'; env_secret and unquoted key=value '='; quoted kwargs and argv lists a

@@ -291,3 +291,15 @@ def test_big_frames_searched_whole_redact_as_row_by_row(secret_row):
     finally:
         redact._JOINED_ROWS = old
     assert fast.equals(slow) and fast_counts == slow_counts
+
+
+def test_an_authorization_header_in_a_row_with_special_characters_is_redacted():
+    """'Authorization: Basic …' holds neither 'bearer' nor a key word: the full prefilter must still send a
+    row that holds it (and '=', so the plain prefilter is not the one asked) to the rules."""
+    import polars as pl
+
+    from forensics.redact import redact_frame
+
+    row = "curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA==' http://api"
+    out, counts = redact_frame(pl.DataFrame({"text": [row, "x=1"]}))
+    assert "dXNlcjpwYXNzd29yZA" not in out["text"][0] and sum(counts.values()) == 1
