@@ -269,23 +269,23 @@ def test_redact_frame_batch_rows_keep_numbers_and_lose_secrets():
 
 @given(st.lists(st.sampled_from(_PLAIN_FRAGMENTS + _FRAGMENTS), min_size=1, max_size=8).map("".join))
 @settings(max_examples=150, deadline=None)
-def test_big_frames_searched_whole_redact_as_row_by_row(secret_row):
-    """A big frame's column is searched as one string first (clean: skipped); with or without that
+def test_columns_searched_whole_redact_as_row_by_row(secret_row):
+    """A small frame's column is searched as one string first (clean: skipped); with or without that
     shortcut, the same rows change the same way and the counts agree."""
     import polars as pl
 
     import forensics.redact as redact
 
     batch = "[2025-11-20 11:02:41 TP0] Decode batch, #running-req: 41, #token: 199472, token usage: 0.90"
-    text = [batch] * 5000
-    attrs = ['{"running_req": 41, "token": 199472, "token_usage": 0.9}'] * 5000
-    text[1234], attrs[4321] = secret_row, json.dumps({"args": secret_row})
-    df = pl.DataFrame({"kind": ["decode_batch"] * 5000, "text": text, "attrs": attrs})
+    text = [batch] * 500
+    attrs = ['{"running_req": 41, "token": 199472, "token_usage": 0.9}'] * 500
+    text[123], attrs[432] = secret_row, json.dumps({"args": secret_row})
+    df = pl.DataFrame({"kind": ["decode_batch"] * 500, "text": text, "attrs": attrs})
     fast, fast_counts = redact.redact_frame(df)
     clean, clean_counts = redact.redact_frame(df.with_columns(text=pl.lit(batch), attrs=pl.lit(attrs[0])))
     assert clean_counts == {} and clean.equals(df.with_columns(text=pl.lit(batch), attrs=pl.lit(attrs[0])))
     old = redact._JOINED_ROWS
-    redact._JOINED_ROWS = 1 << 40  # off: the row-by-row path alone
+    redact._JOINED_ROWS = 0  # off: the row-by-row path alone
     try:
         slow, slow_counts = redact.redact_frame(df)
     finally:
