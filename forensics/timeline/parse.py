@@ -343,10 +343,15 @@ def failure_rows(text: str, name: str, parts: list[pl.DataFrame],
         return None, set()
     parsed = pl.concat([p.select("line", "line_end", "kind", "run") for p in parts], how="vertical") \
         if parts else pl.DataFrame(schema={"line": pl.Int64, "line_end": pl.Int64, "kind": pl.Utf8, "run": pl.Int32})
+    # which of the found rows' lines parsed rows cover: only rows that span several lines or start on one
+    # of those lines can (a long log's hundreds of thousands of one-line batch rows are not stepped through)
+    wanted = {x for a, b in found.select("line", "line_end").iter_rows() for x in range(a, b + 1)}
+    spans = parsed.select("line", pl.col("line_end").fill_null(pl.col("line")).alias("end"), "kind")
+    near = spans.filter((pl.col("end") > pl.col("line")) | pl.col("line").is_in(sorted(wanted)))
     reported: set[int] = set()
     read: set[int] = set()
-    for line, end, kind in parsed.select("line", "line_end", "kind").iter_rows():
-        span = range(int(line), int(end if end is not None else line) + 1)
+    for line, end, kind in near.iter_rows():
+        span = range(int(line), int(end) + 1)
         if kind in REPORTED_FAILURE_KINDS:
             reported.update(span)
         if kind not in _UNREAD_KINDS:
