@@ -8,9 +8,11 @@ gate of its own, a pattern that every text it reads matches (``failures.TRIGGER`
 scan of every byte by Python's regex engine, and the failure scan then stepped through every line in
 Python. Here the gates are the readers' own patterns, joined into one alternation that polars' regex
 engine (Rust: one automaton, linear time) runs once over the lines; the lines it flags are a superset
-of those each reader's gate takes, and each reader then runs on its own lines only (or, for a reader
-that needs the whole text, only when a line of the text is flagged for it). No list of words is kept
-here: a pattern added to a reader's gate is routed without a change to this module.
+of those each reader's gate takes, and each reader then runs on its own lines only. A reader that needs
+the whole text (a launch command may span lines) runs only when the text holds one of the strings every
+match of its gate holds (:func:`required_literals`). The text is read in slices, so the pass holds a
+few MiB besides it. No list of words is kept here: a pattern added to a reader's gate is routed without
+a change to this module.
 
 A reader's Python pattern becomes a Rust one that matches at least as much (:func:`native_superset`):
 look-arounds and word boundaries dropped (they only narrow a match), possessive quantifiers made
@@ -172,48 +174,114 @@ class Routes:
         return self.texts.get(name, True)
 
 
-_compiled: tuple[tuple[Gate, ...], list[tuple[Gate, str]], list[tuple[Gate, str | None]]] | None = None
+def required_literals(pattern: str) -> tuple[str, ...] | None:
+    """Plain strings one of which every match of ``pattern`` holds (per alternative, its longest run of
+    literal characters), or None when some alternative has no run of three or more (or the pattern has
+    flags this does not follow). A run never holds a line end here, so it lies within one line: a text
+    holds a match only if one of its lines holds one of the strings.
+
+    >>> required_literals(r"-m\\s+sglang\\.launch_server\\b|\\bvllm\\s+serve\\b")
+    ('serve', 'sglang.launch_server')
+    >>> required_literals(r"a\\d+b") is None
+    True
+    """
+    import re._parser as sre  # the standard parser: the syntax the readers' patterns are written in
+
+    try:
+        tree = sre.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return None
+    if tree.state.flags & (re.IGNORECASE | re.DOTALL | re.VERBOSE):
+        return None
+
+    def of_sequence(items) -> set[str] | None:
+        best, run = "", []
+        for op, arg in list(items) + [(None, None)]:
+            if op is sre.LITERAL and arg != 10:
+                run.append(chr(arg))
+                continue
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        if len(best) >= 3:
+            return {best}
+        if len(items) == 1 and items[0][0] is sre.BRANCH:
+            found: set[str] = set()
+            for alt in items[0][1][1]:
+                got = of_sequence(list(alt))
+                if got is None:
+                    return None
+                found |= got
+            return found
+        if len(items) == 1 and items[0][0] is sre.SUBPATTERN:
+            return of_sequence(list(items[0][1][3]))
+        return None
+
+    got = of_sequence(list(tree))
+    return tuple(sorted(got)) if got else None
 
 
-def _plan() -> tuple[list[tuple[Gate, str]], list[tuple[Gate, str | None]]]:
-    """The line gates and text gates with their Rust patterns (recomputed when a reader's gate changes)."""
+_compiled: tuple[tuple[Gate, ...], list[tuple[Gate, str]], list[tuple[Gate, tuple[str, ...]]]] | None = None
+
+
+def _plan() -> tuple[list[tuple[Gate, str]], list[tuple[Gate, tuple[str, ...]]]]:
+    """The line gates with their Rust patterns, the text gates with the strings one of which their text must
+    hold (recomputed when a reader's gate changes); a gate that is neither is not routed."""
     global _compiled
     gs = tuple(gates())
     if _compiled is not None and _compiled[0] == gs:
         return _compiled[1], _compiled[2]
     line_gates: list[tuple[Gate, str]] = []
-    text_gates: list[tuple[Gate, str | None]] = []
+    text_gates: list[tuple[Gate, tuple[str, ...]]] = []
     for g in gs:
-        if g.literals and g.scope == "text":
-            text_gates.append((g, None))
+        if g.scope == "text":
+            lits = g.literals or (required_literals(g.pattern) if g.pattern else None)
+            if lits and not any("\n" in x for x in lits):
+                text_gates.append((g, tuple(lits)))
             continue
         rust = native_superset(g.pattern) if g.pattern else None
-        if rust is None:
-            continue
-        if g.scope == "line":
+        if rust is not None:
             line_gates.append((g, rust))
-        else:
-            text_gates.append((g, rust))
     _compiled = (gs, line_gates, text_gates)
     return line_gates, text_gates
 
 
+#: The text is routed this much at a time (cut at a line end): what the pass holds besides the text is two
+#: copies of one slice, not of the whole text.
+SLICE_CHARS = 4 << 20
+
+
+def _slices(text: str):
+    """(first line's 0-based index, slice) of ``text`` in pieces of about SLICE_CHARS, cut after a ``\\n``."""
+    start, first, n = 0, 0, len(text)
+    while start < n:
+        end = text.find("\n", min(start + SLICE_CHARS, n) - 1) if start + SLICE_CHARS < n else -1
+        end = n if end < 0 else end + 1
+        piece = text[start:end]
+        yield first, piece
+        first += piece.count("\n")
+        start = end
+
+
 def route(text: str) -> Routes:
-    """The routes of ``text``: one pass of all line gates over its lines, one of all text gates over it."""
+    """The routes of ``text``: one pass of all line gates over its lines, and of all text gates' strings."""
     line_gates, text_gates = _plan()
-    whole = pl.Series([text], dtype=pl.Utf8)
-    lines: dict[str, list[int]] = {}
-    if line_gates:
-        frame = whole.str.split("\n").explode().to_frame("l").with_row_index("i")
-        union = "|".join(f"(?:{p})" for _g, p in line_gates)
-        hit = frame.filter(pl.col("l").str.contains(union))
-        for g, p in line_gates:
-            mine = hit.filter(pl.col("l").str.contains(p))
-            lines[g.name] = list(zip(mine.get_column("i").to_list(), mine.get_column("l").to_list(), strict=True))
-    texts: dict[str, bool] = {}
-    for g, p in text_gates:
-        if p is None:
-            texts[g.name] = bool(whole.str.contains_any(list(g.literals)).item())
-        else:
-            texts[g.name] = bool(whole.str.contains(p).item())
-    return Routes(lines, texts, plain_breaks=not whole.str.contains(_OTHER_BREAKS).item())
+    union = "|".join(f"(?:{p})" for _g, p in line_gates)
+    lines: dict[str, list[tuple[int, str]]] = {g.name: [] for g, _p in line_gates}
+    texts = {g.name: False for g, _lits in text_gates}
+    plain = True
+    for first, piece in _slices(text):
+        whole = pl.Series([piece], dtype=pl.Utf8)
+        if line_gates:
+            frame = whole.str.split("\n").explode().to_frame("l").with_row_index("i", offset=first)
+            if piece.endswith("\n"):  # the empty string after the last line end starts the next slice
+                frame = frame.head(frame.height - 1)
+            hit = frame.filter(pl.col("l").str.contains(union))
+            for g, p in line_gates:
+                mine = hit.filter(pl.col("l").str.contains(p))
+                lines[g.name] += zip(mine.get_column("i").to_list(), mine.get_column("l").to_list(), strict=True)
+        for g, lits in text_gates:
+            if not texts[g.name]:
+                texts[g.name] = bool(whole.str.contains_any(list(lits)).item())
+        plain = plain and not whole.str.contains(_OTHER_BREAKS).item()
+    return Routes(lines, texts, plain_breaks=plain)

@@ -56,7 +56,8 @@ def _check_files(paths: list[Path]) -> int:
     return n
 
 
-def test_every_fixture_read_both_ways():
+def test_every_fixture_read_both_ways(monkeypatch):
+    monkeypatch.setattr(routing, "SLICE_CHARS", 997)  # many slices a file: the slice edges are tested too
     assert _check_files(_texts(ROOT / "fixtures")) > 300
 
 
@@ -73,8 +74,10 @@ _WORDS = ["CUDA out of memory", "Traceback (most recent call last):", '  File "x
           "  ^^^^", "RuntimeError: x", "oom-killer", "Time out", "Connection refused", "\t", " ", "ECC"]
 
 
-def test_random_texts_read_both_ways():
+def test_random_texts_read_both_ways(monkeypatch):
+    """Random texts of the readers' words, routed in slices of a few characters (every slice edge tested)."""
     rng = random.Random(26)
+    monkeypatch.setattr(routing, "SLICE_CHARS", 7)
     for _ in range(400):
         parts = [rng.choice(_WORDS) if rng.random() < 0.6 else "".join(rng.choice("ab 1\n:") for _ in range(5))
                  for _ in range(rng.randint(1, 30))]
@@ -90,12 +93,12 @@ def test_native_superset_matches_where_python_does():
     for pattern, s in ((r"a\s+b", "a\x1cb"), (r"x\w", "x²"), (r"\bH100\b", "H100"), (r"H\d{2}(?!\d)", "H20 x")):
         assert re.search(pattern, s)
         assert pl.Series([s]).str.contains(routing.native_superset(pattern)).item(), pattern
-    readers = {"failures": failures.TRIGGER, "gpu_models": gpu_models.PREFILTER, "launch": launch.ANCHOR_RE}
+    readers = {"failures": failures.TRIGGER, "gpu_models": gpu_models.PREFILTER}
     rng = random.Random(7)
     alphabet = ["-m", "sglang", ".launch_server", "serve", "vllm", " ", "\x1c", "\x1f", "\u00a0", "\n", "²", "1",
                 "NVIDIA", "H", "100", "B", "20", "0", "x", "_", "Kill", "exit"]
     for g in routing.gates():
-        if not g.pattern:
+        if not g.pattern or g.scope != "line":
             continue
         rust = routing.native_superset(g.pattern)
         assert rust is not None, g.name
@@ -104,6 +107,22 @@ def test_native_superset_matches_where_python_does():
             s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
             if py.search(s):
                 assert pl.Series([s]).str.contains(rust).item(), (g.name, s)
+
+
+def test_every_launch_command_holds_one_of_its_gates_strings():
+    """The launch reader's gate is routed as the strings one of which every match of its pattern holds."""
+    lits = routing.required_literals(launch.ANCHOR_RE.pattern)
+    assert lits
+    rng = random.Random(3)
+    alphabet = ["-m", " ", "\n", "\x1c", "sglang", "_router", ".launch_server", "serve", "vllm", ".entrypoints.",
+                "openai.", "api_server", "dynamo", "-run", " run ", "out=", "/vllm-openai", "x"]
+    hits = 0
+    for _ in range(20000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 7)))
+        if launch.ANCHOR_RE.search(s):
+            hits += 1
+            assert any(x in s for x in lits), s
+    assert hits > 50
 
 
 def test_a_pattern_added_to_a_reader_is_routed_without_a_change_here(monkeypatch):
