@@ -248,7 +248,7 @@ def _plan() -> tuple[list[tuple[Gate, str]], list[tuple[Gate, tuple[str, ...]]]]
 
 #: The text is routed this much at a time (cut at a line end): what the pass holds besides the text is two
 #: copies of one slice, not of the whole text.
-SLICE_CHARS = 4 << 20
+SLICE_CHARS = 1 << 20
 
 
 def _slices(text: str):
