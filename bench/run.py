@@ -188,8 +188,15 @@ def files_of(d: Path) -> list[str]:
     return sorted(str(p) for p in d.rglob("*") if p.is_file() and p.name != ".complete")
 
 
+#: CPU seconds (user + system) of the last child :func:`timed` ran: on a machine others share, the ratio of
+#: CPU times moves far less with their load than the ratio of wall times.
+last_cpu = 0.0
+
+
 def timed(argv: list[str]) -> tuple[float, int, int]:
-    """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code."""
+    """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code (its CPU seconds
+    in :data:`last_cpu`)."""
+    global last_cpu
     # stdout and stderr go to files: GNU grep stops at the first match when stdout is /dev/null, and a
     # pipe nobody reads while we wait could fill up
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errf:
@@ -200,6 +207,7 @@ def timed(argv: list[str]) -> tuple[float, int, int]:
         errf.seek(0)
         err = errf.read().decode(errors="replace")
     rc = os.waitstatus_to_exitcode(status)
+    last_cpu = usage.ru_utime + usage.ru_stime
     if rc not in (0, 1):
         print(f"  ! {' '.join(argv[:3])} … exited {rc}: {err.strip().splitlines()[-1:] }", file=sys.stderr)
     return wall, usage.ru_maxrss * 1024, rc
@@ -355,14 +363,19 @@ def main() -> int:
         for _ in range(max(1, args.repeat)):  # grep right before each contender: the same load on both
             with tempfile.TemporaryDirectory() as tmp:
                 g_wall, _g_rss, _ = timed(["grep", "-c", "-e", "TP", "-r", str(d)])
+                g_cpu = max(last_cpu, 1e-3)
                 t_wall, t_rss, _ = timed([*forensics_cmd(), "timeline", str(d), "-o", f"{tmp}/t.parquet", "-q"])
+                t_cpu = last_cpu
                 if args.no_report:
-                    g2_wall, r_wall, r_rss = g_wall, float("nan"), 0
+                    g2_wall, g2_cpu, r_wall, r_cpu, r_rss = g_wall, g_cpu, float("nan"), float("nan"), 0
                 else:
                     g2_wall, _g_rss, _ = timed(["grep", "-c", "-e", "TP", "-r", str(d)])
+                    g2_cpu = max(last_cpu, 1e-3)
                     r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(d), "-o", f"{tmp}/r", "-q"])
-            rounds.append((g_wall, t_wall, t_wall / g_wall, t_rss, r_wall, r_wall / g2_wall, r_rss))
-        med = [statistics.median(r[k] for r in rounds) for k in range(7)]
+                    r_cpu = last_cpu
+            rounds.append((g_wall, t_wall, t_wall / g_wall, t_rss, r_wall, r_wall / g2_wall, r_rss,
+                           t_cpu / g_cpu, r_cpu / g2_cpu))
+        med = [statistics.median(r[k] for r in rounds) for k in range(9)]
         rows.append((label, nbytes, *med, max(r[3] for r in rounds), max(r[6] for r in rounds)))
         if args.bundle:
             b = bundle_of(d, args.bundle)
@@ -381,11 +394,13 @@ def main() -> int:
     except Exception as e:  # the bench still reports the big runs
         print(f"seed bundle: not run ({e})", file=sys.stderr)
 
-    print(f"median of {max(1, args.repeat)} round(s); ×grep: the round's own ratio; RSS: the highest peak")
-    print(f"{'input':>10} {'bytes':>8} {'grep -c':>9} {'timeline':>9} {'×grep':>7} {'RSS':>8} {'report':>9} {'×grep':>7} {'RSS':>8}")
-    for label, nbytes, g, t, tx, _t_rss, r, rx, _r_rss, trss, rrss in rows:
-        print(f"{label:>10} {nbytes / (1 << 20):>6,.0f}MB {g:>8.2f}s {t:>8.2f}s {tx:>6.1f}× {trss / (1 << 20):>6.0f}MB "
-              f"{r:>8.2f}s {rx:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
+    print(f"median of {max(1, args.repeat)} round(s); ×grep: the round's own wall-time ratio (cpu: of CPU "
+          "seconds); RSS: the highest peak")
+    print(f"{'input':>10} {'bytes':>8} {'grep -c':>9} {'timeline':>9} {'×grep':>7} {'cpu×':>7} {'RSS':>8} "
+          f"{'report':>9} {'×grep':>7} {'cpu×':>7} {'RSS':>8}")
+    for label, nbytes, g, t, tx, _t_rss, r, rx, _r_rss, tcx, rcx, trss, rrss in rows:
+        print(f"{label:>10} {nbytes / (1 << 20):>6,.0f}MB {g:>8.2f}s {t:>8.2f}s {tx:>6.1f}× {tcx:>6.1f}× "
+              f"{trss / (1 << 20):>6.0f}MB {r:>8.2f}s {rx:>6.1f}× {rcx:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
     if args.profile:
         print(f"timeline's profile on {inputs[0][1]}, top five by own time:")
         for line in top_of_profile(inputs[0][0]):
