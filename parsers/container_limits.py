@@ -1,5 +1,9 @@
 """A container's or cgroup's memory limit as its own text states it → ``container_memory_limit`` rows.
 
+Sources: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``max``), linux
+Documentation/admin-guide/cgroup-v1/memory.rst (4.x: ``memory.limit_in_bytes``), kubernetes
+staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Limits:`` / ``memory:``).
+
 The per-rank host-pool arithmetic needs the limit the ranks live under; a launch file states it
 (docker ``--memory``, compose ``mem_limit``, ``#SBATCH --mem``), and so do these, read here:
 
@@ -13,6 +17,12 @@ The per-rank host-pool arithmetic needs the limit the ranks live under; a launch
 One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (where it was stated).
 "No limit" (``max``, v1's unlimited) gives no row.
 
+The cgroup's own count of OOM kills is read too: ``memory.events`` ``oom_kill`` (cgroup-v2.rst: "The number of
+processes belonging to this cgroup killed by any kind of OOM killer") and cgroup v1's ``memory.oom_control``
+``oom_kill`` — one ``failure`` row of class ``oom_killed`` (``count`` = the kills) when it is above zero: the
+kernel or cgroup OOM killer fired in that cgroup (failure_messages.md §5: a cgroup ``oom_kill`` counter ties a
+SIGKILL to memory).
+
 >>> r = parse("memory.max: 343597383680\\nmemory.current: 2147483648\\n")
 >>> r.events.select("kind", "bytes").row(0)
 ('container_memory_limit', 343597383680)
@@ -20,6 +30,11 @@ One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (w
 [343597383680]
 >>> parse("memory.max: max\\n").events.height
 0
+>>> parse("137438953472\\n", path="cgroup/memory.max").events["bytes"].to_list()
+[137438953472]
+>>> parse("memory.max: 68719476736\\nmemory.events:\\n  low 0\\n  oom 3\\n  oom_kill 2\\n").events.select(
+...     "kind", "count").rows()
+[('container_memory_limit', None), ('failure', 2)]
 """
 
 from __future__ import annotations
@@ -33,9 +48,19 @@ from .units import k8s_quantity
 FORMAT = "container_limits"
 
 #: the collector's ``<file>: <value>`` lines, or a shell's ``cat`` of one file followed by its value
+#: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``.high``, ``.current``, ``.peak``,
+#: ``.events``, ``.swap.max``), linux Documentation/admin-guide/cgroup-v1/memory.rst (4.x:
+#: ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``)
 _CGROUP_LINE = re.compile(r"^\s*(memory\.max|memory\.limit_in_bytes|memory\.memsw\.limit_in_bytes|memory\.high)"
                           r"\s*:\s*(\S+)\s*$")
 _CGROUP_FILE = re.compile(r"\bcat\s+\S*/(memory\.max|memory\.limit_in_bytes)\s*$")
+#: the files of ``key value`` lines whose ``oom_kill`` counts the cgroup's OOM kills, as the collector writes them
+#: (``memory.events:`` then indented lines) or as ``cat`` prints them: linux Documentation/admin-guide/cgroup-v2.rst
+#: (5.x: ``memory.events`` ``oom_kill``), linux Documentation/admin-guide/cgroup-v1/memory.rst (4.13+:
+#: ``memory.oom_control`` ``oom_kill``)
+_EVENTS_HEAD = re.compile(r"^\s*(memory\.events|memory\.oom_control)\s*:\s*$")
+_EVENTS_FILE = re.compile(r"\bcat\s+\S*?(memory\.events|memory\.oom_control)\s*$")
+_EVENT_LINE = re.compile(r"^\s*([a-z_]{1,40})\s+(\d{1,20})\s*$")
 _NUMBER = re.compile(r"^\s*(\d{1,20})\s*$")
 _CGROUP_ANY = re.compile(r"^\s*memory\.(?:max|current|high|peak|events|limit_in_bytes|usage_in_bytes|swap\.max)\s*:",
                          re.M)
@@ -46,6 +71,8 @@ _FROM = {"memory.max": "cgroup v2 memory.max", "memory.limit_in_bytes": "cgroup 
 #: the limits that kill (memory.high only throttles: read, not used as the budget)
 _HARD = ("memory.max", "memory.limit_in_bytes")
 
+# kubernetes staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Name:``, ``Containers:``, ``Limits:``,
+# ``memory:``)
 _DESCRIBE_HEAD = re.compile(r"^(?:Name:\s+\S+|Containers:)\s*$", re.M)
 _LIMITS = re.compile(r"^(\s*)Limits:\s*$")
 _LIMIT_MEMORY = re.compile(r"^\s*memory:\s+(\S+)\s*$")
@@ -74,9 +101,25 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     recognized = 0
     cat_of = None  # the cgroup file a preceding ``cat`` printed
     limits_indent: int | None = None
+    events_of = None  # the events file whose ``key value`` lines follow
     if command and (m := _CGROUP_FILE.search(command)) is not None:
         cat_of = m.group(1)
+    elif command and (m := _EVENTS_FILE.search(command)) is not None:
+        events_of = m.group(1)
+    elif (base := path.replace("\\", "/").rsplit("/", 1)[-1]) in _HARD:
+        cat_of = base  # the cgroup file itself, copied as it is: its name says what the number is
     for i, ln in enumerate(lines):
+        if (h := _EVENTS_HEAD.match(ln) or _EVENTS_FILE.search(ln)) is not None:
+            events_of, recognized = h.group(1), recognized + 1
+            continue
+        if events_of and (ev := _EVENT_LINE.match(ln)) is not None:
+            recognized += 1
+            if ev.group(1) == "oom_kill" and int(ev.group(2)) > 0:
+                rows.append({"line": i + 1, "kind": "failure", "count": int(ev.group(2)), "text": ln.strip()[:300],
+                             "attrs": {"failure": "oom_killed", "cgroup_file": events_of, "oom_kills": int(ev.group(2)),
+                                       "message": f"cgroup {events_of}: oom_kill {ev.group(2)}"}})
+            continue
+        events_of = None
         m = _CGROUP_LINE.match(ln)
         if m:
             recognized += 1

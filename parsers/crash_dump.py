@@ -1,5 +1,10 @@
 """SGLang's crash dump (``--crash-dump-folder``): the requests of the last minutes before a crash.
 
+Sources: sglang python/sglang/srt/managers/tokenizer_manager.py::dump_requests_before_crash (0.4.9+) writes
+the pickle; the launch scripts are sglang python/sglang/launch_server.py (0.4+) and
+python/sglang/bench_serving.py; the ``<redacted: N characters>`` marker is our own collector's,
+docs/crash_artifacts.md.
+
 Written by ``TokenizerManager.dump_requests_before_crash`` (``srt/managers/tokenizer_manager.py``,
 0.4.9+) to ``<crash_dump_folder>/<hostname>/crash_dump_<%Y-%m-%d_%H-%M-%S>.pkl``: one pickle of ::
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 
 _WORDS = r"(?:trimmed|truncated|snip(?:ped)?|cut|omitted|elided|redacted|removed)"
+# source: none (the marks people leave where they cut a paste; the corpus's ``[... trimmed ...]`` is one of them)
 ELISION_LINE = re.compile(
-    r"^\s*(?:"
+    r"^\s*+(?:"  # possessive: no alternative opens with blank space, so none needs a blank back
     r"(?:\.{3,}|…+)"  # ... or …
     r"|\[\s*(?:\.{3}|…)[^\]\n]{0,80}\]"  # [...], [... trimmed ...]
     r"|\(\s*(?:\.{3}|…)[^)\n]{0,80}\)"  # (...), (… 3 more …)

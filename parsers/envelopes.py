@@ -48,12 +48,16 @@ FORMATS = (
 )
 
 # ---------------------------------------------------------------------------------------- regexes
+# ECMA-48 (CSI and OSC sequences)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _MON = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _MONTHS = {m: i for i, m in enumerate(_MON.split("|"), 1)}
 #: host, then tag[pid]: — a tag starts with a letter (``usb 1-1:`` or ``pci 0000:…`` in dmesg is no tag)
 _HT = r"(?P<host>[\w.-]{1,255}) (?P<tag>[A-Za-z_][^:\[\s]{0,127})(?:\[(?P<pid>\d{1,10})\])?:(?: |$)"
 _ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?P<frac>\.\d{1,9})?(?P<zone>Z|[+-]\d\d:?\d\d)"
+# docker-logs(1) ``-t`` and kubectl logs ``--timestamps`` (RFC 3339 stamps); the CRI line of kubernetes
+# pkg/kubelet/kuberuntime/logs/logs.go (1.x); syslog RFC 3164 and RFC 5424; journalctl(1) ``short-*`` forms;
+# reference/system_formats.md §3
 _TS_PREFIX = re.compile(r"(?P<iso>" + _ISO + r") ")
 _CRI = re.compile(r"(?P<iso>" + _ISO + r") (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
 _ISO_SYSLOG = re.compile(r"(?:<\d{1,3}>)?(?P<iso>" + _ISO + r") " + _HT)
@@ -64,19 +68,25 @@ _SHORT_FULL = re.compile(
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d{1,6})?) "
     r"(?P<tz>[A-Z]{1,5}|[+-]\d{4}) " + _HT)
 _MONO = re.compile(r"\[\s*(?P<up>\d{1,10}\.\d{1,9})\] " + _HT)
+# journalctl(1) (``-o short-unix``: epoch seconds), RFC 5424 (``<PRI>1 stamp host app procid msgid [SD] msg``)
 _UNIX = re.compile(r"(?P<epoch>\d{9,11}\.\d{1,9}) " + _HT)
 _RFC5424 = re.compile(
     r"<\d{1,3}>1 (?P<iso>" + _ISO + r"|-) (?P<host>\S{1,255}) (?P<tag>\S{1,48}) (?P<pid>\S{1,128}) \S{1,32} "
     r"(?P<sd>-|(?:\[(?:[^\]\\]|\\.)*\])+)(?: (?P<msg>.*))?$")
+# kubernetes staging/src/k8s.io/kubectl/pkg/cmd/logs/logs.go (1.x: ``--prefix``), docker-compose(1) ``logs``
+# (``svc-1  | ``), reference/vllm_formats.md §1.3 (Ray prefixes), srun(1) ``--label``, journalctl(1) markers,
+# systemd docs/JOURNAL_EXPORT_FORMATS.md (250+)
 _MONO_STAMP = re.compile(r"\[\s*\d{1,10}\.\d{1,9}\]")
 _KUBECTL_PREFIX = re.compile(r"\[pod/(?P<pod>[^/\s\]]{1,253})/(?P<container>[^/\s\]]{1,253})\] ")
 _COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,80}?) *\| ?")
 _RAY = re.compile(r"\((?:(?P<actor>[A-Za-z_][\w.]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})(?:, ip=(?P<ip>[^)\s]{1,60}))?\) ")
 _SRUN = re.compile(r" {0,5}(?P<task>\d{1,5}): ")
 _JOURNAL_MARK = re.compile(r"-- (?:Logs begin at|Journal begins at|Journal ends|Boot [0-9a-f]+|Reboot|No entries)")
+# systemd docs/JOURNAL_EXPORT_FORMATS.md (250+: ``__CURSOR=``, ``__REALTIME_TIMESTAMP=``, ``KEY=value`` fields)
 _EXPORT_START = re.compile(r"^(?:__CURSOR|__REALTIME_TIMESTAMP|__MONOTONIC_TIMESTAMP|__SEQNUM)=", re.M)
 _EXPORT_FIELD = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]{0,63})(?:=(?P<value>.*))?$")
 #: Cheap test over the whole text: could any line start an envelope at all?
+#: the containers above (reference/system_formats.md §3)
 _ANY = re.compile(
     r"^(?:\{|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d|<\d{1,3}>|(?:" + _MON + r") [ \d]\d |"
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-|\[\s*\d+\.\d+\] [\w.-]+ [A-Za-z_]|\d{9,11}\.\d+ |\[pod/|"
@@ -174,6 +184,7 @@ def _iso_second(base: str, zone: str) -> datetime | None:
     return dt.replace(tzinfo=timezone(sign * off)).astimezone(UTC)
 
 
+# RFC 3339 (``Z`` or ``±hh:mm``)
 _ZONE = re.compile(r"Z|[+-]\d\d:?\d\d")
 
 
@@ -320,6 +331,8 @@ def _line_rec(n: int, s: str) -> _Rec | None:
 
 #: Journal/syslog lines left as written: the kernel's and NVIDIA daemons' (parsers.kernel reads them) and
 #: the system's own daemons' (parsers.kernel reads them as well-formed lines of a kernel log).
+#: syslog identifiers as journalctl(1) prints them (``SYSLOG_IDENTIFIER``, systemd.journal-fields(7));
+#: reference/system_formats.md §3
 _RAW_TAG = re.compile(
     r"kernel|nvidia.*|systemd(?:-.+)?|rsyslogd|r?syslog-ng|cron|CRON|crond|anacron|atd|sshd|sudo|su|login|"
     r"dbus.*|polkitd|NetworkManager|dhclient|chronyd|ntpd|snapd|audit.*|udisksd|avahi-daemon|multipathd|"
@@ -412,6 +425,7 @@ def _export_binary_unsized(lines: list[str], j: int) -> tuple[str, int]:
     return "\n".join(parts), k
 
 
+# systemd docs/JOURNAL_EXPORT_FORMATS.md (250+)
 _EXPORT_NEXT = re.compile(r"[A-Z_][A-Z0-9_]{0,63}(?:=|$)")
 
 

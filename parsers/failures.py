@@ -36,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from .elision import is_elision
+from .nvidia_smi.common import match_failure
 from .schema import ParseResult
 from .units import GIB, MIB, parse_size
 
@@ -54,12 +55,14 @@ CLASSES = {
     "nccl_error": "a NCCL call failed (unhandled CUDA/system/remote error)",
     "collective_timeout": "a rank waited past the process-group timeout in a collective",
     "store_timeout": "rendezvous (TCPStore/Gloo) did not complete: a peer never joined",
+    "peer_exited": "a peer's socket reached end-of-file (Gloo, TCPStore): the process at the other end had exited",
     "shm_exhausted": "/dev/shm could not back a segment (too small or full)",
     "signal": "a process died of a signal (SIGBUS, SIGSEGV, SIGABRT, SIGKILL)",
     "process_exit": "a process exited or died with a code",
     "oom_killed": "the kernel, cgroup or container runtime killed a process for host memory",
     "ray_oom": "Ray's memory monitor killed a worker: host RAM above its threshold",
     "host_oom": "a host (CPU) allocation failed",
+    "gpu_busy": "a GPU still held memory (another process's) when a run started",
     "port_in_use": "a port or address was already taken by another process",
     "request_refused": "a request was refused as too long (context or KV pool)",
     "workspace": "a fixed kernel workspace or shared-memory limit, not GPU memory",
@@ -68,16 +71,17 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
-    "gpu_busy": "a GPU still held memory (another process's) when a run started",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
 # match is tried once per number, not once per digit (which costs the square of the line)
 _SIZE = r"(?<![\d.])(\d++(?:\.\d++)? ?(?:bytes|[KMGTP]iB))"
 _N = r"(\d+(?:\.\d+)?)"
+# ECMA-48 (SGR and other CSI escapes a coloured log keeps)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 #: prefixes that stand before a message: stamps, ranks, process tags (stripped to find where it starts)
+#: §0 «Per-line prefixes»; the forms of reference/sglang_formats.md §1 and reference/vllm_formats.md §1.1, §1.3
 _PREFIXES = (
     re.compile(r"^\s*\[rank\d+\]:\s?"),
     re.compile(r"^\[[A-Z]\d{4} [\d:.]+ [^\]]*\]\s*"),  # c10d [E321 02:07:08.408 ProcessGroupNCCL.cpp:607]
@@ -90,11 +94,13 @@ _PREFIXES = (
     re.compile(r"^[\w.-]+\s+\|\s"),  # compose service-1  |
 )
 
+# a traceback as cpython Lib/traceback.py (3.x) prints it: header, File/line frames, the exception line; §4.3
 _EXC_LINE = re.compile(
     r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|AssertionError))(?::\s?(.*))?$"
 )
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+# §2.1 (the frames say which allocation failed)
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
@@ -106,6 +112,7 @@ _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+# §1.1 (the 2.4+ private-pools and reserved-but-unallocated clauses; the ≤2.0 template), §1.5 (allowed memory)
 _OOM_ALLOC = re.compile(r"(?:Of the allocated memory )?" + _SIZE + r" is allocated by PyTorch")
 _OOM_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
 _OOM_UNALLOC = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallocated")
@@ -125,13 +132,16 @@ _RUNTIME_OOM = re.compile(
 #: cudaErrorInvalidValue (the driver refused the range), which is not a memory shortage by itself
 _HOST_REGISTER = re.compile(r"cudaHost(?:Register|Alloc) failed(?: \(rc=(\d+)[^)]*\))?")
 _RC_OUT_OF_MEMORY = 2
+# §2.4 (the registration line's ``size=``/``total=``)
 _REG_SIZE = re.compile(r"\bsize=(\d+)")
 _REG_TOTAL = re.compile(r"\btotal=(\d+)")
 #: ROCclr's queue-abort callback (ROCm/clr rocclr/device/rocm/rocdevice.cpp, ``callbackQueue``) ends the
 #: HSA_STATUS_ERROR_OUT_OF_RESOURCES line with ``Code: 0x1008 Available Free mem : N MB`` in newer ROCm; a paste that
 #: wraps the long line puts it on the next one. Values past 2^40 MB are an unsigned underflow, not a figure.
+#: rocm rocclr/device/rocm/rocdevice.cpp (6.x, ``callbackQueue``); §3
 _AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", re.I)
 _AVAIL_FREE_BOGUS_MB = 1 << 40
+# §2.1, §2.2 (the runtime error strings), §3 (HIP)
 _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
 _ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
@@ -141,6 +151,7 @@ _NO_DEVICE = re.compile(
     r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
+# §7 (kernel-library workspaces: FlashInfer, Triton, Inductor)
 _WORKSPACE = re.compile(
     r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
     r"OutOfResources: out of resource|out of resource: \w+ Required: \d+|Increase the workspace buffer size"
@@ -156,7 +167,9 @@ _NCCL = re.compile(
     r"NCCL communicator was aborted|remote process exited or there was a network error"
 )
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure detected by watchdog at work sequence id|"
-                       r"Exception \(either an error or timeout\) detected by watchdog")
+                       r"Exception \(either an error or timeout\) detected by watchdog|"
+                       # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
+                       r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
@@ -166,6 +179,12 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+#: end-of-file on a socket the ranks had already opened (failure_messages.md §4.6): Gloo's tcp/pair.cc ``Connection
+#: closed by peer [ip]:port`` and TCPStore's ``Failed to recv, got 0 bytes. Connection was likely closed`` (2.9+). A
+#: read that returns 0 is the other end's orderly close, which the kernel does for a process that exits: the peer (a
+#: rank, the store's host) had gone — a consequence of its exit, not a rendezvous that failed nor a network fault
+_PEER_EXITED = re.compile(r"Connection closed by peer|Failed to recv, got 0 bytes")
+# §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
 # --- process death (§5) ---
@@ -179,6 +198,7 @@ _SHM = re.compile(
 #: (vLLM's KV-offload region, vllm/v1/kv_offload/cpu/shared_offload_region.py, prefaults with
 #: ``mmap_obj.madvise(MADV_POPULATE_WRITE, …)``; Python raises ``OSError: [Errno 14] Bad address``)
 _EFAULT = re.compile(r"OSError: \[Errno 14\] Bad address")
+# madvise(2)
 _MADVISE_CALL = re.compile(r"\bmadvise\(")
 
 
@@ -188,9 +208,81 @@ _MADVISE_CALL = re.compile(r"\bmadvise\(")
 _PINNED_FRAMES = re.compile(r"pin_memory|CachingHostAllocator|cudaHostAlloc\b|\.pin_memory\(\)")
 
 
+#: CUDA runtime errors that refuse a host registration for a reason other than memory (failure_messages.md §2.2):
+#: ``cudaErrorHostMemoryAlreadyRegistered`` (712, the same range registered twice) and ``cudaErrorNotSupported``
+#: (801, a platform without host registration: some VMs, WSL)
+_REGISTER_REFUSALS = {"part or all of the requested memory range is already mapped": 712,
+                      "operation not supported": 801}
+_REGISTER_ERROR = re.compile(r"\b(?:CUDA|HIP) error: (part or all of the requested memory range is already mapped|"
+                             r"operation not supported)")
+_REGISTER_FRAMES = re.compile(r"cudaHostRegister|cuda_host_register|host_register")
+
+
+def register_refusal(exc_line: str, frames: str = "") -> int | None:
+    """The runtime code of a host registration refused for a reason other than memory, else None.
+
+    ``already mapped`` is a registration's own error (only ``cudaHostRegister`` returns it); ``operation not
+    supported`` is one only when the traceback's frames are registering host memory.
+
+    >>> register_refusal("RuntimeError: CUDA error: part or all of the requested memory range is already mapped")
+    712
+    >>> register_refusal("RuntimeError: CUDA error: operation not supported"), register_refusal(
+    ...     "RuntimeError: CUDA error: operation not supported", "torch.cuda.cudart().cudaHostRegister(ptr, n, 0)")
+    (None, 801)
+    """
+    m = _REGISTER_ERROR.search(exc_line[:4000])
+    if m is None:
+        return None
+    rc = _REGISTER_REFUSALS[m.group(1)]
+    return rc if rc == 712 or _REGISTER_FRAMES.search(frames[:20000]) else None
+
+
 def pinned_host_oom(kind: str, text: str) -> bool:
     """Whether a runtime ``out of memory`` came from pinning host memory (its traceback shows the pinned path)."""
     return kind == "cuda_error_oom" and bool(_PINNED_FRAMES.search(text))
+
+
+#: nvidia-smi failure lines that say GPUs are unusable (not "command not found", not a bad --query field)
+_SMI_FAILURES = frozenset({"no_driver", "driver_library_mismatch", "nvml_init_failed", "nvml_not_found", "no_devices",
+                           "gpu_lost", "unknown_error", "reset_required", "insufficient_power", "timeout"})
+
+
+#: nvidia-persistenced at boot finding no GPU (system_formats.md §6.2): the driver is not usable, as §2.5's no-devices
+_PERSISTENCED_NO_DEVICES = re.compile(r"nvidia-persistenced(?:\[\d+\])?: Failed to query NVIDIA devices")
+
+
+def smi_failure(line: str) -> dict[str, Any] | None:
+    """nvidia-smi's failure line (``parsers.nvidia_smi.common.match_failure``) when it says a GPU is unusable, or
+    nvidia-persistenced's failure to find the devices.
+
+    >>> smi_failure("nvidia-persistenced[1535]: Failed to query NVIDIA devices. Please ensure that ...")["error"]
+    'persistenced_no_devices'
+    """
+    first = line.split("\n", 1)[0]
+    if _PERSISTENCED_NO_DEVICES.search(first):
+        return {"error": "persistenced_no_devices", "gpu": None, "detail": first.strip()[:300]}
+    found = match_failure(first)
+    return found if found is not None and found.get("error") in _SMI_FAILURES else None
+
+
+def hardware_fault(text: str) -> str | None:
+    """``ecc_error`` or ``nvlink_error`` when a CUDA error message names a hardware fault of the GPU, else None.
+
+    failure_messages.md §2.2: ``uncorrectable ECC error encountered`` (cudaErrorECCUncorrectable, 214: the Xid
+    48/94/95 class) and ``uncorrectable NVLink error detected during the execution`` (cudaErrorNvlinkUncorrectable,
+    220: a fabric fault), whichever exception class carries them (RuntimeError ≤2.7, torch.AcceleratorError 2.8+).
+
+    >>> hardware_fault("torch.AcceleratorError: CUDA error: uncorrectable NVLink error detected during the execution")
+    'nvlink_error'
+    >>> hardware_fault("RuntimeError: CUDA error: an illegal memory access was encountered") is None
+    True
+    """
+    head = text[:20000]
+    if _ECC.search(head):
+        return "ecc_error"
+    if _NVLINK.search(head):
+        return "nvlink_error"
+    return None
 
 
 def populate_fault(text: str) -> bool:
@@ -200,9 +292,16 @@ def populate_fault(text: str) -> bool:
 
 
 #: ``df -h /dev/shm`` with the tmpfs (nearly) full: a row of df's table
+#: df(1) (coreutils: Filesystem, Size, Used, Avail, Use%, Mounted on) for /dev/shm, §4.1
 _DF_SHM_FULL = re.compile(r"^\S+\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+[\d.,]+[KMGTP]?i?B?\s+(9[5-9]|100)%\s+/dev/shm\s*$")
+#: a process's death by signal as Python or the shell reports it (failure_messages.md §5.1: ``Killed`` (shell),
+#: ``Bus error (core dumped)``, …). Bash names the job it reaped: a script's background job as
+#: ``<script>: line <n>: <pid> Killed   <command>``, an interactive one as ``[1]+  Killed   <command>``
+#: (bash jobs.c, ``notify_of_job_status`` → ``pretty_print_job``); a paste often keeps only ``<pid> Killed``
+# §5.1, §5.2 (signals, exit codes, launchers)
 _FATAL_SIGNAL = re.compile(r"Fatal Python error: (Bus error|Segmentation fault|Aborted)|"
-                           r"^(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?\s*$")
+                           r"^(?:[^\s:]{1,200}: line \d{1,7}: +|\[\d{1,5}\][+-]? +)?(?:\d{1,10} +)?"
+                           r"(Bus error|Segmentation fault|Aborted|Killed)(?: \(core dumped\))?(?: {2,}\S[^\n]{0,500})?\s*$")
 _SIGNAL_CODES = {"Bus error": -7, "Segmentation fault": -11, "Aborted": -6, "Killed": -9}
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 _EXIT = re.compile(
@@ -220,6 +319,7 @@ _DIED = re.compile(
 )
 _PROC_NAME = re.compile(r"\b((?:Rank \d+ )?[Ss]cheduler|Worker[^\s(]*|Engine ?[Cc]ore[\w_]*|[Dd]etokenizer|"
                         r"[Tt]okenizer(?:Manager)?|[Ss]ubprocess \S+|Process \S+)")
+# §5.3 (containers, orchestrators, the kernel); the kernel's lines: reference/system_formats.md §4.1
 _OOM_KILLED = re.compile(
     r"OOMKilled|Result: oom-kill|result 'oom-kill'|killed by the OOM killer|Memory cgroup out of memory|"
     r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
@@ -227,9 +327,12 @@ _OOM_KILLED = re.compile(
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
+# §5.4 (Ray memory monitor)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
+# §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
 _HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate memory|\[Errno 12\]")
+# errno(3) EADDRINUSE (``Address already in use``); the wait below
 _PORT = re.compile(r"Address already in use|is (?:already )?used by a process already|port \S+ is (?:already )?in use|"
                    r"\[Errno 98\]|bind\(\) failed", re.I)
 _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
@@ -238,6 +341,7 @@ _PORT_NUM = re.compile(r"(?:port|rpc_port)[ =:]*(\d{2,5})", re.I)
 #: {process.cmdline()=} {process.status()=} {pid=}`` — the wait (SGLANG_WAIT_PORT_TIMEOUT, default 30 s) and the holder
 #: The port's name is a whole word holding "port" (was ``\w*port\w*``, the same leftmost match, rescanned
 #: from every character of a long word)
+#: sglang python/sglang/srt/utils/network.py::wait_port_available (0.5.x; utils.py in 0.4.x)
 _PORT_WAIT = re.compile(r"(?<!\w)(?=\w*?port)(\w++) at (\d{2,5}) is not available in (\d+) seconds")
 _PORT_HOLDER_STATUS = re.compile(r"process\.status\(\)='([\w-]+)'")
 _PORT_HOLDER_CMD = re.compile(r"process\.cmdline\(\)=\[([^\]]{0,400})")
@@ -245,13 +349,19 @@ _PORT_HOLDER_PID = re.compile(r"\bpid=(\d+)")
 _ENGINE_CMD = re.compile(r"sglang|vllm", re.I)
 #: the NVIDIA kernel module's ``os_lookup_user_io_memory`` (NVIDIA/open-gpu-kernel-modules,
 #: kernel-open/nvidia/os-mlock.c: ``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of
-#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister)
+#: 0x%llx pages\n", …)``), reached when pinning a user range with get_user_pages failed (cudaHostRegister):
+#: ``RmCreateOsDescriptor`` (src/nvidia/arch/nvalloc/unix/src/escape.c) falls back to it after ``os_lock_user_pages``
+#: nvidia-open kernel-open/nvidia/os-mlock.c (5xx)
 _KERNEL_MAP = re.compile(r"Cannot map memory with base addr (0x[0-9a-f]+) and size of (0x[0-9a-f]+|\d+) pages", re.I)
-_GPU_BUSY = re.compile(r"(?:GPU\(s\)|GPU \d+|GPUs?) (?:still )?not idle|GPU (\d+) uses " + _SIZE.replace("bytes|", "bytes|G?B|")
-                       + r".{0,40}?\(pid=(\d+)")
+#: SGLang's CI harness waiting for the GPUs to be released before a test class starts (sgl-project/sglang PR #31746,
+#: July 2026: ``[CI GPU Idle] Waiting for GPU to become idle: GPU 2 uses 25.30 GiB (pid=1117859 24.81 GiB)`` then
+#: ``RuntimeError: GPU(s) still not idle after waiting 30s before setUpClass``): an earlier server still holds the GPU
+_GPU_BUSY = re.compile(r"GPU\(s\) still not idle after waiting|Waiting for GPU to become idle: GPU (\d+) uses "
+                       + _SIZE + r" \(pid=(\d+)")
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
+# reference/sglang_formats.md §7 (``Health check failed. …``)
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
 
 # --- request refusals (§6) ---
@@ -263,6 +373,7 @@ _REFUSE_KV = re.compile(r"Input length \((\d+) tokens\) exceeds the maximum allo
 _REFUSE_MM = re.compile(r"Image request length is longer than the KV cache pool size or the max context length|"
                         r"Multimodal prompt is too long after expanding multimodal tokens\.(?: After expanding "
                         r"[\w.()\[\]]{0,60}=(\d+) >= (?:[\w.]{0,40}=)?(\d+))?")
+# §6.2
 _REFUSE_BLOCKS = re.compile(r"Input prompt \((\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
                             r"capacity of block_manager")
 #: ``(?P<n>)`` the request's tokens, ``(?P<c>)`` the context limit; ``\\?'`` because a JSON error body pasted with
@@ -275,19 +386,26 @@ _REFUSE_CTX = re.compile(
     r"model length of (?P<c4>\d+)|is longer than the maximum model length of (?P<c5>\d+)|"
     r"Input prompt \((?P<n6>\d+) tokens\) is too long and exceeds limit of (?P<c6>\d+)"
 )
+#: vLLM 0.11+ names the output tokens first (``However, you requested {M} output tokens and your prompt contains {N}
+#: input tokens, for a total of {N+M} tokens``, failure_messages.md §6.2 #3/#4): the total is what passed the limit
+_REFUSE_TOTAL = re.compile(r"for a total of (\d+) tokens")
 #: SGLang's pool self-checks (sglang_formats.md: ``token_to_kv_pool_allocator memory leak detected!``,
 #: ``req_to_token_pool memory leak detected!``; the busy-time invariant checker,
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
 #: ``SWA Pool Mem Leak Detected!``)
+#: reference/sglang_formats.md §6 and sglang python/sglang/srt/managers/scheduler_runtime_checker_mixin.py (0.5.x)
 _KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
+#: cpython Lib/argparse.py (3.x: ``prog: error: …``)
 _USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
                           r"the following arguments are required: .{1,500})$")
+# reference/vllm_formats.md §3.6 and reference/sglang_formats.md §7 (start-up failures)
 _STARTUP = re.compile(r"Engine core initialization failed|died during (?:startup|initiali[sz]ation)|"
                       r"Initialization failed|failed to initiali[sz]e", re.I)
 
 
+# reference/sglang_formats.md §1, reference/vllm_formats.md §1.3, the ``[rankN]:`` prefix of §0
 _SGL_PREFIX = re.compile(r"^\s*\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?((?: [A-Za-z_]+\d+)*)\]")
 _ISO_PREFIX = re.compile(r"^\s*(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?\s")
 _TP_LABEL = re.compile(r"\bTP(\d+)\b")
@@ -323,11 +441,13 @@ def line_context(line: str) -> dict[str, Any]:
 
 #: every failure text above holds one of these words: a line without any is skipped before the prefix is even
 #: stripped (a long log is nearly all batch and access lines, and the scan runs over every text)
+#: a word of each message above (§1-§7): a prefilter, no format of its own
 _TRIGGER = re.compile(
     r"rror|xception|Traceback|File \"|Fatal|[Ff]ault|[Kk]ill|exit|[Dd]ied|dead|crash|[Tt]ime(?:d )?out|NCCL|nccl|ECC|"
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
-    r"in use|not idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
-    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal"
+    r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
+    r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
+    r"device handle|No devices"
 )
 
 
@@ -402,6 +522,7 @@ def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: v for k, v in cols.items() if v is not None}, attrs
 
 
+# reference/vllm_formats.md §3.6 (``Engine core initialization failed. … Failed core proc(s): {…: code}``)
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): \{'[^']+': (-?\d+)")
 
 
@@ -462,6 +583,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         if "NCCL" in head or "Failed to CUDA" in ro.group(0):
             attrs["in_nccl"] = True
         return "cuda_error_oom", {"bytes": _int(ro.group(1))} if ro.group(1) else {}, attrs
+    if (rc := register_refusal(head)) is not None:
+        return "failure", {}, {"failure": "host_register_refused", "api": "cudaHostRegister", "host_pinned": True,
+                               "rc": rc, "message": msg[:2000]}
     if (k := _KERNEL_MAP.search(head)) is not None:
         pages = int(k.group(2), 16) if k.group(2).lower().startswith("0x") else int(k.group(2))
         return "failure", {"bytes": pages * 4096}, {"failure": "kernel_map_failed", "pages": pages, "message": msg[:500]}
@@ -473,6 +597,10 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if (smi := smi_failure(head)) is not None:
+        # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
+        return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
+            **{k: v for k, v in smi.items() if v is not None and k != "gpu"}, "message": msg[:500]}
     if _NO_DEVICE.search(head):
         return "failure", {}, {"failure": "device_unavailable", "message": msg[:2000]}
     if _WATCHDOG.search(head):
@@ -487,6 +615,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                                              "message": msg[:500]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
+    if _PEER_EXITED.search(head):
+        return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
     if _STORE.search(head):
         j = _JOINED.search(head)
         return "failure", {"count": _int(j.group(1)) if j else None}, {
@@ -531,6 +661,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         named = rc.groupdict()
         limit = next((_int(v) for k, v in named.items() if k[0] == "c" and v), None)
         asked = next((_int(v) for k, v in named.items() if k[0] == "n" and v), None)
+        if (total := _REFUSE_TOTAL.search(head, rc.end())) is not None:
+            asked = _int(total.group(1))
         return "failure", {"tokens": asked} if asked is not None else {}, {
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
     if _KV_LEAK.search(head):
@@ -765,4 +897,5 @@ def parse(text: str, path: str = "", command: str | None = None,
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
+           "populate_fault", "strip_prefix"]

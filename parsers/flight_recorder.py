@@ -1,5 +1,8 @@
 """PyTorch's NCCL flight recorder dump: each rank's ring of its last collectives.
 
+Sources: pytorch torch/csrc/distributed/c10d/FlightRecorder.hpp (2.5+): the dump file is ``<prefix><rank>``, a
+pickle or JSON.
+
 With ``TORCH_NCCL_TRACE_BUFFER_SIZE=N`` and ``TORCH_NCCL_DUMP_ON_TIMEOUT=1`` every rank writes, when
 its watchdog fires, ``${TORCH_NCCL_DEBUG_INFO_TEMP_FILE}<rank>`` (default ``/tmp/nccl_trace_rank_<rank>``;
 ``TORCH_FR_DUMP_TEMP_FILE`` in later releases). Format (``torch/csrc/distributed/c10d/FlightRecorder.hpp``

@@ -1,5 +1,9 @@
 """``free`` (procps, procps-ng, busybox/toybox) tables → ``host_memory`` and ``host_swap`` events.
 
+Sources: reference/system_formats.md §1.1 and free(1) (procps, procps-ng; ``-b/-k/-m/-g/-h`` units, ``--si``,
+``-w``, ``-l``, ``-t``; the old ``buffers  cached`` and ``-/+ buffers/cache`` layouts), bash(1) for the prompt
+a paste keeps.
+
 Every layout procps has printed, recognised by shape rather than by English words::
 
                    total        used        free      shared  buff/cache   available
@@ -52,6 +56,8 @@ from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "free"
 
+# free(1) (procps-ng: ``-h`` suffixes B Ki Mi Gi Ti Pi, ``--si``; ``--line``: SwapUse CachUse MemUse MemFree,
+# 3.3.17+; the header of each layout, reference/system_formats.md §1.1); bash(1) for the prompt
 _NUM_RE = re.compile(r"^(?P<sign>-?)(?P<num>\d+(?:[.,]\d+)?)(?P<suf>B|[KMGTPE]i?)?$")
 _COLON_RE = re.compile(r"[:：]")
 _PROMPT_FREE_RE = re.compile(
@@ -62,6 +68,7 @@ _LINE_FORM_RE = re.compile(
 _HDR_NEW_RE = re.compile(r"^\s*total\s+used\s+free\s+shared\s+(?:buff/cache|buffers\s+cache)\s+available\s*$")
 _HDR_OLD_RE = re.compile(r"^\s*total\s+used\s+free\s+shared\s+buffers(?:\s+cached)?\s*$")
 _CMD_STARTERS = {";", "&&", "||", "|", "&", "sudo", "time", "watch", "nice", "command", "exec", "env", "do", "then"}
+# bash(1) (``VAR=value`` before a command); the row labels of reference/system_formats.md §1.1
 _ENV_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _BAD_LABEL_RE = re.compile(r"[\d:=\[\]();,<>{}|$#@]")  # "lowmem_reserve[]:", "free:40346 free_pcp:"…
 _MAX_LINE = 4096  # free rows are short; longer lines are never ours (and stay cheap to reject)

@@ -1,5 +1,8 @@
 """``fuser -v /dev/nvidia*``: which processes hold the GPU device files open (psmisc).
 
+Sources: fuser(1) (psmisc: ``-v`` table ``USER PID ACCESS COMMAND``, access letters ``c e f F r m``,
+``kernel`` users) and nvidia-modprobe(1) (the ``/dev/nvidiaN`` device files).
+
 fuser writes its table to stderr; the collector keeps stdout and stderr together. The verbose
 form names the device once and continues with indented rows; ``kernel`` stands where a pid would
 for kernel users (``mount``, ``swap``). Sample::
@@ -39,6 +42,7 @@ from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "fuser"
 
+# fuser(1) (psmisc: ``-v`` table, terse ``/dev/x: pid[access]``, access letters, ``kernel``)
 _HEADER_RE = re.compile(r"^\s*USER\s+PID\s+ACCESS\s+COMMAND\s*$")
 # "/dev/nvidia0:" then optionally one verbose entry on the same line
 _VERBOSE_RE = re.compile(
@@ -48,6 +52,7 @@ _DEVICE_ONLY_RE = re.compile(r"^(?P<dev>/\S*?):\s*$")
 _TERSE_RE = re.compile(r"^(?P<dev>/\S*?):(?P<pids>(?:\s+\d+[a-zA-Z]*)+)\s*$")
 _PIDS_ONLY_RE = re.compile(r"^(?:\s*\d+[a-zA-Z]*)+\s*$")
 _TERSE_PID_RE = re.compile(r"(\d+)([a-zA-Z]*)")
+# fuser(1) (its complaints); ``/dev/nvidiaN`` as nvidia-modprobe(1) creates them
 _GPU_DEV_RE = re.compile(r"^/dev/nvidia(\d+)$")
 # fuser's own complaints: a glob that matched nothing, a missing file
 _ERROR_RE = re.compile(r"^(?:Specified filename .* does not exist\.|(?:/dev/|fuser: ).*: No such file or directory|"

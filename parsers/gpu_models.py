@@ -1,5 +1,10 @@
 """GPU models named in any text, and the memory each model has.
 
+Sources: nvidia-smi(1) (``-L``: ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: …)``), vllm vllm/collect_env.py (0.4+:
+``GPU 0: …`` under ``GPU models and configuration``), vllm vllm/model_executor/layers/fused_moe/configs/
+(0.4+: ``device_name=NVIDIA_A100-SXM4-80GB`` file names), reference/system_formats.md §2.1 (the model names
+nvidia-smi prints).
+
 A ticket rarely carries nvidia-smi's memory column, but it often names the GPU: vLLM's
 ``collect_env`` (``GPU 0: NVIDIA H100 80GB HBM3``), ``nvidia-smi -L``, an MoE config file name
 (``device_name=NVIDIA_A100-SXM4-80GB``), a sentence ("8x H200"). The model gives the capacity a

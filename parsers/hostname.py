@@ -1,6 +1,11 @@
 """Which host a text says it comes from: prompts, ``hostname`` output, syslog/journald host columns,
 NCCL's ``host:pid:tid`` prefix, a pod's node.
 
+Sources: bash(1) (PROMPTING: ``\\u@\\h:\\w\\$``), RFC 3164 and journalctl(1) (``-o short``: stamp, host,
+tag[pid]), systemd.journal-fields(7) (``_HOSTNAME``), reference/failure_messages.md §4.1 (NCCL's
+``host:pid:tid [dev] NCCL`` prefix), hostname(1), kubernetes
+staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Node:  name/ip``).
+
 A pasted session on node B starts its lines with ``root@gpu-b:~#``; a journal line names its host after
 the stamp; NCCL INFO lines begin with the host name. Counting these gives the host the evidence is from;
 a text that names several (an ssh session into other machines) is judged by the majority.

@@ -1,5 +1,8 @@
 """JSON read from untrusted text (a docker ``log`` record, a JSON log line, a quoted YAML scalar).
 
+Sources: JSON is RFC 8259 (§7: a ``\\uD800``-``\\uDFFF`` escape alone is a lone surrogate, which UTF-8 cannot
+encode).
+
 :func:`loads` is :func:`json.loads` with two guarantees the parsers rely on: nesting past
 :data:`MAX_DEPTH` is a :class:`ValueError` like any other malformed line (the stdlib raises
 ``RecursionError`` on a deep one, and a walker further down would hit it on a shallower one), and no

@@ -1,5 +1,9 @@
 """Kernel logs in every container: OOM-killer blocks, NVRM Xid, fallen-off-bus, hung tasks.
 
+Sources: reference/system_formats.md (bare sections below are its own): dmesg(1), journalctl(1), RFC 3164, RFC
+3339, linux Documentation/ABI/testing/dev-kmsg (5.x), linux mm/oom_kill.c (6.x), linux kernel/hung_task.c
+(6.x).
+
 One kernel message reaches us in many shapes (``dmesg`` and its ``-T``/``--time-format iso``/``-r``/
 ``-x``/``-J``/reltime forms, raw ``/dev/kmsg``, ``journalctl -k`` in short/short-precise/short-iso/
 short-iso-precise/short-full/short-monotonic/short-unix/json/json-pretty/verbose, and rsyslog's
@@ -55,6 +59,7 @@ _LEVELS = {"emerg": 0, "alert": 1, "crit": 2, "err": 3, "warn": 4, "notice": 5, 
 _TAG = r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[(?P<tpid>\d+)\])?:(?: (?P<msg>.*))?$"
 
 # ---------------------------------------------------------------- container prefixes (§3)
+# §3 (dmesg, -T, reltime and iso forms; syslog; journalctl short-*, json, verbose; /dev/kmsg)
 _DMESG = re.compile(r"^(?:<(?P<pri>\d{1,3})>)?\[\s*(?P<up>\d+\.\d+)\](?: ?\[\s*(?P<caller>[TC]\d+)\])?(?: (?P<msg>.*))?$")
 _CTIME = re.compile(r"^\[(?P<ctime>[A-Za-z][^\]]{0,40}? \d\d:\d\d:\d\d \d{4})\](?: (?P<msg>.*))?$")
 _RELTIME = re.compile(
@@ -64,11 +69,13 @@ _DECODE = re.compile(
     r"(?P<lvl>emerg|alert|crit|err|warn|notice|info|debug)\s*: (?P<rest>.*)$")
 _ISO_DMESG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d)(?: (?P<msg>.*))?$")
 _ISO_SYSLOG = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) " + _TAG)
+# §3: RFC 3164 (with the year rsyslog may add), journalctl(1) ``-o short-full`` and ``-o short-unix``
 _RFC3164 = re.compile(
     rf"^(?P<mon>{_MON_RE}) (?P<day>[ \d]\d) (?:(?P<year>\d{{4}}) )?(?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) " + _TAG)
 _SHORT_FULL = re.compile(
     rf"^(?:{_WDAY_RE}) (?P<date>\d{{4}}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<tz>[A-Za-z][\w+/-]*) " + _TAG)
 _SHORT_UNIX = re.compile(r"^(?P<epoch>\d{9,11}\.\d+) " + _TAG)
+# §3 (journalctl -o verbose, /dev/kmsg records)
 _VERBOSE_HEAD = re.compile(
     rf"^(?:{_WDAY_RE}) (?P<date>\d{{4}}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) (?P<tz>\S+) \[s=[0-9a-f]+;i=[0-9a-f]+;.*\]$")
 _VERBOSE_KV = re.compile(r"^\s+(?P<k>[A-Z_][A-Z0-9_]*)=(?P<v>.*)$")
@@ -90,6 +97,7 @@ _BULK_SIMPLE = (
     rf"|(?:{_WDAY_RE}) \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [A-Za-z][\w+/-]*{_BULK_TAG}"
     rf"|\d{{9,11}}\.\d+{_BULK_TAG}"
     rf"|\d+,\d+,\d+,[^,;\n]*(?:,[^;\n]*)?;[^\n]*$")
+# §3 (the same containers, whole-text)
 _BULK_FIRST = re.compile(rf"(?m)(?:{_BULK_SIMPLE})")
 _BULK_NOT_SIMPLE = re.compile(rf"(?m)\n(?!(?:{_BULK_SIMPLE}))")
 _BULK_YEAR = re.compile(rf"(?m)^(?:\S+{_W}*:\w+{_W}*: )?(?:\[(?:{_WDAY_RE}) (?P<m1>{_MON_RE}) [ \d]\d \d\d:\d\d:\d\d "
@@ -98,12 +106,14 @@ _JOURNAL_MARK = re.compile(r"^-- (?:Logs begin at|Journal begins at|Journal ends
 _INLINE_UPTIME = re.compile(r"^\[\s*(?P<up>\d+\.\d+)\](?: ?\[\s*(?P<caller>[TC]\d+)\])?(?: (?P<msg>.*)|$)")
 _SHORT_MONO_TAIL = re.compile(r"^(?P<host>\S+) (?P<tag>kernel|[^:\[\s]+\[\d+\]): (?P<msg>.*)$")
 # JSON kept one key per line (dmesg -J, journalctl -o json-pretty): "key": value[,]
+# §3 (dmesg -J, journalctl(1) ``-o json-pretty``)
 _JSON_KV = re.compile(r'^"(?P<k>[^"]{1,200})"\s*:\s*(?P<v>.*?),?$')
 _JSON_STRUCT = re.compile(r"^(?:[{}\[\]],?|\},\s*\{|-?\d+,?)$")
 
 # ---------------------------------------------------------------- content (§4-§6)
 # The prefilter: only messages holding one of these go to the field regexes. Every alternative starts
 # with a literal so the engine skips quickly over the text; it also runs over the whole text at once.
+# §4.1, §4.2 (the OOM-killer block), §5 (hung tasks), §6 (NVRM)
 _HOT = re.compile(r"oom|Out of memory|Kill|kill|NVRM|Xid|blocked|nvidia|memory|Memory|mems_allowed|Linux version|"
                   r"fallen off")
 _OOM_START = re.compile(
@@ -113,11 +123,13 @@ _OOM_CPU = re.compile(r"CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: ")
 _OOM_CPUSET = re.compile(r"(?P<comm>.+?) cpuset=(?P<cpuset>\S*) mems_allowed=(?P<mems>\S*)$")
 _OOM_TASK_IN = re.compile(r"Task in (?P<task_memcg>\S+) killed as a result of limit of (?P<memcg>\S+)")
 _OOM_MEMCG_USAGE = re.compile(r"memory(?P<sw>\+swap)?: usage (?P<usage>\d+)kB, limit (?P<limit>\d+)kB, failcnt (?P<failcnt>\d+)")
+# §4.1, §4.2 (memcg stats, the ``oom-kill:constraint=…`` summary), linux mm/oom_kill.c (6.x)
 _OOM_MEMCG_STATS = re.compile(r"Memory cgroup stats for (?P<memcg>[^:\s]+):")
 _OOM_SUMMARY = re.compile(
     r"oom-kill:constraint=(?P<constraint>CONSTRAINT_\w+),nodemask=(?P<nodemask>[^,]*),cpuset=(?P<cpuset>[^,]*),"
     r"mems_allowed=(?P<mems>[^,]*)(?:,oom_memcg=(?P<oom_memcg>[^,]*))?(?:,(?P<global>global_oom))?"
     r"(?:,task_memcg=(?P<task_memcg>[^,]*))?,task=(?P<task>.*?),pid=(?P<pid>\d+),uid=(?P<uid>\d+)")
+# §4.1, §4.2 (victim lines, legacy form, the reaper)
 _OOM_KILLED = re.compile(
     r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?"
     r"Killed process (?P<pid>\d+) \((?P<comm>.*)\) total-vm:(?P<total_vm>\d+)kB, anon-rss:(?P<anon>\d+)kB, "
@@ -129,7 +141,9 @@ _OOM_LEGACY = re.compile(
 _OOM_REAPER = re.compile(
     r"oom_reaper: reaped process (?P<pid>\d+) \((?P<comm>.*)\), now anon-rss:(?P<anon>\d+)kB, "
     r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB")
+# linux mm/oom_kill.c (6.x: ``Out of memory and no killable processes...``)
 _OOM_NO_VICTIM = re.compile(r"Out of memory and no killable processes")
+# §5 (hung-task reports)
 _HUNG = re.compile(r"INFO: task (?P<comm>.+):(?P<pid>\d+) blocked for more than (?P<secs>\d+) seconds\.")
 _HUNG_OWNER = re.compile(r"INFO: task (?P<comm>.+):(?P<pid>\d+) is blocked on an? (?P<lock>\w+)"
                          r"(?: likely owned by task (?P<owner>.+):(?P<owner_pid>\d+))?")
@@ -143,19 +157,23 @@ _HUNG_FOLLOW = re.compile(
     r"</?(?:TASK|IRQ)>|(?:\? )?(?:\[<[0-9a-f]+>\] )?(?:\? )?[\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+|(?:[0-9a-f]{8,}+ ?)++$|"
     r"\S+\s+D\s+[0-9a-f]+\s+\d+\s+\d+\s+\d+\s+0x[0-9a-f]+|[A-Z0-9]{2,4}: [0-9a-f]{4}|Showing all locks held)")
 _PCI = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+# §6.1 (the Xid line), §6.2 (other NVRM and NVIDIA messages)
 _XID = re.compile(rf"NVRM: Xid \((?:PCI:)?(?P<bdf>{_PCI}|[0-9a-fA-F]{{4}}:[0-9a-fA-F]{{2}})\): (?P<xid>\d+)(?P<rest>.*)$")
 _XID_REST = re.compile(r"^(?:,\s*pid=(?P<pid>'?<unknown>'?|'?\d+'?))?(?:,\s*name=(?P<name>[^,]*))?(?:,\s*(?P<detail>.*))?$")
 _FELL = re.compile(rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<bdf>{_PCI}):? (?:GPU )?has fallen off the bus")
 _FELL_ML = re.compile(rf"NVRM: The NVIDIA GPU (?P<bdf>{_PCI})")
 _GPU_AT = re.compile(rf"NVRM: GPU at PCI:(?P<bdf>{_PCI}): (?P<uuid>GPU-[0-9a-fA-F-]+)")
 _DRIVER = re.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<ver>\d+\.\d+(?:\.\d+)?)")
+# §3 (the boot banner ``Linux version …``); §6.2 (NVSwitch SXid lines, reference/system_formats.md)
 _LINUX_VERSION = re.compile(r"Linux version (?P<ver>\S+)")
 _SXID = re.compile(rf"(?P<dev>nvidia-nvswitch\d*): SXid \((?:PCI:)?(?P<bdf>{_PCI})\): (?P<sxid>\d+),\s*(?P<detail>.*)$")
+# §6.2
 _PROBE = re.compile(rf"nvidia(?:-\w+)?: probe of (?P<bdf>{_PCI}) failed")
 _ANY_BDF = re.compile(rf"(?:PCI:)?(?P<bdf>{_PCI})")
 _NVRM_TABLE_ROW = re.compile(r"NVRM: {3,}")  # GSP RPC history tables: many rows, not events
 _NVIDIA_TROUBLE = re.compile(r"(?i)error|fail|timeout|timed out|not responding|fallen")
 # Xid detail decoders (§6.1)
+# §6.3 (Xid catalog: the detail each code prints)
 _X13_SM = re.compile(r"Graphics SM (?P<scope>Warp|Global) Exception on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+), "
                      r"SM (?P<sm>\d+)\): (?P<exc>.*)")
 _X31 = re.compile(r"Ch (?P<ch>[0-9a-f]+), intr (?P<intr>[0-9a-f]+)\.\s*MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) "
@@ -167,10 +185,12 @@ _X119 = re.compile(r"Timeout after (?P<s>\d+)s of waiting for RPC response from 
 _XNVL5 = re.compile(r"(?<![A-Z0-9_/])(?P<sub>[A-Z0-9_]++(?:/[A-Z0-9_]++)?)\s+(?P<sev>Fatal|Nonfatal)\s+(?P<xc>XC[01])\s+(?P<inj>i\d)\s+"
                     r"Link\s+(?P<link>-?\d+)\s+\((?P<intr>0x[0-9a-fA-F]+)\s+(?P<status>0x[0-9a-fA-F]+)"
                     r"(?P<dbg>(?:\s+0x[0-9a-fA-F]+)*)\)")
+# §6.1 (Xid 154: the recovery action; the channel id of the Xid details)
 _X154 = re.compile(r"GPU recovery action changed from (?P<f>0x[0-9a-f]+) \((?P<fs>[^)]*)\) to (?P<t>0x[0-9a-f]+) \((?P<ts>[^)]*)\)")
 _XCHAN = re.compile(r"(?:Ch|Channel|Channel ID) (?P<ch>[0-9a-f]{8})\b")
 
 # sniff: container lines that only a kernel log has, and content that only the kernel prints
+# §3, §4.1, §6.1
 _SNIFF_KERNEL = re.compile(
     r"^(?:<\d{1,3}>)?\[\s*\d+\.\d+\]|^\[(?:" + _WDAY_RE + r") (?:" + _MON_RE + r") [ \d]\d \d\d:\d\d:\d\d \d{4}\]|"
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:?\d\d |^\d+,\d+,\d+,[^,;]*[,;]|^kern\s*:\w+\s*: |"

@@ -1,5 +1,8 @@
 """``/proc/meminfo`` (and ``grep ^Swap /proc/meminfo`` fragments) → ``host_memory`` and ``host_swap``.
 
+Sources: reference/system_formats.md §1.2 and proc(5) (``/proc/meminfo``: keys in CamelCase with ``(anon)``
+parts, ``kB`` = KiB).
+
 Each line is ``Key:<spaces>value[ kB]``; ``kB`` is KiB; ``HugePages_Total/Free/Rsvd/Surp`` are page
 counts; keys may hold parentheses and underscores; the key set depends on the kernel, so every
 key is kept. Per-NUMA-node files (``Node 0 MemTotal: … kB``) and ``grep -H`` prefixes

@@ -1,5 +1,10 @@
 """Which inference engine a process belongs to, and its role and ranks, from its title or argv.
 
+Sources: reference/vllm_formats.md §1.6 (``VLLM::EngineCore``, ``VLLM::Worker_TP1``), sglang
+python/sglang/srt/managers/scheduler.py::run_scheduler_process (0.4+: ``setproctitle("sglang::scheduler" +
+prefix)``), proc(5) (``comm``: TASK_COMM_LEN 16, 15 characters shown), ray python/ray/_raylet.pyx (2.x:
+``ray::<task>()``, ``ray::<Actor>.<method>`` and ``ray::IDLE`` titles).
+
 Both engines retitle their worker processes (``setproctitle``), and Linux cuts the ``comm`` that
 ``ps -o comm``, fuser, top and the kernel print at 15 characters:
 

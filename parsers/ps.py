@@ -1,5 +1,8 @@
 """Process listings: ``ps -eo pid,ppid,stat,lstart,etimes,rss,vsz,comm,args``, ``ps aux``, ``ps -ef``.
 
+Sources: ps(1) (procps: STANDARD FORMAT SPECIFIERS, PROCESS STATE CODES, ``etime`` ``[[dd-]hh:]mm:ss``),
+top(1) (the summary lines), and the titles of parsers/proc_titles.py (reference/vllm_formats.md §1.6).
+
 The column order comes from the header line (procps names: ``PID PPID STAT STARTED ELAPSED RSS VSZ
 COMMAND COMMAND``, ``USER PID %CPU %MEM VSZ RSS TTY STAT START TIME COMMAND``, ``UID PID PPID C
 STIME TTY TIME CMD``); header-less rows of those three layouts are recognised by their shape.
@@ -69,17 +72,21 @@ _DEFAULT_HEADER = ["PID", "PPID", "STAT", "STARTED", "ELAPSED", "RSS", "VSZ", "C
 _AUX_HEADER = ["USER", "PID", "%CPU", "%MEM", "VSZ", "RSS", "TTY", "STAT", "START", "TIME", "COMMAND"]
 _EF_HEADER = ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]
 
+# ps(1) (procps: ``etime`` as ``[[dd-]hh:]mm:ss``, PROCESS STATE CODES ``R S D Z T t W X I`` with ``< N L s l +``)
 _WORD_RE = re.compile(r"\S+")
 _WEEKDAYS = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
 _MONTHS = {"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
 _ETIME_RE = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)$")
 _STAT_RE = re.compile(r"^[RSDZTtWXIKPL][<NLsl+]*$|^[RSDZTtWXIKPL]$")
+# the titles of sglang python/sglang/srt/managers/scheduler.py::run_scheduler_process (0.4+:
+# ``sglang::scheduler_TP0``) and the launch of reference/sglang_formats.md §8
 _SCHED_TITLE_RE = re.compile(r"sglang::scheduler((?:_[A-Z_]*?\d+)*)\b")
 _RANK_PART_RE = re.compile(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)(\d+)")
 _SGLANG_TITLE_RE = re.compile(r"^sglang::(\w+)")
 _LAUNCH_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b")
 
 # Header-less rows of the three layouts, by shape.
+# ps(1) (the ``-eo pid,ppid,stat,lstart,…``, ``aux`` and ``-ef`` layouts, rows without their header)
 _DEFAULT_ROW_RE = re.compile(
     r"^\s*\d+\s+\d+\s+\S+\s+(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+[A-Z][a-z]{2}\s+\d+\s+[\d:]+\s+\d{4}\s+[\d:-]+\s+\d+\s+\d+\s+\S")
 _AUX_ROW_RE = re.compile(r"^\S+\s+\d+\s+\d+(?:\.\d+)?\s+\d+(?:\.\d+)?\s+\d+\s+\d+\s+\S+\s+\S+\s+\S+\s+[\d:.]+\s+\S")
@@ -214,6 +221,7 @@ def _split_row(line: str, header: list[str]) -> dict[str, str] | None:
     return fields
 
 
+# top(1) (procps: summary lines, ``KiB Mem :``, sizes with k m g t p e)
 _TOP_SUMMARY_RE = re.compile(r"^(?:top - |Tasks:|Threads:|%Cpu|[KMGT]iB (?:Mem|Swap)\s*:)")
 _TOP_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([kmgtpe]?)$")
 

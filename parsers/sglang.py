@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures
+from parsers.failures import oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -52,6 +52,7 @@ FORMAT = "sglang"
 
 #: The SGLang prefix: full stamp (+ms), multimodal_gen MM-DD stamp, time-only stamp (excerpts),
 #: v0.2 ``[gpu_id=0]``, or a bare rank label (``[TP0]``, excerpts with stripped time).
+#: sglang_formats.md §1 (line prefix: stamp and rank labels; compose and container prefixes)
 _PREFIX = re.compile(
     r"\[(?:(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)"
     r"|(?P<mdstamp>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?)"
@@ -73,29 +74,38 @@ _LABEL_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_r
 # Field regexes (searched independently, so a cut line still yields what it holds)
 
 _N = r"(-?\d+(?:\.\d+)?)"
+# sglang_formats.md §3 (memory lifecycle: weights, KV pool, CUDA-graph capture, avail mem)
 _AVAIL_MEM = re.compile(r"avail mem=" + _N + r" ?GB")
 _MEM_USAGE = re.compile(r"mem usage=" + _N + r" ?GB")
 _ELAPSED = re.compile(r"(?:Time elapsed: |elapsed=)" + _N + r" ?s")
 _TYPE = re.compile(r"\btype=([\w.]+)")
 _DTYPE = re.compile(r"\bdtype[=:] ?([\w.]+)")
 _QUANT = re.compile(r"\bquant=(.*?)(?:, avail mem=|$)")
+# sglang_formats.md §3 (``min_per_gpu_memory=``, ``local_gpu_memory=`` of the imbalance check; the KV pool's
+# ``#tokens``)
 _MIN_PER_GPU = re.compile(r"min_per_gpu_memory=" + _N)
 _LOCAL_GPU = re.compile(r"local_gpu_memory=" + _N)
 _TOKENS_HASH = re.compile(r"#tokens: (\d+)")
+# sglang_formats.md §3 (KV pool allocation and capture lines)
 _K_SIZE = re.compile(r"(?<![\w])K size: " + _N + r" ?GB")
 _V_SIZE = re.compile(r"(?<![\w])V size: " + _N + r" ?GB")
 _KV_SIZE = re.compile(r"\bKV size: " + _N + r" ?GB")
 _KV_CACHE_NAME = re.compile(r"^(.*?KV Cache) (?:is allocated|VA upper bound)")
-_POST_CAPTURE_TOKENS = re.compile(r"(\w+_layer_tokens)=(\d+)")
+#: Names and numbers are read from their first character (``(?<!\w)``, ``(?<!\d)``): from a later one
+#: the run is rescanned, the square of a hostile line (issue 25; tests/test_regex_rewrites.py)
+_POST_CAPTURE_TOKENS = re.compile(r"(?<!\w)(\w+_layer_tokens)=(\d+)")
 _CAPTURE = re.compile(
     r"^Capture (?P<what>.*?) ?(?P<backend>cuda graph|CUDA graph|cpu graph|CPU graph|npu graph|NPU graph"
     r"|graph) (?P<ev>begin|end)\b"
 )
+# sglang_formats.md §3 (capture begin/end: ``bs=[…]``, ``avail_mem=``, ``num_tokens_per_bs=``, post-capture
+# ``key=value`` figures)
 _CAPTURE_KV = re.compile(r"\b(backend|num_tokens_per_bs|num_tokens_per_req|num_tokens)=([\w.]+)")
 _BS_LIST = re.compile(r"\bbs=\[([^\]]*)(\]?)")
 _INTS = re.compile(r"-?\d+")
 _CAPTURING = re.compile(r"Capturing batches \((?:bs=(\d+) )?avail_mem=" + _N + r" ?GB\)")
 _KV_EQ = re.compile(r"\b([a-z_]+)=" + _N + r"( ?GB)?")
+# sglang_formats.md §4 (the HiCache host pool and its refusal)
 _HICACHE_KV = re.compile(r"^Allocating " + _N + r" GB host memory for hierarchical KV cache")
 _HICACHE_POOL = re.compile(
     r"^Allocating (\S+) hierarchical KV host pool: (\d+) tokens, " + _N + r" GB host memory"
@@ -108,14 +118,17 @@ _HOST_FOR = re.compile(r"Not enough host memory (?:available )?for ([\w ./-]+?)[
 #: One ``key: value`` field of a batch line's body. A key starts only where the body does or after a
 #: ``,``/``:`` and its runs are possessive: a long stretch with no ``:`` is scanned once, not once per
 #: start position (a 1 MiB line of padding otherwise takes about an hour).
+#: sglang_formats.md §6 (batch lines, retraction, KV-pool exhaustion)
 _BATCH_FIELD = re.compile(r"(?<![^,:]) ?([^:,]++): ([^,]*+)")
 _BATCH_HEAD = re.compile(r"(?:\(mixed (?P<mixed>[^)]*)\))?(?: \[(?P<iter>\d+)\])?[.,:]? ?")
 _RETRACT_FIELDS = re.compile(r"#(retracted_reqs|aborted_retracted_reqs|new_tokens_gained): (\d+)")
 _RATIO_ARROW = re.compile(r"#new_token_ratio: " + _N + r" -> " + _N)
 _TRY_ALLOC = re.compile(r"Try to allocate (\d+) tokens")
 _AVAILABLE_LINE = re.compile(r"Ava(?:il|li)able ((?:\w+ )?tokens|\w+): ?(\d+)(?: \(([^)]*)\))?")
-_INNER_KV = re.compile(r"(\w+?)_?=(\d+)")
+# sglang_formats.md §6 (the KV-exhaustion message: ``available_size()=``, ``evictable_size()=``)
+_INNER_KV = re.compile(r"(?<!\w)(\w+?)_?=(\d+)")
 _CALL_EQ = re.compile(r"(available_size|evictable_size)\(\)=(\d+)")
+# sglang_formats.md §7 (failure lines), §5 (the --mem-fraction-static errors)
 _EXC_HEAD = re.compile(r"^(\w+) hit an exception")
 _EXC_LINE = re.compile(
     r"^((?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception))(?:: ?(.*))?$"
@@ -124,16 +137,20 @@ _MEM_FRACTION = re.compile(r"mem_fraction_static=" + _N)
 _NO_KV_ROOM = re.compile(r"--mem-fraction-static=" + _N)
 _RAISE_ABOVE = re.compile(r"above " + _N)
 _MIN_VIABLE = re.compile(r"minimum viable = [^=]*= " + _N)
+# sglang_formats.md §7 (watchdog, rank death, exit codes, health check, shutdown, crash dump)
 _TP_RANK = re.compile(r"TP rank (\d+)")
-_WATCHDOG = re.compile(r"(?:(\w+) )?[Ww]atchdog timeout \(self\.watchdog_timeout=" + _N
+_WATCHDOG = re.compile(r"(?:(?<!\w)(\w+) )?[Ww]atchdog timeout \(self\.watchdog_timeout=" + _N
                        + r"(?:, self\.soft=(\w+))?")
 _RANK_DEAD = re.compile(r"^Rank (\d+) scheduler (?:is dead|died during initialization)"
                         r"(?: \(exit code: (-?\d+)\))?")
 _EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
 _SUBPROCESS = re.compile(r"^Subprocess (\S+) \(pid=(\d+)\) crashed with exit code (-?\d+)")
 _HEALTH = re.compile(r"for last " + _N + r" seconds")
+# sglang_formats.md §7 (``Gracefully exiting... Remaining number of requests``, ``Dumped N finished and M unfinished
+# requests before crash``)
 _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
+# sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
 _REGISTERING = re.compile(r"^Registering (\d+) cuda graph addresses")
 _NCCL_VERSION = re.compile(r"^sglang is using nccl==(\S+)")
 _ACCESS = re.compile(
@@ -144,6 +161,7 @@ _LEVEL = re.compile(r"^(INFO|WARNING|ERROR|DEBUG|CRITICAL|TRACE):\s+")
 # PyTorch CUDA-OOM message pieces (c10 CUDACachingAllocator; sizes via format_size, binary units)
 
 # Foreign lines on the same stream
+# failure_messages.md §4.1 (NCCL lines), §4.4 (the c10d watchdog)
 _NCCL = re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>[A-Z]+) (?P<msg>.*)")
 _C10D = re.compile(
     r"^(?:\[rank(?P<rank>\d+)\]:)?\[(?P<lvl>[EWIF])(?P<md>\d{3,4})? ?(?P<time>[\d:.]+)? ?(?:\d+ )?"
@@ -153,15 +171,18 @@ _C10D_SEQ = re.compile(r"SeqNum=(\d+)")
 _C10D_OP = re.compile(r"OpType=(\w+)")
 _C10D_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _C10D_RAN = re.compile(r"ran for (\d+) milliseconds")
+# failure_messages.md §4.4 (``Rank N``, ``[PG ID n …]`` of the watchdog line)
 _C10D_RANK = re.compile(r"\bRank (\d+)")
 _C10D_PG = re.compile(r"\[PG (?:ID )?(\d+)")
 #: tqdm's default bar with no description (``{percentage}%|{bar}| {n}/{total} [...``): SGLang's CUDA-graph capture
 #: before 0.4.5 (``cuda_graph_runner.py``: ``tqdm.tqdm(self.capture_bs)`` on TP rank 0), and the EAGLE/draft runners'
 #: captures after it, draw exactly this; the weights' bars are labelled (``Loading safetensors checkpoint shards``)
+#: failure_messages.md §6.1; tqdm bars: sglang python/sglang/srt/model_executor/cuda_graph_runner.py (0.4.x); Python
+#: warnings as cpython Lib/warnings.py (3.x) formats them
 _POOL_BELOW_CONTEXT = re.compile(r"KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
 _BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
 _TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
-_TQDM = re.compile(r"\d+%\||\d+% Completed \||\d+/\d+ \[[\d:?]+<")
+_TQDM = re.compile(r"(?<!\d)\d+%\||(?<!\d)\d+% Completed \||(?<!\d)\d+/\d+ \[[\d:?]+<")
 _PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
 
 #: Kinds that may be found on a continuation line of a traceback and get their own row.
@@ -324,6 +345,7 @@ def _literal(src: str) -> Any:
         return src
 
 
+# sglang_formats.md §2 (the server_args dump)
 _DICT_KEY = re.compile(r"\s*(['\"])(.*?)\1\s*:\s*(.*)", re.S)
 
 
@@ -910,7 +932,10 @@ class _Scanner:
                 attrs["exception_type"] = exc.group(1)
                 attrs["exception_message"] = (exc.group(2) or "")[:2000]
                 inner = classify_failure(exc.group(0)) if "cudaHost" in exc.group(0) else None
-                if inner is not None and inner[2].get("failure") == "host_register_refused":
+                refused = register_refusal(exc.group(0), "\n".join(body))
+                if refused is not None:  # CUDA refused the registration for a reason that is not memory
+                    attrs.update(failure="host_register_refused", rc=refused)
+                elif inner is not None and inner[2].get("failure") == "host_register_refused":
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
@@ -1266,6 +1291,7 @@ def classify_lines(text: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Public API
 
+# sglang_formats.md §1
 _SNIFF_PREFIX = re.compile(
     r"^(?:[\w.-]+\s+\| )?\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?(?P<labels>(?: [A-Z][\w.]*\d*)*)\] ",
     re.M,

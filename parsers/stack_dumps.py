@@ -1,5 +1,9 @@
 """Where each process was when something dumped it: ``py-spy dump`` stacks, and vLLM's input dump.
 
+Sources: py-spy src/dump.rs (0.3+: ``Process N: cmd``, ``Thread 0x… (idle): "MainThread"``, indented ``func
+(file:line)`` frames), vllm vllm/logging_utils/dump_input.py (0.9+: ``Dumping input data for V1 LLM engine
+(v…) with config:``, ``total_num_scheduled_tokens=``).
+
 **py-spy dump** (``py-spy dump --pid N``; SGLang's watchdog runs it and logs ``Pyspy dump for PID N:``
 followed by the tool's output, ``utils/cudacore_pyspy_dump_utils.py`` / ``scheduler.py::watchdog_thread``,
 reference sglang_formats "watchdog"). py-spy's text output (``src/dump.rs``)::
@@ -42,16 +46,25 @@ FORMAT = "stack_dumps"
 MAX_FRAMES = 12
 MAX_THREADS = 2000
 
+# py-spy src/dump.rs (0.3+: ``Process N: cmd``, ``Thread 0x… (idle): "name"``, ``func (file:line)`` frames); the TP
+# label of reference/sglang_formats.md §1
 _PROCESS_RE = re.compile(r"^Process (\d{1,10}): (.{0,300})$")
 _THREAD_RE = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((active|idle|active\+gil|gil)\)(?:: "([^"]{0,200})")?')
 _FRAME_RE = re.compile(r"^\s{2,}(\S.{0,300}?) \(([^()]{1,300}):(\d+)\)\s*$")
-_TP_RE = re.compile(r"TP(\d{1,6})\b")
+# the TP rank in an engine's process title: ``sglang::scheduler_TP3``, ``…_DP1_TP1_EP1_PP0``, ``VLLM::Worker_PP1_TP3``
+# (parsers/proc_titles.py's sources); ``_`` joins the ranks, so the number ends at a non-digit, not a word boundary
+_TP_RE = re.compile(r"(?<![A-Za-z])TP(\d{1,6})(?!\d)")
+# the torch.distributed collectives (pytorch torch/distributed/distributed_c10d.py (2.x)), CUDA synchronisation
+# (``.item``, ``synchronize``) and the blocking calls an idle worker waits in
+# (any frame in distributed_c10d.py is one of its collectives or point-to-point calls: send, recv, isend, …)
 _COLLECTIVE = re.compile(r"all_reduce|all_gather|reduce_scatter|broadcast|barrier|all_to_all|alltoall|\bnccl|"
-                         r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object", re.I)
+                         r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object|distributed_c10d\.py", re.I)
 _SYNC = re.compile(r"synchronize|\.item\b|_local_scalar_dense|cudaStreamSynchronize|tolist|\bcpu\b", re.I)
 _IDLE = re.compile(r"\b(?:recv|recv_pyobj|poll|select|wait|sleep|accept|get|_wait_for_tstate_lock|epoll)\b", re.I)
 _NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(")
 
+# vllm vllm/logging_utils/dump_input.py (0.9+: ``Dumping input data for V1 LLM engine (v…) with config:``,
+# SchedulerOutput/SchedulerStats fields)
 _VLLM_HEAD_RE = re.compile(r"(?:Dumping input data for )?V1 LLM engine \(v([^)\s]{1,40})\) with config:")
 _NEW_REQ_LEN_RE = re.compile(r"prompt_token_ids_len=(\d{1,12})\b")
 _TOTAL_TOKENS_RE = re.compile(r"total_num_scheduled_tokens=(\d{1,12})\b")

@@ -1,5 +1,9 @@
 """Split a pasted terminal session (or a write-up quoting one) into segments, each for one parser.
 
+Sources: bash(1) (PROMPTING: the ``user@host:dir$`` prompt), python(1) (the ``>>>`` prompt), CommonMark 0.31
+(fenced code blocks, thematic breaks, ATX headings); the log shapes are those of reference/sglang_formats.md
+§1 and reference/vllm_formats.md §1.1.
+
 A transcript mixes command lines, their outputs and prose::
 
     Checked the host after the kill:
@@ -66,21 +70,33 @@ class Segment:
 # ---------------------------------------------------------------------------------------------
 # Line shapes
 
+# CommonMark 0.31 (fenced code blocks, thematic breaks)
 _FENCE_RE = re.compile(r"^\s*(?:```|~~~)")
 _RULE_RE = re.compile(r"^\s*(?:-{3,}|={3,}|\*{3,}|_{3,})\s*$")
+# source: none (a chat tool's ``[bash] cmd`` marker: no published format)
 _TOOL_RE = re.compile(
     r"^\s*(?:\[[^\]\n]{1,40}\]\s*)*?\[(?:bash|shell|sh|zsh|terminal|console|cmd|run|exec)\]\s*(?P<cmd>\S.*)$",
     re.IGNORECASE)
+#: Blanks taken whole (``\s*+``): only the ``\s*`` before the sign could take one back, to the same
+#: match, and trying it from every blank cost the square of a blank line (issue 25)
+# bash(1) (PROMPTING: ``user@host:dir$``, ``[user@host dir]#``; a virtualenv's ``(name)``), python(1) (the ``>>>``
+# prompt)
 _PS1_RE = re.compile(
-    r"^\s*(?:\([^()\s]{1,40}\)\s*)?"
+    r"^\s*+(?:\([^()\s]{1,40}\)\s*+)?"
     r"(?P<who>\[[\w.-]+@[\w.-]+[^\]\n]{0,80}\]|[\w.-]+@[\w.-]+(?::[^\s$#%]*)?)?"
     r"\s*(?P<sig>[$#%])\s+(?P<cmd>\S.*)$")
 _REPL_RE = re.compile(r"^>>>(?:\s(?P<cmd>.*))?$")
+# source: none (an English word: prose against a log line)
 _WORD_RE = re.compile(r"^[(\[\"'“‘*_]*[A-Za-z][A-Za-z'’-]*[)\]\"'”’.,;:!?*_]*$")
+# ISO 8601 (``hh:mm:ss``); CommonMark 0.31 (ATX headings); the log levels and exception lines of
+# reference/sglang_formats.md §1 and reference/vllm_formats.md §1.1
 _TIME_RE = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")
 _HEADING_RE = re.compile(r"^#{1,6}\s+\S")
+#: ``name.camelCase:``: the colon must follow the leading run of word characters and dots, and the
+#: lower-upper pair lie after its last dot; said so directly (lookahead, atomic dotted prefix) because
+#: ``[\w.]*[a-z][A-Z]`` backtracks quadratically in the regex engine (issue 25; tests/test_regex_rewrites.py)
 _LOGGISH_RE = re.compile(
-    r"^(?:[\w.]*[a-z][A-Z]\w*:|\w*(?:Error|Exception|Warning|Interrupt|Exit)\b|Traceback\b|Fatal Python error"
+    r"^(?:(?=[\w.]*+:)(?>(?:\w*\.)*)\w*?[a-z][A-Z]\w*+:|\w*(?:Error|Exception|Warning|Interrupt|Exit)\b|Traceback\b|Fatal Python error"
     r"|(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)\b)")
 
 #: programs whose name starting a line makes it a command even without a prompt

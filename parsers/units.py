@@ -1,5 +1,10 @@
 """Unit conversion with the source's unit stated explicitly (DESIGN.md §5 "Units").
 
+Sources: IEC 80000-13 (KiB/MiB/GiB against kB/MB/GB), docker-run(1) (``--memory`` with ``b k m g``),
+kubernetes staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (1.x), sbatch(1) (``--mem`` with ``K M
+G T``), and the units each reference states (reference/system_formats.md §1.1, reference/sglang_formats.md
+§0).
+
 Every parser converts to bytes here, naming the unit the *source* means, never guessing from the
 letters alone: SGLang's GPU "GB" is GiB, its HiCache "GB" is 10^9 bytes, ``free -g`` truncates
 GiB, nvidia-smi's MiB is 2^20, meminfo's "kB" is KiB.

@@ -49,6 +49,8 @@ DEFAULT_BLOCK_SIZE = 16
 # --------------------------------------------------------------------------------------------
 # Line prefixes
 
+# vllm_formats.md §1.4 (colours), §1.5 (compose prefixes), §1.1 (the record header), §1.3 (process prefixes);
+# ``[repeated Nx across cluster]`` is Ray's log dedup (vllm_formats.md §1.3)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m|\^\[\[[0-9;]*m")
 _CONTAINER = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]{0,80})\s+\| ")
 #: One process prefix; vLLM (and Ray relayed through EngineCore) nests them.
@@ -62,7 +64,8 @@ _HEADER = re.compile(
     r"(?:(?:(?P<year>\d{4})-)?(?P<md>\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:[.,]\d{1,6})?) +)?"
     r"\[?(?P<file>[\w.<>-]+(?:/[\w.<>-]+)*(?:/\.\.\./[\w./-]+)?):(?P<srcline>\d+)\] ?(?P<msg>.*)$"
 )
-_REPEATED = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+#: From the first blank before the mark only: any later one fails as the first did (issue 25)
+_REPEATED = re.compile(r"(?<!\s)\s*\[repeated (\d+)x across cluster\]\s*$")
 _RANK_PART = re.compile(r"(?:^|_)(DP|PP|PCP|TP|DCP|EP)(\d+)")
 _RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_rank"}
 
@@ -70,6 +73,10 @@ _RANK_COLUMNS = {"TP": "tp_rank", "DP": "dp_rank", "PP": "pp_rank", "EP": "ep_ra
 # Message templates (searched in the message, so header-less excerpts are read too)
 
 _NUM = r"(-?[\d,]*\d(?:\.\d+)?)"
+#: A number that opens an alternative starts at the first of its digits and commas (issue 25): from any
+#: later one ``[\d,]*`` rescans the run and fails as the first one did (tests/test_regex_rewrites.py)
+_NUM_START = r"(-?(?<![\d,])[\d,]*\d(?:\.\d+)?)"
+# vllm_formats.md §2.2 (version, config dump, args)
 _VERSION = re.compile(r"vLLM (?:API )?server version v?([\w.+-]+)(?:, serving model (\S+))?")
 _LOGO_VERSION = re.compile(r"\bversion (\d+\.\d+\.\d+[\w.+-]*)")
 _CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v?([^)]+)\))? with config: (.*)$")
@@ -79,12 +86,16 @@ _CONFIG_KV = re.compile(
 )
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
 _NAMESPACE = re.compile(r"^args: Namespace\((.*?)\)?\s*$")
+# vllm_formats.md §2.3 (model weights)
 _WEIGHTS_OLD = re.compile(r"Loading model weights took " + _NUM + r" ?(GB|GiB)")
 _WEIGHTS_NEW = re.compile(r"Model loading took " + _NUM + r" ?(GB|GiB)(?: memory)? and " + _NUM + r" ?s")
 _WEIGHTS_READ = re.compile(r"^Loading weights took " + _NUM + r" ?s")
 _LOAD_BEGIN = re.compile(r"^Starting to load model (\S+?)(?:\.\.\.)?$")
+# vllm_formats.md §2.4 (V0 profiling), §2.5 (V1 KV budget), §2.6 (the --kv-cache-memory hint), §3.3 (free memory at
+# start-up)
 _PROFILE_064 = re.compile(r"Memory profiling results: (.*)")
-_PROFILE_KV = re.compile(r"(\w+)=" + _NUM + r"(GiB)?")
+#: A name from its first character only (issue 25; tests/test_regex_rewrites.py says what that changes)
+_PROFILE_KV = re.compile(r"(?<!\w)(\w+)=" + _NUM + r"(GiB)?")
 _PROFILE_TAKES = re.compile(r"^Memory profiling takes " + _NUM + r" seconds(.*)$")
 _PROFILE_BUDGET = re.compile(
     r"total_gpu_memory \(" + _NUM + r" ?GiB\) x gpu_memory_utilization \(" + _NUM + r"\) = " + _NUM + r" ?GiB"
@@ -96,29 +107,40 @@ _PROFILE_SPLIT = re.compile(
 )
 _PROFILE_V1 = re.compile(r"(Total non KV cache memory|torch peak memory increase|non-torch forward increase memory"
                          r"|weights memory|total consumed \(from mem_get_info\)): " + _NUM + r" ?GiB")
+#: the profiling assertion's figures (vllm_formats.md §3.3): free memory (bytes 0.5.5-0.9.0, GiB in V1 0.9.1+) or, in V0
+#: 0.7-0.10.2, used memory, before and after profiling
+_PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB)?, current(?:ly)? (?:free|used) memory "
+                                + _NUM + r"( ?GiB)?")
+# vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
-_FREE_LOW = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than desired GPU memory utilization \(" + _NUM + ", " + _NUM)
+_FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
+                       + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
+                       r"excluding external process's weights) \(" + _NUM + ", " + _NUM)
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
-    r"|" + _NUM + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
+    r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
     r"|Current kv cache memory in use is " + _NUM + r" (GiB|bytes)"
     # vllm_formats.md §2.6 "hint": ``--kv-cache-memory=N`` (bytes) to fit the requested budget / to fill the GPU
     r"|--kv-cache-memory=(\d+)`?(?: \([^)]{0,40}\))? to (fit|fully)"
 )
+# vllm_formats.md §2.4, §2.5 (capacity lines)
 _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r"x")
 _KV_AVAIL = re.compile(r"^Available KV cache memory: " + _NUM + r" ?GiB")
 _KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
+# vllm_formats.md §2.7 (CUDA graph capture); tqdm bars of §1.5; NCCL INFO lines of failure_messages.md §4.1
 _GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)")
 _GRAPH_END = re.compile(r"Graph capturing finished in " + _NUM + r" secs?(?:, took " + _NUM + r" ?GiB)?")
+# vllm_formats.md §2.6 (``CUDA graph pool memory: … (actual), … (estimated)``, ``Estimated CUDA graph memory``)
 _GRAPH_POOL = re.compile(r"CUDA graph pool memory: " + _NUM + r" GiB \(actual\), " + _NUM + r" GiB \(estimated\)")
 _GRAPH_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _NUM + r" GiB total")
 _PROMPTS_BAR = re.compile(r"(?<!\d)(\d{1,9})/(\d{1,9}) \[([\d:]{1,12})<")
 _NCCL_COMM = re.compile(r"\bnranks (\d{1,6})\b")
+# failure_messages.md §4.1 (NCCL INFO ``nranks``, ``via P2P/SHM/NET``); vllm_formats.md §2.7 (the capture bar)
 _NCCL_VIA = re.compile(r" via (P2P|SHM|NET|NVLS|CollNet)\b")
 _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\s*(\d+)%")
+# vllm_formats.md §3.1, §3.2 (the KV cache cannot hold a request; no KV memory), §3.4 (preemption)
 _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
                            r" in KV cache \((\d+)\)")
 _TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
@@ -130,10 +152,18 @@ _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
 #: the UVA offloader's total per worker (vllm/model_executor/offloader/uva.py: ``logger.info("Total CPU offloaded
 #: parameters: %s", format_gib(self.cpu_offload_bytes))``): GiB of weights this rank keeps in pinned host memory
+#: vllm vllm/model_executor/offloader/uva.py (main)
 _CPU_OFFLOADED = re.compile(r"^Total CPU offloaded parameters: " + _NUM + r"\s*(?:GiB)?\s*$")
+#: LMCache's own dump of its configuration, logged by every worker's engine (``LMCacheEngineConfig.log_config``,
+#: lmcache/v1/config.py: ``"max_local_cpu_size": f"{self.max_local_cpu_size} GB"`` — GiB: the allocator takes
+#: ``max_local_cpu_size * 1024**3``)
+_LMCACHE_CONFIG = re.compile(r"LMCache Configuration: \{")
+_LMCACHE_CPU = re.compile(r"'local_cpu': (True|False)\b.{0,400}?'max_local_cpu_size': '" + _NUM + " GB'")
 #: the KV-offload tier's shared region (vllm/v1/kv_offload/cpu/shared_offload_region.py: ``logger.info("Created mmap
 #: file %s (%.2f GB)", path, total_size_bytes / 1e9)``): a file in /dev/shm, unlinked on a graceful shutdown only
+#: vllm vllm/v1/kv_offload/cpu/shared_offload_region.py (main)
 _OFFLOAD_REGION = re.compile(r"^Created mmap file (\S+) \(" + _NUM + r" GB\)")
+# vllm_formats.md §3.7 (host memory), §4 (periodic metrics lines)
 _SWAP_TOO_LARGE = re.compile(r"(Possibly )?[Tt]oo large swap space\. " + _NUM + r" GiB out of the " + _NUM
                              + r" GiB total CPU memory")
 _METRICS_FIELD = re.compile(
@@ -143,12 +173,15 @@ _METRICS_FIELD = re.compile(
 )
 _ENGINE_IDX = re.compile(r"^Engine (\d+): |^(\d+) Engines Aggregated: ")
 _PREFIX_HIT_V0 = re.compile(r"^Prefix cache hit rate: GPU: " + _NUM + r"%, CPU: " + _NUM + "%")
+# vllm vllm/distributed/parallel_state.py (main: ``rank N in world size M is assigned as …``); vllm_formats.md §3.8
+# (nccl version), §2.1 (``Using max model len``, chunked prefill), §2.8 (end of start-up)
 _RANK_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as (.*)$")
 _ASSIGNED_PART = re.compile(r"(DP|PP|TP|EP|PCP|DCP) rank (\d+)")
 _NCCL_VERSION = re.compile(r"vLLM is using nccl==(\S+)")
 _MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)")
 _CHUNKED = re.compile(r"max_num_batched_tokens=(\d+)")
 _INIT_DONE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took " + _NUM)
+# vllm_formats.md §3.6 (process and engine death)
 _WORKER_DIED = re.compile(
     r"Worker proc (\S+) died unexpectedly(?: \(exit code: (-?\d+)\))?"
     r"|Worker (\S+) pid (\d+) died, exit code: (-?\d+)"
@@ -158,12 +191,15 @@ _WORKER_DIED = re.compile(
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
+#: failure_messages.md §5.4 (Ray memory monitor)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory")
 #: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
 #: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
 #: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
 _RAY_WORKER_EXITED = re.compile(r"Worker exit type: (?:SYSTEM_ERROR|UNEXPECTED_SYSTEM_EXIT)|"
                                 r"Worker unexpectedly exits with a connection error code")
+# vllm_formats.md §3.6 (engine death, start-up failures), §3.8 (RPC and shared-memory broadcast timeouts);
+# failure_messages.md §7 (sampler warm-up OOM), §2.2 (CUDA errors)
 _DEAD = re.compile(
     r"(EngineCore encountered a fatal error|EngineDeadError|EngineCore encountered an issue|MQEngineDeadError"
     r"|AsyncEngineDeadError|Background loop has errored already|Engine loop is not running"
@@ -179,15 +215,24 @@ _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found i
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
+# failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
 _NCCL_ERR = re.compile(r"NCCL error: ([^\n(]+)")
 
+# vllm vllm/v1/engine/utils.py::wait_for_engine_startup (0.9.2+): the front-end polling its engine cores at start-up,
+# DEBUG every ``STARTUP_POLL_PERIOD_MS`` = 10 s, ``Waiting for %d local, %d remote core engine proc(s) to connect.`` /
+# ``… to start.`` until every core has sent its ready message
+_STARTUP_WAIT = re.compile(r"Waiting for (\d+) local, (\d+) remote core engine proc\(s\) to (connect|start)")
+
 # PyTorch's CUDA-OOM message (binary units)
 _SZ = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]iB))"
+# failure_messages.md §1.1
 _ALLOCATOR_OOM = re.compile(r"\b(?:CUDA|HIP) out of memory\b")
 _OOM = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + _SZ)
 
 # foreign lines on the same streams
+# vllm_formats.md §1.5 (uvicorn and access lines), failure_messages.md §4.4 (c10d watchdog), §4.1 (NCCL lines), §0
+# (``[rankN]:``)
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*" (?P<status>\d{3})')
 _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
@@ -195,9 +240,12 @@ _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: Work
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
 _TQDM = re.compile(r"(?<!\d)\d{1,3}%(?:\|| Completed \|)|(?<!\d)\d{1,9}/\d{1,9} \[[\d:?]{1,12}<")
+# failure_messages.md §0 (the ``[rankN]:`` prefix)
 _TORCHRUN = re.compile(r"^\[rank(\d+)\]: ")
 
 # tracebacks
+# cpython Lib/traceback.py (3.x); vllm_formats.md §3.6 (WorkerProc/EngineCore openers); failure_messages.md §2.1
+# (the notes after a CUDA error)
 _TB_START = re.compile(r"^(?:Traceback \(most recent call last\):|Process (\S+):$)")
 _TB_FRAME = re.compile(r'^\s+File "([^"]*)", line \d+, in (\S+)', re.M)
 _TB_CONT = re.compile(r"^(?:\s+\S|\s*[\^~]+\s*$|The above exception was the direct cause|During handling of the"
@@ -253,6 +301,7 @@ class _ExcLine:
 _EXC_LINE = _ExcLine()
 
 #: Functions in a traceback → the start-up phase a failure happened in (innermost match wins).
+#: vllm_formats.md §2.1 (the start-up order), §2.4-§2.7 (the functions of each phase)
 _PHASE_OF_FRAME = (
     (re.compile(r"capture_model|_capture_cudagraphs|capture_end|capture_begin|cudagraph|CUDAGraph|graph_capture"),
      "graph_capture"),
@@ -273,6 +322,8 @@ _PHASE_OF_KIND = {
 
 #: Known records of no forensic weight, recognised (not counted as unknown): substring → message id.
 _NOTICES = (
+    # LMCache's engine, one per worker (lmcache/v1/cache_engine.py ``LMCacheEngineBuilder.get_or_create``)
+    ("Creating LMCacheEngine instance", "lmcache_engine"),
     ("Using cache directory", "compile_cache"), ("Dynamo bytecode transform time", "compile"),
     ("torch.compile takes", "compile"), ("Compiling a graph for", "compile"), ("Cache the graph of shape", "compile"),
     ("Directly load the compiled graph", "compile"), ("Resolved architecture", "architecture"),
@@ -313,6 +364,25 @@ def _num(s: str | None) -> float | None:
 
 
 def _int(s: str | None) -> int | None:
+    v = _num(s)
+    return int(v) if v is not None else None
+
+
+def _profiling_figures(s: str) -> dict[str, Any]:
+    """``{initial_free_bytes, current_free_bytes}`` (or ``…_used_bytes``) of the profiling assertion, when it names them.
+
+    >>> _profiling_figures("Initial free memory 42949672960, current free memory 47244640256. This happens when")
+    {'initial_free_bytes': 42949672960, 'current_free_bytes': 47244640256}
+    """
+    m = _PROFILING_FIGURES.search(s)
+    if m is None:
+        return {}
+    what = m.group(1)
+    first, second = ((_gib(m.group(i)) if m.group(i + 1) else _int_num(m.group(i))) for i in (2, 4))
+    return {f"initial_{what}_bytes": first, f"current_{what}_bytes": second}
+
+
+def _int_num(s: str | None) -> int | None:
     v = _num(s)
     return int(v) if v is not None else None
 
@@ -409,6 +479,11 @@ def _ranks(proc: str) -> dict[str, Any]:
 def _phase_of_text(text: str) -> str | None:
     """The phase named by the innermost traceback frame that names one."""
     frames = _TB_FRAME.findall(text) if "File \"" in text else []
+    # capture and the sampler's warm-up run the model through ``_dummy_run`` as the profiling run does: a frame of
+    # either anywhere in the stack names the phase, whatever the innermost frame is
+    for rx, phase in _PHASE_OF_FRAME[:2]:
+        if any(rx.search(func) for _, func in frames):
+            return phase
     for _, func in reversed(frames):
         for rx, phase in _PHASE_OF_FRAME:
             if rx.search(func):
@@ -475,12 +550,14 @@ class _Parser:
                 if row["kind"] == "cuda_error_oom" and tb["base"]["line"] <= (row.get("line") or 0) <= tb["last"]:
                     row["attrs"].update(host_pinned=True, api="cudaHostAlloc (pinned host memory)")
                     break
+        # rows that quote the whole traceback are cited where it starts (its first line, or the engine's line
+        # that opens it), and span it to its exception line
         if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
-            self.emit("failure", {**base, "line": tb["last"], "line_end": tb["last"]},
-                      {"failure": "shm_exhausted", "via": "madvise_populate_efault", "message": text[-500:]})
+            self.emit("failure", base, {"failure": "shm_exhausted", "via": "madvise_populate_efault",
+                                        "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
-            self.emit_oom({**base, "line": tb["last"], "line_end": tb["last"]}, text, attrs["during"])
+            self.emit_oom(base, text, attrs["during"])
 
     def emit_oom(self, base: dict[str, Any], text: str, during: str | None) -> None:
         """A ``cuda_oom`` row with the allocator message's figures (one reader of them: parsers.failures)."""
@@ -648,7 +725,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling", "on startup is less than desired")):
+                                "Error in memory profiling", "on startup is less than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -818,6 +895,11 @@ class _Parser:
                 emit("notice", base, {"message_id": "prefix_cache_hit_rate", "gpu_hit_ratio": _num(m.group(1)) / 100,
                                       "cpu_hit_ratio": _num(m.group(2)) / 100})
                 return True
+            m = _STARTUP_WAIT.search(s)
+            if m:
+                emit("engine_startup_wait", base, {"local": int(m.group(1)), "remote": int(m.group(2)),
+                                                   "until": m.group(3)}, count=int(m.group(1)) + int(m.group(2)))
+                return True
             m = _SHM_WAIT.search(s)
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
@@ -829,6 +911,12 @@ class _Parser:
                                          "tmpfs": m.group(1).startswith("/dev/shm/")},
                      bytes=round(size * 1e9) if size is not None else None)
                 return True
+            if _LMCACHE_CONFIG.search(s):
+                m = _LMCACHE_CPU.search(s[:4000])
+                if m and m.group(1) == "True":
+                    emit("host_pool", base, {"pool": "lmcache_cpu", "per_rank": True, "pinned": True,
+                                             "size_gib": _num(m.group(2))}, bytes=_gib(m.group(2)))
+                    return True
             m = _CPU_OFFLOADED.match(s)
             if m:
                 emit("host_pool", base, {"pool": "cpu_offload_weights", "per_rank": True, "pinned": True},
@@ -869,7 +957,7 @@ class _Parser:
                  tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
             return True
         if "Error in memory profiling" in s:
-            emit("memory_profiling_error", base, {"message": s[:500]})
+            emit("memory_profiling_error", base, {"message": s[:500], **_profiling_figures(s)})
             return True
         if _NO_CACHE.search(s):
             emit("kv_no_room", base, {"reason": "no_available_memory"})
@@ -893,8 +981,8 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
-            if "on startup is less than desired" in s and self._profile(s, base):
-                return True  # §3.3, raised inside the worker's traceback
+            if "on startup is less than " in s and self._profile(s, base):
+                return True  # §3.3 (both wordings), raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:
                 emit("swap_space_too_large", base, {"swap_total_bytes": _gib(m.group(2)),
@@ -1001,12 +1089,12 @@ class _Parser:
                                                "kv_cache_bytes": kv}, bytes=kv)
             return True
         m = _FREE_LOW.search(s)
-        if m:
-            free, total = _gib(m.group(1)), _gib(m.group(2))
+        if m:  # group 1 is the device (0.14+: cuda:N)
+            free, total = _gib(m.group(2)), _gib(m.group(3))
             self.emit("gpu_memory_short", base, {"free_gpu_bytes": free, "total_gpu_bytes": total,
-                                                 "gpu_memory_utilization": _num(m.group(3)),
-                                                 "requested_bytes": _gib(m.group(4))},
-                      free_bytes=free, total_bytes=total, ratio=_num(m.group(3)), bytes=_gib(m.group(4)))
+                                                 "gpu_memory_utilization": _num(m.group(4)),
+                                                 "requested_bytes": _gib(m.group(5)), "device": m.group("device")},
+                      free_bytes=free, total_bytes=total, ratio=_num(m.group(4)), bytes=_gib(m.group(5)))
             return True
         m = _FREE_HINT.search(s)
         if m:
@@ -1070,6 +1158,7 @@ class _Parser:
 # --------------------------------------------------------------------------------------------
 # sniffing and the entry point
 
+# vllm_formats.md §1.1, §1.3
 _SNIFF_HEADER = re.compile(
     r"^(?:[\w.-]{1,80}\s{1,20}\| )?(?:\([\w =-]{0,80}pid=\d+(?:, ip=[^)]{0,60})?\) ?)*"
     r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +(?:\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? +)?\[?[\w./-]+\.py:\d+\] ",
@@ -1090,6 +1179,9 @@ _SNIFF_STRONG = (
     "Task was killed due to the node running low on memory",
     # vLLM-only wording of failures (failure_messages.md §7, vllm_formats.md §3.3), pasted without the prefix
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
+    # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
+    "Too large swap space. ", "Possibly too large swap space. ",
+    "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -351,14 +351,18 @@ def _first_screen_positions(html_path: Path, profile: Path) -> dict[str, Any]:
         browser.send("Page.navigate", {"url": html_path.resolve().as_uri()})
         browser.wait_for("Page.loadEventFired", timeout=60)
         browser.drain(0.5)
-        return browser.evaluate("""(() => {
+        shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+        return {"png": shot, **browser.evaluate("""(() => {
             const box = sel => { const e = document.querySelector(sel);
                                  if (!e) return null; const r = e.getBoundingClientRect();
                                  return {top: r.top, bottom: r.bottom, width: r.width}; };
             return {viewport: window.innerHeight, scrolled: window.scrollY,
                     root: box('#root-summary'), arithmetic: box('#flag-diff tbody tr td:last-child'),
-                    command: box('#cmd-new') || box('#cmd-flags')};
-        })()""")
+                    command: box('#cmd-new') || box('#cmd-flags'),
+                    copy: box('button[data-copy="cmd-new-text"]') || box('button[data-copy="cmd-flags-text"]'),
+                    listed: Array.from(document.querySelectorAll('#root-cause > p a[href^="#finding-"]'))
+                                 .map(a => a.textContent.trim())};
+        })()""")}
     finally:
         browser.close()
 
@@ -383,8 +387,80 @@ def test_first_screen_shows_root_cause_fix_and_arithmetic(tmp_path, name, inputs
     """At 1400 × 900 the on-call engineer sees, without scrolling, what broke, the arithmetic and the
     command to relaunch with."""
     pos = _first_screen_positions(_write_report(inputs, tmp_path / "out"), tmp_path / "profile")
+    if os.environ.get("FORENSICS_SCREENSHOTS"):  # the screens themselves, to look at (a folder)
+        shots = Path(os.environ["FORENSICS_SCREENSHOTS"])
+        shots.mkdir(parents=True, exist_ok=True)
+        (shots / f"{name.replace(' ', '-')}.png").write_bytes(pos["png"])
+    assert png_colours(pos["png"]) > 20, f"{name}: a blank first screen"
     assert pos["scrolled"] == 0 and pos["viewport"] == FIRST_SCREEN["height"]
-    for part in ("root", "arithmetic", "command"):
+    assert len(pos["listed"]) == len(set(pos["listed"])), f"{name}: a finding listed twice: {pos['listed']}"
+    for part in ("root", "arithmetic", "command", "copy"):
         box = pos[part]
         assert box is not None, f"{name}: no {part} on the page"
         assert box["top"] >= 0 and box["bottom"] <= FIRST_SCREEN["height"], f"{name}: {part} at {box}"
+
+
+def _fleet_page(out: Path, moments: list) -> Path:
+    """The fleet page over incidents at ``moments`` (rows as the dataset holds them), with its plotly.js."""
+    from forensics import __version__
+    from forensics.fleet.index import build_view
+    from forensics.report import PLOTLY_JS, template_env, write_plotlyjs
+
+    cats = ("host_memory", "gpu_memory", "hardware", "startup")
+    from forensics.fleet.dataset import INCIDENTS_SCHEMA
+
+    blank = dict.fromkeys(INCIDENTS_SCHEMA.names)
+    rows = [{**blank, "incident_id": f"inc-{k}", "date": t.date(), "collected_at": t, "root_cause_rule": "SGL-HOST-001",
+             "root_cause_category": cats[k % len(cats)], "hosts": [f"gpu-node-{k % 3}"], "inputs": [],
+             "engine": "sglang", "engine_version": None, "severity": "high", "findings": 1, "root_cause_title": "t"}
+            for k, t in enumerate(moments)]
+    out.mkdir(parents=True, exist_ok=True)
+    write_plotlyjs(out)
+    html = template_env(True).get_template("fleet.html.j2").render(v=build_view(rows, []), plotlyjs_src=PLOTLY_JS,
+                                                                    version=__version__)
+    (out / "index.html").write_text(html, encoding="utf-8")
+    return out / "index.html"
+
+
+@needs_chromium
+@pytest.mark.parametrize("span_hours, clock", [(4, True), (24 * 27, False)])
+def test_fleet_chart_fits_its_box_and_the_span(tmp_path, span_hours, clock):
+    """The over-time chart at 1400 px: every label inside the chart (none cut at an edge), both axes
+    titled in units, and an afternoon's incidents on an axis of hours of the day."""
+    from datetime import datetime, timedelta
+
+    t0 = datetime(2026, 11, 20, 13, 5)
+    page = _fleet_page(tmp_path / "fleet", [t0 + timedelta(hours=span_hours) * k / 7 for k in range(8)])
+    browser = Chromium(tmp_path / "profile")
+    try:
+        browser.attach()
+        browser.send("Emulation.setDeviceMetricsOverride", {**FIRST_SCREEN, "deviceScaleFactor": 1, "mobile": False})
+        browser.send("Page.navigate", {"url": page.resolve().as_uri()})
+        browser.wait_for("Page.loadEventFired", timeout=60)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not browser.evaluate(
+                "document.querySelectorAll('#plot-over-time .main-svg').length > 0"):
+            browser.drain(0.2)
+        browser.drain(0.5)
+        geo = browser.evaluate("""(() => {
+            const div = document.getElementById('plot-over-time'); const box = div.getBoundingClientRect();
+            const out = [];
+            div.querySelectorAll('svg text').forEach(t => {
+                if (!t.textContent.trim()) return;
+                const r = t.getBoundingClientRect();
+                if (!r.width) return;
+                if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1
+                    || r.left < 0 || r.right > window.innerWidth)
+                    out.push(t.textContent + ' at ' + [r.left, r.top, r.right, r.bottom].map(Math.round).join(','));
+            });
+            const ticks = Array.from(div.querySelectorAll('.xtick text')).map(t => t.textContent);
+            const titles = Array.from(div.querySelectorAll('.g-xtitle text, .g-ytitle text')).map(t => t.textContent);
+            return {cut: out, ticks: ticks, titles: titles};
+        })()""")
+    finally:
+        browser.close()
+    assert geo["cut"] == [], geo["cut"]
+    assert len(geo["titles"]) == 2 and all("per" in t or "UTC" in t for t in geo["titles"]), geo["titles"]
+    assert geo["ticks"]
+    if clock:  # hours of one afternoon: tick labels are times of day, not months
+        assert all(":" in t for t in geo["ticks"] if t), geo["ticks"]

@@ -156,3 +156,59 @@ def test_in_a_container_the_failing_process_is_the_entry_just_above_its_reservat
     assert foreign_processes(_clauses((300, 10.4), own_gib=9.8)) == []
     # a lone entry far above what its allocator holds is another process (its own was hidden from NVML)
     assert [p["pid"] for p in foreign_processes(_clauses((302, 44.0), own_gib=9.8))] == [302]
+
+
+def _own_only(total_gib: float, free_gib: float, self_gib: float) -> dict:
+    """A CUDA OOM that lists only ``this process has`` (no other Process clause)."""
+    return {"kind": "cuda_oom", "total_bytes": int(total_gib * GIB), "free_bytes": int(free_gib * GIB),
+            "used_bytes": int(self_gib * GIB), "attrs": json.dumps({"allocated_by_pytorch_bytes": int(self_gib * GIB)})}
+
+
+def test_memory_no_clause_lists_is_held_when_it_is_the_gpus_main_user() -> None:
+    from forensics.detectors.held_at_start import held_unlisted, unlisted_bytes
+
+    # 48 GiB card, 2 GiB free, the server 10 GiB: 36 GiB in use by something the message cannot list
+    assert unlisted_bytes(_own_only(48, 2, 10)) // GIB == 36
+    assert held_unlisted(_own_only(48, 2, 10)) // GIB == 36
+    # a display server's 1.5 GiB beside a 14 GiB server is no co-tenant that took the GPU
+    assert held_unlisted(_own_only(16, 0.1, 14.4)) is None
+    tl = timeline(_own_only(48, 2, 10), {"kind": "failure", "attrs": {"failure": "startup_failed"}})
+    assert "SGL-GPU-006" in fired(run_all(tl)[0])
+    tl = timeline(_own_only(16, 0.1, 14.4), {"kind": "failure", "attrs": {"failure": "startup_failed"}})
+    assert "SGL-GPU-006" not in fired(run_all(tl)[0])
+
+
+def _before_load(avail_gib: float, total_gib: float | None, *, model_named: bool = False) -> list[dict]:
+    rows = [{"kind": "dist_init_end", "bytes": int(0.3 * GIB)},
+            {"kind": "weight_load_begin", "avail_bytes": int(avail_gib * GIB)},
+            {"kind": "not_enough_memory", "attrs": json.dumps({})}]
+    if total_gib is not None and not model_named:
+        rows.append({"kind": "gpu_memory", "source": "nvidia_smi_csv", "gpu": 0, "total_bytes": int(total_gib * GIB),
+                     "used_bytes": int((total_gib - avail_gib) * GIB)})
+    if model_named:
+        rows.append({"kind": "gpu_model", "source": "launch", "total_bytes": int(total_gib * GIB),
+                     "attrs": json.dumps({"model": "A100-80GB"})})
+    return rows
+
+
+def test_memory_in_use_before_the_weights_load_is_another_processs() -> None:
+    # 80 GiB per nvidia-smi, 30 GiB free before loading: ~50 GiB held by someone else
+    assert "SGL-GPU-006" in fired(run_all(timeline(*_before_load(30, 80)))[0])
+    # only the CUDA context and NCCL buffers in use: nobody else
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(78.9, 80)))[0])
+    # a GPU model's nominal size is no measurement (a MIG slice or a bigger variant would lie)
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*_before_load(39, 80, model_named=True)))[0])
+
+
+def test_a_draft_models_load_after_the_targets_is_no_memory_held_before() -> None:
+    rows = _before_load(78.9, 80)
+    # speculative decoding: the draft's "Load weight begin" comes after the target took 60 GiB
+    rows.insert(2, {"kind": "weight_load_begin", "avail_bytes": int(18 * GIB)})
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])
+
+
+def test_memory_held_before_load_explains_only_a_memory_failure() -> None:
+    rows = [r for r in _before_load(30, 80) if r["kind"] != "not_enough_memory"]
+    rows.append({"kind": "scheduler_exception", "attrs": json.dumps({"exception_type": "ValueError",
+                                                                    "exception_message": "unknown model type"})})
+    assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])

@@ -11,6 +11,7 @@ from test_detectors_common import GIB, fired, timeline
 from forensics.detectors import kv_cache_capacity, nccl_timeout, run_all
 from forensics.facts.runs import SGLANG_KINDS
 from forensics.report.findings import dumps_document, to_document
+from parsers.failures import classify
 
 
 def _watchdog(rank: int, seq: int) -> dict:
@@ -86,11 +87,21 @@ def test_the_post_load_barrier_names_the_ranks_that_never_arrived():
     assert findings[0].ranks == [5, 7] and findings[0].figures["absent_ranks"] == [5, 7]
 
 
-def test_a_gloo_peer_that_closed_its_connection_is_a_peer_gone_not_nodes_that_never_met():
-    closed = {"kind": "failure", "text": "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
-              "[10.3.1.22]:27114", "attrs": {"failure": "store_timeout"}}
+def test_a_gloo_peer_that_closed_its_connection_is_a_peer_that_exited_not_nodes_that_never_met():
+    text = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.3.1.22]:27114"
+    kind, _cols, attrs = classify(text)
+    assert (kind, attrs["failure"]) == ("failure", "peer_exited")
+    closed = {"kind": "failure", "text": text, "attrs": attrs}
     findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, closed))
-    assert root == "SGL-NCCL-009" and "SGL-NCCL-003" not in fired(findings)
+    assert root == "SGL-RUN-001" and not {"SGL-NCCL-003", "SGL-NCCL-009"} & set(fired(findings))
+    assert "10.3.1.22:27114" in fired(findings)["SGL-RUN-001"].summary  # the peer whose log says why it exited
+
+
+def test_a_gloo_connection_reset_is_still_read_as_the_link():
+    reset = {"kind": "failure", "text": "Read error [10.3.1.22]:27114: Connection reset by peer",
+             "attrs": {"failure": "store_timeout"}}
+    findings, root = run_all(timeline({"kind": "decode_batch", "rank": "TP0", "tp_rank": 0, "ratio": 0.2}, reset))
+    assert root == "SGL-NCCL-009"
 
 
 def _decode(use: float, queue: int) -> dict:
@@ -181,3 +192,31 @@ def test_xid_detector_uses_the_catalog():
     # the same Xid 45 with no kill before it is judged by the catalog, not dismissed
     alone = fired(run_all(timeline(noise))[0])
     assert set(alone) == {"SGL-XID-001"} and alone["SGL-XID-001"].severity == xid.lookup(45).severity
+
+
+def test_one_collective_timeout_is_one_finding_though_its_teardown_repeats_the_watchdog_line(tmp_path):
+    from forensics.analysis import analyse
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2025-07-02 10:00:00 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.02, "
+        "gen throughput (token/s): 120.00, #queue-req: 0,\n"
+        "[rank2]:[E702 10:20:00.100000000 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4410, OpType=ALLGATHER, NumelIn=512, NumelOut=4096, Timeout(ms)=1200000) ran for "
+        "1200310 milliseconds before timing out.\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated with exception: "
+        "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4410, OpType=ALLGATHER, NumelIn=512, "
+        "NumelOut=4096, Timeout(ms)=1200000) ran for 1200310 milliseconds before timing out.\n", encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    assert [f["rule_id"] for f in doc["findings"]].count("SGL-NCCL-002") == 1, doc["findings"]
+
+
+def test_a_note_that_names_the_watchdog_message_is_no_timeout(tmp_path):
+    from forensics.analysis import analyse
+
+    log = tmp_path / "server.log"
+    log.write_text("# thread title: NCCL 'Watchdog caught collective operation timeout' on a 4-node deploy\n"
+                   "[2025-07-02 10:00:00 TP0] Load weight begin. avail mem=76.20 GB\n", encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    assert not [f for f in doc["findings"] if f["rule_id"].startswith("SGL-NCCL")], doc["findings"]

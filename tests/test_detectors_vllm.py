@@ -240,6 +240,45 @@ def test_swap_space_that_fits_is_quiet() -> None:
     assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
 
 
+#: vLLM's own refusal (CacheConfig.verify_with_parallel_config): swap × TP against 70 % of total RAM
+SWAP_REFUSAL = "ValueError: Too large swap space. 96.00 GiB out of the 125.50 GiB total CPU memory is allocated for the swap space.\n"
+
+
+def test_swap_refusal_alone_states_the_sum_and_proposes_no_per_gpu_number() -> None:
+    f = findings(SWAP_REFUSAL)["VLLM-HOST-001"]
+    assert f.category == "per_rank_overallocation" and f.severity == "critical"
+    assert "96.00 GiB" in f.summary and "× the tensor-parallel size" in f.summary
+    assert not f.remediation.flags  # the sum alone does not say how many GPUs share it
+
+
+def test_swap_refusal_with_the_flag_gives_the_tensor_parallel_size() -> None:
+    flags = ("(APIServer pid=1) INFO 03-02 08:00:00 [arg_utils.py:100] non-default args: {'model': 'm', "
+             "'swap_space': 24}\n")
+    f = findings(flags + SWAP_REFUSAL)["VLLM-HOST-001"]
+    c = flag(f, "--swap-space")
+    assert f.figures["ranks_per_host"] == 4 and c.old == "24"
+    assert 4 * int(c.new) <= 0.3 * 125.5 and int(c.new) >= 1
+
+
+def _kv_offload_log(size: int) -> str:
+    return ("(APIServer pid=1) INFO 02-10 08:00:00 [utils.py:253] non-default args: {'model_tag': 'm', "
+            f"'tensor_parallel_size': 2, 'pipeline_parallel_size': 2, 'data_parallel_size': 2, 'kv_offloading_size': "
+            f"{size}}}\n"
+            "(EngineCore_DP0 pid=2) INFO 02-10 08:00:05 [core.py:93] Initializing a V1 LLM engine (v0.12.0) with "
+            "config: model='m', max_seq_len=8192, tensor_parallel_size=2, pipeline_parallel_size=2\n")
+
+
+def test_kv_offloading_size_is_one_engines_over_its_tp_and_pp_ranks() -> None:
+    # vllm/config/vllm.py: cpu_bytes_to_use = size GiB for the engine, split over TP × PP; each DP replica has its own
+    host = 268_435_456  # 256 GiB
+    fs, _ = run_all(_host_timeline(_kv_offload_log(100), host))  # 2 engines × 100 GiB within 256 − reserve
+    assert "VLLM-HOST-001" not in {x.rule_id for x in fs}
+    fs, _ = run_all(_host_timeline(_kv_offload_log(130), host))  # 2 × 130 GiB is over
+    f = {x.rule_id: x for x in fs}["VLLM-HOST-001"]
+    c = flag(f, "--kv-offloading-size")
+    assert c.old == "130" and 2 * int(c.new) <= 256 * 0.9 and int(c.new) >= 100
+
+
 def test_cpu_offload_per_gpu_counts_for_every_rank() -> None:
     log = ("(APIServer pid=1) INFO 11-20 09:14:02 [utils.py:253] non-default args: {'model_tag': 'm', "
            "'tensor_parallel_size': 2, 'cpu_offload_gb': 120}\n"
@@ -278,14 +317,43 @@ def test_ray_monitor_kill_while_loading_suggests_sequential_loading() -> None:
 
 
 def test_ray_list_of_possible_causes_is_not_an_observed_oom_kill() -> None:
-    # alone, a worker's death says nothing of its cause: no host-memory finding, an unexplained failure
+    # alone, the death without a traceback is the observation (killed from outside), Ray's list is not: low weight,
+    # and the finding names the fact that would confirm it
     alone = findings(RAY_WORKER_EXIT)
-    root = alone[alone["_root"]]
-    assert "VLLM-HOST-002" not in alone and root.category == "other" and "does not say" in root.summary
+    f = alone["VLLM-HOST-002"]
+    assert alone["_root"] == "VLLM-HOST-002" and f.confidence == "low" and "does not say why" in f.summary
+    assert "not a diagnosis" in f.summary and "dmesg" in f.confidence_reason
     # while 4 ranks were loading their weights through host RAM, host memory is the likely cause, at low weight
     f = findings(TP4_LOADING + RAY_WORKER_EXIT)["VLLM-HOST-002"]
     assert f.confidence == "low" and "does not say why" in f.summary
     assert flag(f, "--max-parallel-loading-workers").new == "1"
+
+
+#: a worker's own traceback: what its death that follows is the consequence of
+WORKER_OOM = ("(Worker_TP1 pid=7) ERROR 09-03 22:29:59 [multiproc_executor.py:654] WorkerProc hit an exception.\n"
+              "(Worker_TP1 pid=7) ERROR 09-03 22:29:59 [multiproc_executor.py:654] torch.OutOfMemoryError: CUDA out "
+              "of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 44.52 GiB of which 1.10 GiB is "
+              "free.\n")
+SILENT_WORKER_DEATH = ("(EngineCore_DP0 pid=5) ERROR 09-03 22:30:00 [multiproc_executor.py:149] Worker proc "
+                       "VllmWorker-1 died unexpectedly, shutting down executor.\n")
+
+
+def test_a_death_with_no_traceback_and_no_exit_code_is_a_kill_from_outside() -> None:
+    f = findings(SILENT_WORKER_DEATH)["VLLM-HOST-002"]
+    assert f.category == "kernel_oom_killer" and f.confidence == "low"
+    assert "without a traceback" in f.summary and "memory.events" in f.confidence_reason
+    # a traceback in the input says what failed: the death is its consequence, not a kill
+    assert "VLLM-HOST-002" not in findings(WORKER_OOM + SILENT_WORKER_DEATH)
+    # nor after an orderly stop that reached the workers first
+    stop = "(APIServer pid=3) INFO 09-03 22:29:58 [launcher.py:101] Shutting down FastAPI HTTP server.\n"
+    assert "VLLM-HOST-002" not in findings(stop + SILENT_WORKER_DEATH)
+    # Ray's exit notice after a worker's traceback is the same consequence
+    assert "VLLM-HOST-002" not in findings(WORKER_OOM + RAY_WORKER_EXIT)
+    # the surviving ranks' NCCL errors after the death are its consequences, not its cause
+    after = ("(Worker_TP0 pid=6) ERROR 09-03 22:30:01 [multiproc_executor.py:654] RuntimeError: NCCL error: remote "
+             "process exited or there was a network error, NCCL version 2.21.5\n")
+    f = findings(SILENT_WORKER_DEATH + after)
+    assert f["_root"] == "VLLM-HOST-002", f
 
 
 def test_sigkill_after_loading_keeps_the_finding_without_the_loading_flag() -> None:

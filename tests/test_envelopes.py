@@ -247,7 +247,7 @@ def test_streamed_wrapped_log_is_peeled(tmp_path: Path, monkeypatch: pytest.Monk
     data = wrap(lines)
     (tmp_path / "in" / "d.log").write_bytes(data if isinstance(data, bytes) else data.encode())
     whole = timeline.build_timeline([tmp_path / "in"])
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
     streamed = timeline.build_timeline([tmp_path / "in"], spill_dir=tmp_path / "spill")
     assert streamed.parquet_path  # it really was streamed
@@ -298,7 +298,7 @@ def test_streamed_file_that_starts_bare_then_wrapped(tmp_path: Path, monkeypatch
     (tmp_path / "in").mkdir()
     text = "\n".join(lines[:half]) + "\n" + W.docker_json(lines[half:]) + W.journal_short(SGL[3:] * 5) + KERNEL_SHORT
     (tmp_path / "in" / "r.log").write_text(text, encoding="utf-8")
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
     tl = timeline.build_timeline([tmp_path / "in"], spill_dir=tmp_path / "spill")
     assert tl.parquet_path

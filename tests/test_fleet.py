@@ -396,3 +396,32 @@ def test_a_single_report_stays_one_self_contained_file(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "<script src=" not in html and "Plotly" in html
+
+
+def _rows_at(moments: list[datetime]) -> list[dict]:
+    return [{"incident_id": f"i{k}", "date": t.date(), "collected_at": t, "root_cause_rule": "SGL-HOST-001",
+             "root_cause_category": "host_memory", "hosts": ["h"], "inputs": []} for k, t in enumerate(moments)]
+
+
+@pytest.mark.parametrize("spread, most_axis, word", [
+    (timedelta(hours=3), timedelta(hours=4), "10 minutes"),      # an afternoon: an axis of hours, not months
+    (timedelta(hours=30), timedelta(days=3), "hour"),
+    (timedelta(days=27), timedelta(days=40), "day"),
+    (timedelta(days=400), timedelta(days=500), "week"),
+])
+def test_the_time_axis_spans_the_incidents_real_span(spread, most_axis, word) -> None:
+    t0 = datetime(2026, 11, 20, 13, 7)
+    moments = [t0 + spread * k / 5 for k in range(6)]
+    view = build_view(_rows_at(moments), [])
+    lo, hi = (datetime.fromisoformat(x) for x in view.figure["layout"]["xaxis"]["range"])
+    assert lo <= min(moments) and hi >= max(moments)
+    assert hi - lo <= most_axis, (hi - lo, word)
+    assert view.figure_bin == word and word in view.figure["layout"]["xaxis"]["title"]["text"]
+    assert view.figure["layout"]["yaxis"]["title"]["text"] == f"incidents per {word}"
+    assert sum(sum(tr["y"]) for tr in view.figure["data"]) == len(moments)
+
+
+def test_one_incident_is_one_bar_on_a_short_axis() -> None:
+    view = build_view(_rows_at([datetime(2026, 11, 20, 15, 0)]), [])
+    lo, hi = (datetime.fromisoformat(x) for x in view.figure["layout"]["xaxis"]["range"])
+    assert timedelta(hours=1) <= hi - lo <= timedelta(hours=3)

@@ -23,7 +23,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from forensics.inputs import MAX_FILES, InputError, read_inputs
+from forensics.inputs import InputError, read_inputs
+from forensics.inputs.limits import MAX_FILES
 
 REPO = Path(__file__).resolve().parents[1]
 LOG = b"[2026-03-02 11:20:00 TP0] Load weight begin. avail mem=78.50 GB, mem usage=0.00 GB.\n"
@@ -147,7 +148,7 @@ def test_zip_with_too_many_members_is_refused(tmp_path):
 def test_nested_archives_share_one_member_count(tmp_path, monkeypatch):
     import forensics.inputs as inputs
 
-    monkeypatch.setattr(inputs, "MAX_FILES", 30)
+    monkeypatch.setattr(inputs.limits, "MAX_FILES", 30)
     inner = _many_members_tar(20)
     evil = tmp_path / "ticket.zip"
     with zipfile.ZipFile(evil, "w") as zf:

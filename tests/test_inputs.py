@@ -125,8 +125,8 @@ def test_not_an_archive_and_empty_archive(tmp_path):
 
 
 def test_decompression_bomb_stops_past_ratio_cap(tmp_path, monkeypatch):
-    monkeypatch.setattr(inputs, "RATIO_CHECK_AFTER", 1 << 20)
-    monkeypatch.setattr(inputs, "MAX_RATIO", 50)
+    monkeypatch.setattr(inputs.limits, "RATIO_CHECK_AFTER", 1 << 20)
+    monkeypatch.setattr(inputs.limits, "MAX_RATIO", 50)
     p = _tar(tmp_path / "bomb.tar.gz", [_file("a/zeros.log", b"\0" * (8 << 20))])
     assert p.stat().st_size < (8 << 20) // 50
     with pytest.raises(InputError, match="decompression bomb"):
@@ -134,7 +134,7 @@ def test_decompression_bomb_stops_past_ratio_cap(tmp_path, monkeypatch):
 
 
 def test_member_over_size_cap_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(inputs, "MAX_MEMBER_BYTES", 1000)
+    monkeypatch.setattr(inputs.limits, "MAX_MEMBER_BYTES", 1000)
     p = _tar(tmp_path / "big.tar", [_file("a/big.log", b"x" * 5000)], "w")
     with pytest.raises(InputError, match="cap"):
         read_inputs([p])

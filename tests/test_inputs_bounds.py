@@ -31,7 +31,7 @@ def _giant(n: int) -> bytes:
 @pytest.mark.parametrize("streamed", [False, True])
 def test_giant_line_is_cut_and_counted(tmp_path: Path, monkeypatch, streamed: bool) -> None:
     if streamed:
-        monkeypatch.setattr(inputs, "STREAM_BYTES", 1 << 20)
+        monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 1 << 20)
         monkeypatch.setattr(timeline, "CHUNK_BYTES", 300_000)  # the line spans many chunks
     p = tmp_path / "server.log"
     p.write_bytes(BEGIN + _giant(3 << 20) + END + _giant(5 << 20) + BEGIN)
@@ -40,11 +40,11 @@ def test_giant_line_is_cut_and_counted(tmp_path: Path, monkeypatch, streamed: bo
     assert cov["cut_lines"] == 2 and cov["lines"] == 5
     kinds = tl.events.sort("line").select("kind", "line").rows()
     assert ("weight_load_end", 3) in kinds and ("weight_load_begin", 5) in kinds
-    assert tl.events.get_column("text").str.len_bytes().max() <= inputs.MAX_LINE_BYTES
+    assert tl.events.get_column("text").str.len_bytes().max() <= inputs.limits.MAX_LINE_BYTES
 
 
 def test_streamed_chunks_hold_at_most_one_cut_line(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(inputs.limits, "MAX_LINE_BYTES", 1000)
     lines = [b"x" * random.Random(i).choice([10, 999, 1000, 1001, 5000, 40_000]) for i in range(300)]
     p = tmp_path / "a.log"
     p.write_bytes(b"\n".join(lines) + b"\n")

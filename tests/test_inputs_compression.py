@@ -141,7 +141,7 @@ def test_truncated_stream_is_refused_in_one_line(tmp_path: Path, kind: str) -> N
 def test_big_decompressed_file_is_spooled_not_held(tmp_path: Path, monkeypatch) -> None:
     from forensics import inputs
 
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
     text = b"[2026-11-30 10:00:00 TP0] Load weight begin. avail mem=10.00 GB\n" * 2000
     p = tmp_path / "big.log.xz"
     p.write_bytes(lzma.compress(text))
@@ -153,8 +153,8 @@ def test_big_decompressed_file_is_spooled_not_held(tmp_path: Path, monkeypatch) 
 def test_compressed_bomb_stops_past_the_ratio_cap(tmp_path: Path, monkeypatch) -> None:
     from forensics import inputs
 
-    monkeypatch.setattr(inputs, "RATIO_CHECK_AFTER", 1 << 20)
-    monkeypatch.setattr(inputs, "MAX_RATIO", 50)
+    monkeypatch.setattr(inputs.limits, "RATIO_CHECK_AFTER", 1 << 20)
+    monkeypatch.setattr(inputs.limits, "MAX_RATIO", 50)
     for name, data in {"a.gz": gzip.compress(b"\0" * (8 << 20)),
                        "b.zst": zstandard.ZstdCompressor().compress(b"\0" * (8 << 20))}.items():
         p = tmp_path / name

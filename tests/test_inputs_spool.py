@@ -49,16 +49,16 @@ def _spools(where: Path) -> list[Path]:
 @pytest.fixture
 def spied(monkeypatch):
     """Lowered thresholds; every spool file made is recorded with its mode and its folder's."""
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
     made: list[tuple[Path, int, int]] = []
-    real = inputs._Spool.new_file
+    real = inputs.files.Spool.new_file
 
     def new_file(self):
         fd, p = real(self)
         made.append((p, stat.S_IMODE(os.stat(p).st_mode), stat.S_IMODE(os.stat(p.parent).st_mode)))
         return fd, p
 
-    monkeypatch.setattr(inputs._Spool, "new_file", new_file)
+    monkeypatch.setattr(inputs.files.Spool, "new_file", new_file)
     return made
 
 
@@ -94,8 +94,8 @@ def test_spooled_bundle_parses_like_the_same_directory(tmp_path, monkeypatch, sp
 
 
 def test_threshold_drops_once_the_declared_sizes_pass_stream_bytes(tmp_path, monkeypatch, spied):
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 50_000)
-    monkeypatch.setattr(inputs, "STREAM_BYTES_BIG_INPUT", 20_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 50_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES_BIG_INPUT", 20_000)
     log = b"[2025-11-20 09:14:11 TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.01, \n"
     big, small = log * 340, log * 100  # ~30 KB and ~9 KB
     raw = _tar_bytes([_file(f"{TOP}/manifest.json", b'{"schema_version": 1, "artifacts": []}' + b" " * 10_000),
@@ -139,13 +139,13 @@ def test_spool_removed_when_reading_or_parsing_fails(tmp_path, monkeypatch, spie
         exc: type[BaseException] = RuntimeError
     elif failure == "interrupt":
         calls = iter(range(10**6))
-        real = inputs._check_expansion
+        real = inputs.files.check_expansion
 
         def ctrl_c(*a):
             if next(calls) == 2:  # free.txt, tp0.log spooled, then inside tp1.log
                 raise KeyboardInterrupt
             return real(*a)
-        monkeypatch.setattr(inputs, "_check_expansion", ctrl_c)
+        monkeypatch.setattr(inputs.files, "check_expansion", ctrl_c)
         exc = KeyboardInterrupt
     else:
         whole = gzip.decompress(data)
@@ -167,16 +167,16 @@ def test_spool_removed_when_reading_or_parsing_fails(tmp_path, monkeypatch, spie
 def _run(sandbox: Path, record: Path, evil: Path, **over: int) -> tuple[subprocess.CompletedProcess, set[str]]:
     """``forensics report EVIL -o sandbox/out`` with STREAM_BYTES (and ``over``) lowered; every spool
     file made is written to ``record`` (outside the sandbox, so the sandbox shows what was left)."""
-    sets = "".join(f"inputs.{k} = {v}\n" for k, v in {"STREAM_BYTES": 10_000, **over}.items())
+    sets = "".join(f"inputs.limits.{k} = {v}\n" for k, v in {"STREAM_BYTES": 10_000, **over}.items())
     code = ("import sys\n"
             "from forensics import inputs\n" + sets +
             f"rec = open({str(record)!r}, 'a')\n"
-            "real = inputs._Spool.new_file\n"
+            "real = inputs.files.Spool.new_file\n"
             "def new_file(self):\n"
             "    fd, p = real(self)\n"
             "    rec.write(str(p) + '\\n'); rec.flush()\n"
             "    return fd, p\n"
-            "inputs._Spool.new_file = new_file\n"
+            "inputs.files.Spool.new_file = new_file\n"
             "sys.argv = ['forensics'] + sys.argv[1:]\n"
             "from forensics.cli import main\n"
             "main()\n")
@@ -275,15 +275,15 @@ def test_cli_sigterm_while_spooling_cleans_up(sandbox, tmp_path):
     record = tmp_path / "rec"
     code = ("import os, signal, sys\n"
             "from forensics import inputs\n"
-            "inputs.STREAM_BYTES = 10_000\n"
+            "inputs.limits.STREAM_BYTES = 10_000\n"
             f"rec = open({str(record)!r}, 'a')\n"
-            "real = inputs._Spool.new_file\n"
+            "real = inputs.files.Spool.new_file\n"
             "def new_file(self):\n"
             "    fd, p = real(self)\n"
             "    rec.write(str(p) + '\\n'); rec.flush()\n"
             "    os.kill(os.getpid(), signal.SIGTERM)\n"
             "    return fd, p\n"
-            "inputs._Spool.new_file = new_file\n"
+            "inputs.files.Spool.new_file = new_file\n"
             "sys.argv = ['forensics'] + sys.argv[1:]\n"
             "from forensics.cli import main\n"
             "main()\n")

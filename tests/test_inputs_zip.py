@@ -110,7 +110,7 @@ def test_zip_attack_exits_3_with_one_line(tmp_path: Path, attack: str) -> None:
 
 
 def test_zip_total_size_cap(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(inputs, "MAX_TOTAL_BYTES", 5000)
+    monkeypatch.setattr(inputs.limits, "MAX_TOTAL_BYTES", 5000)
     p = _zip(tmp_path / "t.zip", [(f"logs/{i}.log", os.urandom(2000)) for i in range(4)])
     with pytest.raises(InputError, match="past"):
         read_inputs([p])

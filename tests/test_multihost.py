@@ -288,7 +288,7 @@ def test_streamed_hosts_merge_into_one_parquet(tmp_path, monkeypatch):
     from forensics import inputs, timeline
 
     whole_tl, whole, _root = _analyse([TWO / "node0", TWO / "node1"])
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 1_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 1_000)
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 999)
     tl, streamed, _root = _analyse([TWO / "node0", TWO / "node1"], spill_dir=tmp_path)
     assert tl.parquet_path and _digest(streamed) == _digest(whole)

@@ -12,7 +12,13 @@ GIB = 1 << 30
 
 def limits(text: str, command: str | None = None) -> list[tuple[int, str]]:
     ev = container_limits.parse(text, command=command).events
-    return [(r["bytes"], json.loads(r["attrs"])["limit_from"]) for r in ev.iter_rows(named=True)]
+    return [(r["bytes"], json.loads(r["attrs"])["limit_from"]) for r in ev.iter_rows(named=True)
+            if r["kind"] == "container_memory_limit"]
+
+
+def oom_kills(text: str, command: str | None = None) -> list[int]:
+    ev = container_limits.parse(text, command=command).events
+    return [r["count"] for r in ev.iter_rows(named=True) if r["kind"] == "failure"]
 
 
 def test_the_collectors_cgroup_file_lines() -> None:
@@ -47,3 +53,13 @@ def test_other_text_is_not_this_format() -> None:
     except NotThisFormat:
         return
     raise AssertionError("plain text parsed as a limit")
+
+
+def test_the_cgroups_oom_kill_count_is_a_memory_kill() -> None:
+    """cgroup-v2.rst memory.events ``oom_kill``; v1 memory.oom_control: kills there tie a SIGKILL to memory."""
+    collected = "memory.max: 214748364800\nmemory.events:\n  low 0\n  high 0\n  max 12\n  oom 3\n  oom_kill 3\n"
+    assert oom_kills(collected) == [3]
+    assert oom_kills("$ cat /sys/fs/cgroup/memory.events\nlow 0\nhigh 0\nmax 0\noom 1\noom_kill 1\n") == [1]
+    assert oom_kills("oom_kill 1\n", command="cat /sys/fs/cgroup/memory/memory.oom_control") == [1]
+    assert oom_kills("memory.events:\n  low 0\n  oom 0\n  oom_kill 0\n") == []  # none happened
+    assert oom_kills("memory.max: 1073741824\noom_kill 5\n") == []  # not under an events file

@@ -362,3 +362,42 @@ def test_a_runtime_oom_inside_the_pinned_host_allocator_is_host_memory() -> None
               "    staging = torch.empty(nbytes, dtype=torch.uint8, device='cuda')\n"
               "RuntimeError: CUDA error: out of memory\n")
     assert not gpu["a"].get("host_pinned")
+
+
+def test_a_refused_registration_is_not_a_pinning_shortage() -> None:
+    """failure_messages.md §2.2: 712 (already registered) is the registration's own error; 801 (not supported) only
+    with the registration in the frames; neither is the runtime's out-of-memory."""
+    kind, _cols, attrs = failures.classify(
+        "RuntimeError: CUDA error: part or all of the requested memory range is already mapped")
+    assert (kind, attrs["failure"], attrs["rc"]) == ("failure", "host_register_refused", 712)
+    assert failures.classify("RuntimeError: CUDA error: operation not supported")[2].get("failure") != \
+        "host_register_refused"  # without frames it could be any runtime call
+    assert failures.register_refusal("RuntimeError: CUDA error: operation not supported",
+                                     "    cudart.cudaHostRegister(buf.data_ptr(), n, 0)") == 801
+    assert failures.register_refusal("RuntimeError: CUDA error: out of memory", "cudaHostRegister(...)") is None
+
+
+@pytest.mark.parametrize("line", [
+    "4471 Killed",
+    "./serve.sh: line 9:  4471 Killed                  python3 -m sglang.launch_server --tp 8",
+    "[2]-  Killed                  vllm serve acme/m --tensor-parallel-size 4",
+])
+def test_the_shells_report_of_a_killed_job(line: str) -> None:
+    """Bash names the job it reaped (jobs.c, pretty_print_job): the pid and the command around ``Killed``."""
+    kind, cols, attrs = failures.classify(line)
+    assert (kind, cols["code"], attrs["failure"], attrs["signal"]) == ("failure", -9, "signal", "Killed")
+
+
+def test_killed_in_prose_is_not_a_kill() -> None:
+    assert failures.classify("the job was Killed after an hour") is None
+    assert failures.classify("Killed by user request") is None
+
+
+def test_sglang_ci_gpu_idle_wait_is_a_gpu_held_before_the_run() -> None:
+    """SGLang's CI harness (sgl-project/sglang PR #31746) waits for the GPUs before each test class."""
+    from parsers.failures import classify
+
+    kind, cols, attrs = classify("[CI GPU Idle] Waiting for GPU to become idle: GPU 5 uses 11.02 GiB (pid=40231 10.51 GiB)")
+    assert (kind, attrs["failure"], cols) == ("failure", "gpu_busy", {"gpu": 5, "pid": 40231})
+    assert classify("RuntimeError: GPU(s) still not idle after waiting 60s before setUpClass:")[2]["failure"] == "gpu_busy"
+    assert classify("the GPU was not idle when I looked") is None  # prose, no harness wording

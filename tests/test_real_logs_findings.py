@@ -67,6 +67,9 @@ SAMPLE_FOLDERS = {
 SAMPLE_FILES = {
     "nvrm_xid/02_": (HAS, "xid"),  # Xid 13 (application fault) then 43: medium, not a root cause
     "kernel_log/01_": (ROOT, "kernel_oom_killer"),
+    # nvidia-smi's own failure output (system_formats.md §2.5): a GPU whose handle is lost is the Xid 79 class
+    "nvidia_smi/38_": (ROOT, "xid"),
+    "nvidia_smi/39_": (ROOT, "xid"),
 }
 for _i in range(2, 13):
     SAMPLE_FILES[f"kernel_log/{_i:02d}_"] = (ROOT, "kernel_oom_killer")  # the same OOM block in 12 formats

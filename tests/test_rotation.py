@@ -96,7 +96,7 @@ def test_a_big_rotation_set_streams_and_still_names_members(tmp_path: Path, monk
     (tmp_path / "s.log.1").write_text("".join(_decode(s % 3000, 10_000 + s) for s in range(400, 800)))
     (tmp_path / "s.log").write_text("".join(_decode(s % 3000, 10_000 + s) for s in range(800, 900)))
     whole = build_timeline([tmp_path]).events
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 20_000)  # the joined log (~90 KB) is spooled and streamed
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 20_000)  # the joined log (~90 KB) is spooled and streamed
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 7_777)
     streamed = build_timeline([tmp_path]).events
     cols = ["kind", "run", "tokens", "file", "line"]

@@ -118,6 +118,9 @@ def test_scenario(folder: Path) -> None:
         assert to_document(findings, root, tl)["input"]["host"] == exp["root_host"], tl.facts.host
     for words in exp.get("gaps_contain", []):
         assert any(words in g for g in tl.facts.gaps), (words, tl.facts.gaps)
+    for rule, words in exp.get("summary_contains", {}).items():
+        for w in words:
+            assert w in by_rule[rule].summary, (rule, w, by_rule[rule].summary)
     for rule, allowed in exp.get("confidence", {}).items():
         assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
 

@@ -28,7 +28,7 @@ def test_streamed_timeline_equals_whole(tmp_path, monkeypatch) -> None:
     _write_set(tmp_path, 11)
     whole = timeline.build_timeline([tmp_path])
     said: list[str] = []
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)  # the rank logs are ~60 KB: streamed
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)  # the rank logs are ~60 KB: streamed
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)  # cuts inside records, at odd places
     monkeypatch.setattr(progress.time, "monotonic", iter(range(0, 10**6, 3)).__next__)  # progress every chunk
     streamed = timeline.build_timeline([tmp_path], progress=said.append)
@@ -53,7 +53,7 @@ def test_chunks_end_at_line_ends(tmp_path) -> None:
 
 
 def _streamed(tmp_path: Path, monkeypatch, seed: int = 11, **over) -> timeline.Timeline:
-    monkeypatch.setattr(inputs, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
     monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
     for k, v in over.items():
         monkeypatch.setattr(timeline, k, v)

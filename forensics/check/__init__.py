@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from forensics.detectors import link_consequences, pick_root_cause, prelaunch, run_all
+from forensics.detectors.reconcile import reconcile_flags
 from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.versions import IMAGE_TAG_RE, parse_version, version_text
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
@@ -104,6 +105,8 @@ class CheckResult:
     root: str | None
     timeline: Timeline
     notes: list[str] = field(default_factory=list)
+    #: the options it ran with: the "check it again" line repeats them
+    options: CheckOptions | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,6 +191,29 @@ def _read_text(path: str, opts: CheckOptions) -> tuple[str, str]:
     return path, data.decode("utf-8", errors="replace")
 
 
+def args_after_cut(text: str, line_end: int) -> launch_parser.LaunchCommand | None:
+    """The engine's flags a paste left after a cut in the middle of a command: the command's last line
+    continues (``\\``), then the writer's elision (``...``, ``[...]``, ``<snip>``), then lines of flags.
+
+    >>> args_after_cut("docker run -m 96g vllm/vllm-openai:v0.6.3 \\\\\\n  [...]\\n  --swap-space 24\\n", 1).argv
+    ['--swap-space', '24']
+    """
+    lines = text.split("\n")
+    if not (0 < line_end <= len(lines)) or not lines[line_end - 1].rstrip().endswith("\\"):
+        return None
+    i, cut = line_end, False
+    while i < len(lines) and (not lines[i].strip() or launch_parser.ELISION_RE.match(lines[i])):
+        cut, i = cut or bool(lines[i].strip()), i + 1
+    block = []
+    while cut and i + len(block) < len(lines) and re.match(r"^\s*--?[A-Za-z]", lines[i + len(block)]):
+        block.append(lines[i + len(block)])
+    cmds = launch_parser.find_commands("\n".join(block)) if block else []
+    if not cmds or cmds[0].launcher != "args":
+        return None
+    cmds[0].line = i - line_end + 1  # lines after the command's last
+    return cmds[0]
+
+
 def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[str]]:
     """The launch to check (the last one found), coverage per input, and notes."""
     sources: list[tuple[str, str]] = [_read_text(p, opts) for p in opts.files]
@@ -230,10 +256,29 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
         name, cmd, _text = found[-1]
         launch = Launch(name, cmd.line, cmd.line_end, cmd.text, list(cmd.argv), dict(cmd.flags),
                         dict(cmd.scan.spellings), dict(cmd.attrs()))
+        if cmd.launcher == "config":  # an engine config file: corrections name its lines
+            launch.config_lines = {flag: line for flag, (_v, line) in engine_config(_text).items()}
         if cmd.launcher == "docker run":
             limits["container"] = "docker"
         elif cmd.launcher == "compose" and not limits.get("container"):
             limits["container"] = "compose"
+        rest = args_after_cut(_text, cmd.line_end)
+        if rest is not None:  # the paste cut the middle of the command; the engine's flags follow the cut
+            launch.argv += rest.argv
+            for flag, value in launch_parser.scan_flags(rest.argv, cmd.engine).flags.items():
+                launch.flags.setdefault(flag, value)
+            notes.append(f"the command is cut after line {cmd.line_end}; its flags on line {cmd.line_end + rest.line} "
+                         "and after are read as its own.")
+        if not (launch.attrs.get("docker_memory_bytes") or launch.attrs.get("container_memory_bytes")):
+            outer = [c for n, c, _t in found[:-1] if n == name and c.container_memory_bytes]
+            if outer:  # the container this command runs in, its own command cut by the paste
+                launch.attrs["docker_memory_bytes"] = outer[-1].container_memory_bytes
+                image = outer[-1].extra.get("image") or (outer[-1].argv[:1] or [None])[0]
+                if image and not launch.attrs.get("image"):
+                    launch.attrs["image"] = image  # the engine's release, when its tag says
+                limits["container"] = "docker"
+                notes.append(f"memory limit from line {outer[-1].line} (docker run --memory: the container the "
+                             "command runs in).")
     else:
         name, cfg = configs[-1]
         first = min(line for _, line in cfg.values())
@@ -351,10 +396,12 @@ def build(opts: CheckOptions) -> CheckResult:
     container_limit = (launch.attrs.get("docker_memory_bytes") or launch.attrs.get("container_memory_bytes")
                        or limits.get("memory_bytes"))
     if container_limit:
-        where = limits.get("memory_from") if not launch.attrs.get("docker_memory_bytes") else {
+        where = (launch.attrs.get("container_memory_from") or limits.get("memory_from")
+                 if not launch.attrs.get("docker_memory_bytes") else None) or {
             "kubernetes": "resources.limits.memory", "compose": "mem_limit / deploy.resources.limits.memory",
             "docker": "docker run --memory"}.get(limits.get("container") or "", "container limit")
         facts.append(Fact("memory limit", f"{container_limit / 2**30:.2f} GiB, {where}", "file"))
+    limit_from = where if container_limit else None
     if opts.host_memory is not None:
         rows.append({"file": "check: --host-memory", "line": 1, "kind": "host_memory", "source": "check",
                      "total_bytes": opts.host_memory, "ts": now, "text": f"host memory {opts.host_memory} bytes (given)",
@@ -378,7 +425,7 @@ def build(opts: CheckOptions) -> CheckResult:
             facts.append(Fact("host memory", problem or "free printed nothing", "missing"))
         limit, where = _cgroup_limit(opts)
         if limit and not container_limit:
-            container_limit = limit
+            container_limit, limit_from = limit, where
             facts.append(Fact("memory limit", f"{limit / 2**30:.2f} GiB, {where}", "read"))
     else:
         facts.append(Fact("host memory", "not given (--host-memory)", "missing"))
@@ -481,6 +528,7 @@ def build(opts: CheckOptions) -> CheckResult:
     attrs.update(flags=launch.flags, check=True)
     if container_limit:
         attrs["docker_memory_bytes"] = int(container_limit)
+        attrs["limit_from"] = limit_from  # the findings name the limit as the file states it
     attrs.pop("file_limits", None)
     rows.append({"file": launch.file, "line": launch.line, "line_end": launch.line_end, "kind": "launch_command",
                  "source": "launch", "ts": now + timedelta(seconds=1), "text": launch.text or f"{launch.file} (engine config)",
@@ -505,7 +553,8 @@ def build(opts: CheckOptions) -> CheckResult:
     findings.sort(key=lambda f: (SEVERITY_RANK[f.severity], f.rule_id))
     link_consequences(findings)
     root = pick_root_cause(findings)
-    return CheckResult(launch, facts, findings, root, tl, notes)
+    reconcile_flags(findings, root)  # the pre-launch findings may correct a flag the others did too
+    return CheckResult(launch, facts, findings, root, tl, notes, opts)
 
 
 def run_check(opts: CheckOptions) -> CheckResult:
@@ -527,6 +576,9 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
     """
     argv = list(launch.argv)
     for flag, new in changes.items():
+        if " " in flag:  # a key inside a JSON-valued flag: ``--kv-transfer-config kv_connector_extra_config.cpu_…``
+            _set_json_key(argv, *flag.split(" ", 1), new)
+            continue
         names = {flag, launch.spellings.get(flag, flag)}
         names |= {n.replace("-", "_").replace("__", "--", 1) for n in names}
         done = False
@@ -545,6 +597,39 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
         elif not done and flag.isupper():  # an environment variable: set before the program
             argv.insert(0, f"{flag}={new}")
     return argv
+
+
+def _set_json_key(argv: list[str], flag: str, path: str, new: str) -> None:
+    """Set ``path`` (dotted keys) inside the JSON value of ``flag`` in ``argv``; leave it as it is when it is not JSON.
+
+    >>> a = ["vllm", "serve", "m", "--kv-transfer-config", '{"kv_connector":"X","extra":{"n":10}}']
+    >>> _set_json_key(a, "--kv-transfer-config", "extra.n", "4"); a[-1]
+    '{"kv_connector": "X", "extra": {"n": 4}}'
+    """
+    for i, tok in enumerate(argv):
+        head, eq, value = tok.partition("=")
+        if head != flag or (not eq and i + 1 >= len(argv)):
+            continue
+        raw = value if eq else argv[i + 1]
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return
+        keys = path.split(".")
+        here = doc
+        for key in keys[:-1]:
+            here = here.setdefault(key, {}) if isinstance(here, dict) else None
+            if here is None:
+                return
+        if not isinstance(here, dict):
+            return
+        here[keys[-1]] = int(new) if new.isdigit() else new
+        text = json.dumps(doc)
+        if eq:
+            argv[i] = f"{head}={text}"
+        else:
+            argv[i + 1] = text
+        return
 
 
 def _flag_changes(findings: list[Finding]) -> dict[str, str]:
@@ -619,7 +704,61 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
     out += [f"Note: {n}" for n in res.notes]
     worst = [f for f in res.findings if fail_on and SEVERITY_RANK[f.severity] <= SEVERITY_RANK[fail_on]]
     out.append("")
-    out.append(f"Result: {len(worst)} finding(s) at or above {fail_on} — fix before launching." if worst
+    problems = f"{len(worst)} problem{'s' if len(worst) != 1 else ''}"
+    out.append(f"Result: {problems} at or above {fail_on}: fix before launching." if worst
                else f"Result: nothing at or above {fail_on}." if fail_on
-               else f"Result: {len(shown)} finding(s); --fail-on none: the exit status is 0 whatever is found.")
+               else f"Result: {len(shown)} finding{'s' if len(shown) != 1 else ''}; --fail-on none: the exit status "
+                    "is 0 whatever is found.")
+    out.append("Next: " + _next_step(res, changes, container, bool(steps), bool(worst), fail_on))
     return "\n".join(out) + "\n"
+
+
+def _size_word(n: int) -> str:
+    """A byte count as the shortest exact size option: 449GiB, 97887MiB, else bytes."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20)):
+        if n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def check_again(res: CheckResult, cmd: str | None = None, fail_on: str | None = "high") -> str:
+    """The ``forensics check`` command line that repeats this check (on ``cmd`` instead of the --cmd
+    given, when the corrected command is what to check)."""
+    opts = res.options
+    words = ["forensics", "check"]
+    if opts is None:
+        return " ".join(words + [res.launch.file])
+    words += [f for f in opts.files]
+    if cmd is not None or opts.cmd:
+        words += ["--cmd", cmd if cmd is not None else opts.cmd or ""]
+    for name, value in (("--host-memory", opts.host_memory), ("--gpus", opts.gpus),
+                        ("--gpu-memory", opts.gpu_memory), ("--engine-version", opts.engine_version),
+                        ("--model-config", opts.model_config)):
+        if value is not None:
+            words += [name, _size_word(value) if name.endswith("memory") else str(value)]
+    if fail_on != "high":
+        words += ["--fail-on", fail_on or "none"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _next_step(res: CheckResult, changes: dict[str, str], container: dict[str, str], cleanup: bool,
+               failing: bool, fail_on: str | None) -> str:
+    """What to run next, complete for this input: the check again on the corrected launch, or the launch."""
+    launch = res.launch
+    if (changes or container) and not failing:  # corrections below the threshold: the user's call
+        step = _next_step(res, changes, container, cleanup, True, fail_on)
+        return f"launch as written, or apply the corrections: {step[0].lower()}{step[1:]}"
+    if changes and launch.file == "--cmd" and launch.argv:
+        fixed = " ".join(shlex.quote(w) for w in corrected_argv(launch, changes))
+        return f"check the corrected command before launching it: `{check_again(res, fixed, fail_on)}`"
+    if changes or container:
+        what = ("the changes above" if not launch.argv or container and not changes
+                else "the corrected command")
+        where = (f"{launch.file} (lines {launch.line}–{launch.line_end})" if launch.line_end > launch.line
+                 else f"{launch.file}:{launch.line}")
+        return f"put {what} in {where}, then check it again: `{check_again(res, fail_on=fail_on)}`"
+    if cleanup:
+        return f"do the steps under \"Before launching\", then check again: `{check_again(res, fail_on=fail_on)}`"
+    if launch.file == "--cmd":
+        return "launch the command as given."
+    return f"launch as written ({launch.file}:{launch.line})."

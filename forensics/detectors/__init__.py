@@ -26,6 +26,7 @@ from . import (
     cuda_graph_headroom,
     fatal_other,
     flight_recorder,
+    gpu_driver,
     hang,
     held_at_start,
     host_memory_not_reclaimed,
@@ -84,6 +85,7 @@ DETECTORS = (
     kernel_resources,
     vllm_start_memory,
     recorded_history,
+    gpu_driver,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:

@@ -20,6 +20,8 @@ CAUSE_PRIORITY = (
     "SGL-REC-001",
     "SGL-GPU-006",
     "SGL-GPU-010",
+    "VLLM-GPU-003",
+    "VLLM-GPU-004",
     "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
@@ -33,6 +35,7 @@ CAUSE_PRIORITY = (
     "SGL-XID-004",
     "VLLM-KV-001",
     "SGL-XID-001",
+    "SGL-GPU-013",
     "SGL-HOST-004",
     "SGL-NCCL-006",
     "SGL-NCCL-008",
@@ -107,6 +110,10 @@ _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
 _link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
       "the rank raised in its distributed set-up over the memory check, and the others waited for it")
+_link(("VLLM-GPU-003", "VLLM-GPU-004"), ("VLLM-NCCL-001", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+      "the worker that refused to start never joined the others, which waited for it")
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-GPU-005", "SGL-GPU-009"),
+      "processes on a GPU the driver lost or that faulted cannot finish their CUDA teardown, so their memory stays held")
 _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
@@ -131,6 +138,8 @@ _link(("VLLM-HOST-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002"),
       "the vLLM ranks' pinned per-GPU host memory (swap space, CPU offload) exhausted host memory")
 _link(("SGL-HOST-001", "VLLM-HOST-001"), ("SGL-HOST-007", "SGL-HOST-009"),
       "the ranks' host pools together exceed the host, so pinning them failed or the kernel killed a rank holding one")
+_link(("VLLM-HOST-002",), ("SGL-NCCL-009", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004"),
+      "the killed worker's connections closed with it, so the surviving ranks' collectives with it failed")
 _link(("SGL-REC-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002", "SGL-NCCL-001", "SGL-NCCL-002"),
       "the process's host memory grew until the kernel OOM killer took it")
 _link(("SGL-HOST-001", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-XID-001"),

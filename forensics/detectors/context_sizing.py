@@ -1,5 +1,9 @@
 """SGL-KV-004: a start-up buffer sized by the context length does not fit the GPU.
 
+Sources: SGL-KV-004 reads sglang python/sglang/srt/mem_cache/memory_pool.py::ReqToTokenPool (0.4+:
+``req_to_token`` is max running requests × context length int32) and the allocator OOM of
+reference/failure_messages.md §1.1.
+
 SGLang sizes its request-to-token table (and a few other start-up buffers) as max running requests ×
 context length × 4 bytes. Without ``--context-length`` the model's own maximum is used; Llama 4
 Scout's is 10 M tokens, so the table alone asks for ~80 GiB on an 80 GB GPU::
@@ -22,6 +26,7 @@ import math
 import re
 
 from forensics.facts.launch import server_config
+from forensics.facts.oom import enclosing_traceback, place_ooms
 from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -80,13 +85,18 @@ def detect(tl: Timeline) -> list[Finding]:
                 and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"]]
         failed = _startup_failures(run)
         # an OOM whose frames are the memory pool's set-up (failure_messages.md §2.2 "look at the frames")
-        pool = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _stage(run, r) == "memory_pool"]
+        # or, without frames, SGLang's start-up order: after "Load weight end" the pool is being set up (facts/oom.py)
+        oom_rows = of_kind(run, "cuda_oom", "cuda_error_oom")
+        placed = place_ooms(run, oom_rows)
+        # (not ROCm's HSA out-of-resources, which is also a queue or thread limit: failure_messages.md §3)
+        pool = [r for r in oom_rows if _stage(run, r) == "memory_pool"
+                or (placed.get(id(r), (None, ""))[0] == "memory_pool" and not attrs(r).get("unreliable"))]
         if huge:
             out.append(tag_run(_huge(cfg, huge, ctx, requests), ref))
         elif failed and ctx is not None and ctx >= LONG_CONTEXT:
             out.append(tag_run(_long_context(cfg, failed, ctx, requests), ref))
         elif pool:
-            out.append(tag_run(_pool_setup(cfg, pool, ctx, requests), ref))
+            out.append(tag_run(_pool_setup(cfg, run, pool, ctx, requests), ref))
     return out
 
 
@@ -104,7 +114,7 @@ def _stage(run: list[Row], row: Row) -> str | None:
     return attrs(row).get("during")
 
 
-def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None) -> Finding:
+def _pool_setup(cfg, run: list[Row], pool: list[Row], ctx: float | None, requests: float | None) -> Finding:
     """An OOM while the memory pool was set up. SGLang sizes the KV pool to what was free after the weights
     (``profile_max_num_token``, sglang_formats.md §5), so it fits by construction; what fails beside it is a buffer
     sized by configuration — the request table, max running requests × (context length + 4) × 4 bytes — or memory
@@ -122,7 +132,8 @@ def _pool_setup(cfg, pool: list[Row], ctx: float | None, requests: float | None)
                     "length × 4 bytes)")
                  + " did not fit, or another process took memory meanwhile."
                  + (f" Lower --context-length to {flags[0].new}." if flags else "")),
-        evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests")],
+        evidence=[*pool[:3], *cfg.evidence_rows("context_length", "max_running_requests"),
+                  *[tb for r in pool[:2] if (tb := enclosing_traceback(run, r)) is not None]],
         confidence="medium" if ctx is not None else "low",
         confidence_reason=("which buffer beside the pool failed is not in the message; the frames and the configured "
                            "sizes point at the request table") if ctx is not None else

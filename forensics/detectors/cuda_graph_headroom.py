@@ -1,5 +1,9 @@
 """SGL-GPU-001/002/003: too little GPU memory left outside ``--mem-fraction-static``.
 
+Sources: SGL-GPU-001, SGL-GPU-002 and SGL-GPU-003 read reference/sglang_formats.md §3 (``Capture cuda graph
+end … avail mem``) and §5 (what ``--mem-fraction-static`` leaves outside the static pool), and the allocator
+OOM of reference/failure_messages.md §1.1.
+
 SGLang gives ``f`` × the pre-load free memory of each GPU to weights + KV pool; CUDA graphs,
 activations and NCCL buffers live in the rest. Seed phase 2: f = 0.93 left 0.82 GB after graph
 capture and a large prefill hit ``torch.OutOfMemoryError``.
@@ -15,6 +19,7 @@ import re
 
 from forensics.facts.gpu import gpu_capacity
 from forensics.facts.launch import ServerConfig, server_config
+from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -24,6 +29,7 @@ from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
 from .held_at_start import foreign_processes
+from .model_fit import weights_overflow
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
 THIN_FRACTION = 0.025  # "little left" after capture: below max(1 GiB, 2.5% of the GPU's memory)
@@ -43,9 +49,8 @@ def corrected_fraction(f: float, *, shortfall: float, gpu_bytes: float) -> tuple
 
 
 def _is_oom_exception(row: Row) -> bool:
-    a = attrs(row)
-    text = f"{a.get('exception_type', '')} {a.get('exception_message', '')} {(row.get('text') or '')[-3000:]}"
-    return "OutOfMemoryError" in text or "CUDA out of memory" in text or "CUDA error: out of memory" in text
+    """The exception is the GPU's memory running out (not Inductor's shared-memory limit, nor a 1 EB size bug)."""
+    return memory_kind(row) == "device"
 
 
 def _is_oom_failure(row: Row) -> bool:
@@ -142,7 +147,13 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     # nor a nonsense size (more than 1 EB: a bug computing it, SGL-GPU-012)
     ooms = [r for r in ooms if not _sized_by_config(r) and not foreign_processes(r) and not attrs(r).get("fragment")
             and not attrs(r).get("bogus_size")]
+    # an OOM whose traceback places it in loading, the pool's set-up or profiling is no headroom problem
+    # (SGL-GPU-004, SGL-KV-004 read those), with or without the start-up lines around it
+    placed = place_ooms(run, ooms)
+    # the frames, or SGLang's own start-up order (after "Load weight end" the pool is being set up)
+    ooms = [r for r in ooms if placed.get(id(r), (None, ""))[0] not in STARTUP_PHASES]
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
+                    or placed.get(id(r), (None, ""))[0] == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
     if ooms and (loaded or capture_fail):  # a capture failure proves the weights had loaded
         if not captured and not capture_fail:
@@ -150,13 +161,14 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
         if capture_fail:
             return _capture_failed(tl, cfg, run, capture_fail)
         if captured:
-            return _serving_oom(tl, cfg, run, ooms)
+            return _serving_oom(tl, cfg, run, ooms, placed=placed)
     elif captured:
         return _thin(tl, cfg, run)
     elif ooms and not has_kind(run, "weight_load_begin", "server_args", "dist_init_begin", "sigquit") \
-            and not any(attrs(r).get("during") in ("weight_load", "init", "memory_pool") for r in ooms):
+            and not any(attrs(r).get("during") in ("weight_load", "init", "memory_pool") for r in ooms) \
+            and not weights_overflow(tl, run):  # weights beyond the GPU place it in the load (SGL-GPU-007)
         # a fragment: the OOM without the start-up around it. Serving OOMs are by far the common case; say so.
-        return _serving_oom(tl, cfg, run, ooms, phase_known=False)
+        return _serving_oom(tl, cfg, run, ooms, phase_known=False, placed=placed)
     return None
 
 
@@ -232,7 +244,8 @@ def _oom_sizes(ooms: list[Row]) -> tuple[Row, float | None, float | None]:
     return ooms[0], None, None
 
 
-def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row], phase_known: bool = True) -> Finding:
+def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row], phase_known: bool = True,
+                 placed: dict[int, tuple[str | None, str]] | None = None) -> Finding:
     oom, tried, free_at = _oom_sizes(ooms)
     lost = [r for r in ooms if lost_message_stage(r) == "forward"]
     if lost and len(lost) == len(ooms):
@@ -265,7 +278,10 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         reasons.append("--mem-fraction-static unknown (no server_args or launch command)")
     if f_assumed is not None:
         reasons.append(f"--mem-fraction-static not in the input: assumed SGLang's default {f_assumed:g} ({f_how})")
-    if not phase_known:
+    phase, placed_by = (placed or {}).get(id(oom), (None, ""))
+    if phase not in ("prefill", "decode"):
+        phase = None
+    if not phase_known and phase is None:
         reasons.append("the lines around the OOM are not in the input: taken as an OOM while serving (the common "
                        "case); an OOM while loading weights needs the opposite fix (SGL-GPU-004)")
     if message_lost:
@@ -303,7 +319,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
-        + (f", and a forward needing {fmt_gib(tried)} more failed" if tried is not None else "")
+        + (f", and a {phase} forward needing {fmt_gib(tried)} more failed" if tried is not None and phase
+           else f", and a forward needing {fmt_gib(tried)} more failed" if tried is not None
+           else f" in a {phase} forward" if phase else "")
         + (f" after a prefill of {last_prefill['tokens']} new tokens" if last_prefill and last_prefill.get("tokens") else "")
         + "." + (f" Lower --mem-fraction-static to {new:.2f}." if new else "")
     )
@@ -321,11 +339,20 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         "corrected_mem_fraction_static": new,
     }
     actions = _alternatives(cfg, run)
+    # SGLang's troubleshooting guide (docs/references/troubleshooting.md, "CUDA out of memory"): an OOM in prefill is
+    # eased by a smaller --chunked-prefill-size, one in decode by fewer --max-running-requests: that knob first
+    if phase == "decode":
+        actions.sort(key=lambda a: "--max-running-requests" not in a)
+    if phase:
+        actions.insert(0, f"The OOM happened in a {phase} forward (placed by {placed_by}).")
     actions.append("Not the opposite problem: 'Not enough memory … increase --mem-fraction-static' at start-up "
                    "means the weights do not fit (SGL-GPU-004); this crash happened after a successful start.")
     ev = [oom, *([head_row] if head_row else []), *([last_prefill] if last_prefill else []),
           *cfg.evidence_rows("mem_fraction_static")]
     ev += of_kind(run, "sigquit")[:1]
+    # the traceback that carried the OOM, when the engine's parser kept it as its own row
+    ev += [r for r in of_kind(run, "scheduler_exception") if r is not oom and r.get("file") == oom.get("file")
+           and (r.get("line") or 0) <= (oom.get("line") or 0) <= (r.get("line_end") or r.get("line") or 0)][:1]
     return make_finding(
         "SGL-GPU-001",
         summary=summary,
@@ -335,7 +362,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         confidence_reason="; ".join(reasons) or None,
         ranks=ranks,
         gpus=gpus,
-        figures=figures,
+        figures={**figures, "phase": phase, "phase_from": placed_by or None},
         flags=flags,
         actions=actions,
     )
@@ -381,7 +408,8 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                  + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
                  + ((f" Lower it to {new:.2f}." if f is not None else f" Lower --mem-fraction-static to {new:.2f}.")
                     if new else "")),
-        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static")],
+        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static"),
+                  *[tb for r in fails[:2] if (tb := enclosing_traceback(run, r)) is not None]],
         severity="high" if lost else None,
         confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,

@@ -1,5 +1,8 @@
 """SGL-RUN-001: the server died and no specific rule explains why.
 
+Sources: SGL-RUN-001 and SGL-RUN-002 take the failure lines of reference/failure_messages.md §8 (the triage
+table) that no mechanism explains.
+
 Catch-all so that an incident never yields "no findings": a scheduler exception, a dead rank, a
 failed initialisation, the scheduler watchdog, ranks that did not finish loading, a crashed
 subprocess or a SIGQUIT in a run where no other rule found a critical/high cause. It names the
@@ -22,8 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
+from forensics.facts.stages import furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
@@ -33,14 +37,14 @@ FATAL_KINDS = (
     "ranks_not_loaded", "watchdog_timeout", "rank_dead", "init_failed", "scheduler_exception", "cuda_graph_failed",
     "cuda_oom", "cuda_error_oom", "failure", "subprocess_crashed", "health_check_failed", "nccl_watchdog", "sigquit",
     # vLLM's (parsers/vllm.py)
-    "exception", "engine_dead", "cuda_error",
+    "exception", "engine_dead", "cuda_error", "memory_profiling_error",
 )
 #: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
 FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
-    "host_register_refused",
+    "host_register_refused", "peer_exited",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
 _TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
@@ -244,6 +248,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the server failed to initialise", False, generic
     if kind == "scheduler_exception":
         words, said = _exception_words(row)
+        if (refused := _refusal_words(a)) is not None:
+            return f"{words} — {refused[0]}", said, [*refused[1], *generic]
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
         return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
@@ -259,6 +265,13 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
         return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
                 + (f" (during {a['during']})" if a.get("during") else ""), bool(emsg), generic)
+    if kind == "memory_profiling_error":
+        # vllm_formats.md §3.5: ``assert`` in the profiling step (V0 0.2–0.10 ``profile_run``, V1 0.7+
+        # ``determine_available_memory``) that the GPU's free memory did not rise while vLLM profiled
+        return ("vLLM's memory profiling failed its own check: the GPU had more free memory after profiling than "
+                "before, so memory another process (or an earlier instance) held was released while vLLM measured",
+                True, ["nvidia-smi before the launch: start vLLM only on a GPU no other process is using or releasing "
+                       "(a previous instance still shutting down, a co-tenant in the same container).", *generic])
     if kind == "engine_dead":
         return f"the vLLM engine core died ({a.get('reason') or 'no reason given'})", False, generic
     if kind == "cuda_error":
@@ -302,8 +315,14 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
                                 "without graphs to confirm the capture path is what fails (slower decode), then "
                                 "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
+    # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
+    reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
+    if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
+        words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
-              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"))
+              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
+                 + (f" — its exception line would decide which of the failures of {reached.stage} it was "
+                    f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
         "SGL-RUN-001",
         summary=f"The server died: {words}." + (f" Also seen: {', '.join(others)}." if others else ""),
@@ -320,6 +339,10 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
     )
 
 
+#: what an end-of-file from a peer means (parsers/failures.py ``peer_exited``)
+_PEER_EXIT_WHY = ("the process at the other end — another rank, or the TCPStore's host (rank 0's node, the launcher) — "
+                  "had exited, so this rank's failure is a consequence of that exit, and why it exited is not in the "
+                  "input")
 _CLASS_WORDS = {
     "illegal_memory_access": ("a kernel made an illegal memory access (the CUDA context is dead; every later error on "
                               "that rank follows from it)",
@@ -338,6 +361,11 @@ _CLASS_WORDS = {
     "collective_timeout": ("a rank timed out in a collective", ["The rank that never arrived failed first: read its log."]),
     "store_timeout": ("the ranks never met at rendezvous (TCPStore/Gloo timed out)",
                       ["Check --dist-init-addr and --nnodes/--node-rank on every node and that the port is reachable."]),
+    "peer_exited": ("a peer closed its connection to this rank (the socket read end-of-file: Gloo's 'Connection closed "
+                    "by peer', TCPStore's 'Failed to recv, got 0 bytes'): " + _PEER_EXIT_WHY,
+                    ["Which fact decides: the log of the peer the line names (its address and port; for TCPStore the "
+                     "node of rank 0) for the minute before — a traceback, an OOM kill in its `dmesg -T`, an Xid, or an "
+                     "operator's stop is the cause; this line is its echo."]),
     "host_oom": ("a host (CPU) memory allocation failed", ["`free -g` and the container's memory limit."]),
     "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
@@ -354,10 +382,39 @@ _CLASS_WORDS = {
 }
 
 
+#: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
+#: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
+#: remote=[host]:port)``)
+_PEER = re.compile(r"closed by peer \[([^\]\s]{1,100})\]:(\d+)|remote=\[([^\]\s]{1,100})\]:(\d+)")
+#: host registrations refused for a reason that is not memory (failure_messages.md §2.2): what each code proves
+_REGISTER_RC_WORDS = {
+    712: ("cudaHostRegister refused a range that is already registered (cudaErrorHostMemoryAlreadyRegistered): the "
+          "same host buffer was pinned twice: a bug in the code that registers it, not a shortage of host memory",
+          ["Not a sizing problem: do not shrink the host pool for it. Look for a second registration of the same "
+           "buffer (a retried start-up in the same process, two pools over one mapping); upgrade the engine or "
+           "report it with the traceback."]),
+    801: ("cudaHostRegister is not supported on this platform (cudaErrorNotSupported): the host memory cannot be "
+          "pinned at all (some VMs and WSL), whatever its size; not a shortage of host memory",
+          ["Not a sizing problem: run where host registration works (bare metal or a GPU-passthrough VM) or turn "
+           "off the feature that pins host memory (the hierarchical cache, CPU offload)."]),
+}
+
+
+def _refusal_words(a: dict) -> tuple[str, list[str]] | None:
+    return _REGISTER_RC_WORDS.get(a.get("rc")) if a.get("failure") == "host_register_refused" else None
+
+
 def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
     a = attrs(row)
     cls = a.get("failure")
     etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+    if cls == "peer_exited" and (peer := _PEER.search(str(a.get("message") or row.get("text") or ""))):
+        acts = _CLASS_WORDS[cls][1]
+        who = "the TCPStore's host" if peer.group(1) is None else "the peer"
+        return (f"{who} at {peer.group(1) or peer.group(3)}:{peer.group(2) or peer.group(4)} closed its connection "
+                f"to this rank (its socket read end-of-file): {_PEER_EXIT_WHY}"), True, [*acts, *generic]
+    if (refused := _refusal_words(a)) is not None:
+        return refused[0], True, [*refused[1], *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
@@ -367,7 +424,15 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                 + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
                 False, ["Find the full traceback (the line after the last frame names the error).", *generic])
     if cls == "signal":
-        return f"a process died of {a.get('signal') or 'a signal'}", False, generic
+        sig = a.get("signal")
+        if sig == "Killed":  # failure_messages.md §5: SIGKILL proves a kill, not who sent it
+            return ("a process was killed with SIGKILL (the shell's `Killed`): by the kernel or cgroup OOM killer, "
+                    "an orchestrator or a `kill -9` — the input does not say which", False,
+                    ["The kernel log of the same minutes decides: `Killed process <pid>` (dmesg, `journalctl -k`) or "
+                     "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
+                     "is host memory — then size the per-rank host pools (HiCache, swap, CPU offload) × ranks to "
+                     "the host; without any of them the kill came from a supervisor or the orchestrator.", *generic])
+        return f"a process died of {sig or 'a signal'}", False, generic
     if cls == "process_exit":
         code = row.get("code")
         return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,

@@ -1,5 +1,8 @@
 """SGL-NCCL-007/008: what PyTorch's NCCL flight recorder says about a collective timeout.
 
+Sources: SGL-NCCL-007 and SGL-NCCL-008 read the dump as pytorch tools/flight_recorder/components/builder.py
+(2.5+) does, and the watchdog line it follows (reference/failure_messages.md §4.4).
+
 Each rank's dump (``parsers/flight_recorder.py``) holds, per process group, the sequence numbers of
 the last collective it enqueued, started and completed (``pg_status``) and its ring of recent
 collectives (``entries``). PyTorch's own analyser (``tools/flight_recorder/components/builder.py``)

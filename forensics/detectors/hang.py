@@ -10,14 +10,25 @@ VLLM-NCCL-001 is vLLM's side of the same: the engine's RPC to its workers times 
 execute_model timed out.``, ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, 300 s, 0.9.2+), usually after
 ``No available shared memory broadcast block found`` repeated every 60 s (vllm_formats.md §3.6 and §3.8
 rule 4): a worker did not return from its step — stuck in a collective, a deadlock, or a long compile.
+
+A py-spy dump whose main thread sits inside a torch.distributed call (sglang_formats.md §3: the watchdog's
+``Pyspy dump for PID …`` before its SIGQUIT; py-spy src/dump.rs (0.3+) for the format; pytorch
+torch/distributed/distributed_c10d.py (2.x) for the calls) is the same hang seen from the stack: the rank
+waits for a peer that never posted the matching collective or receive. Read alone — without the watchdog's
+own line, which may be cut from a paste — it is medium confidence.
+
+c10d's heartbeat monitor (``ProcessGroupNCCL's watchdog got stuck for {n} seconds…``, ``Heartbeat monitor timed
+out!``, failure_messages.md §4.5, 2.3+) is the same hang seen from PyTorch: the NCCL watchdog thread itself blocked
+in a CUDA or NCCL call, unless a collective had already timed out (then it stuck tearing that one down).
 """
 
 from __future__ import annotations
 
 import re
 
+from forensics.facts.crash_artifacts import main_threads
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row, attrs, before, rank_of
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
@@ -38,7 +49,87 @@ def _stuck_dumps(run: list[Row]) -> list[Row]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _sglang(tl) + _vllm_steps(tl)
+    found = _sglang(tl) + _vllm_steps(tl) + _heartbeat(tl)
+    return found or _blocked_stacks(tl)
+
+
+def _blocked_stacks(tl: Timeline) -> list[Finding]:
+    """Ranks whose dumped main thread waits inside a torch.distributed call, when no line of the engine's or
+    PyTorch's says the step hung (a collective timeout has its own rules, which cite the same stacks)."""
+    blocked = [r for r in main_threads(tl) if attrs(r).get("waiting_in") == "collective"]
+    if not blocked:
+        return []
+    if any("collective_timeout" in (attrs(r).get("event"), attrs(r).get("failure"))
+           for r in rows(tl, "nccl_watchdog", "failure")):
+        return []
+    who = sorted({f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else f"pid {r.get('pid')}" for r in blocked})
+    ranks = sorted({int(r["tp_rank"]) for r in blocked if r.get("tp_rank") is not None})
+    calls = sorted({str(attrs(r).get("top_frame") or "?").split(" (", 1)[0] for r in blocked})
+    procs = sorted({str(attrs(r).get("process") or r.get("comm") or "") for r in blocked} - {""})
+    return [make_finding(
+        "SGL-NCCL-004",
+        summary=(f"A stack dump caught {', '.join(who)} blocked inside torch.distributed "
+                 f"({', '.join(calls)})" + (f" in {', '.join(procs[:3])}" if procs else "")
+                 + ": the rank waits for a peer that never entered the matching collective or receive — a hang "
+                 "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
+                 "not a slow link. Raising a timeout only makes it wait longer."),
+        evidence=blocked[:4],
+        confidence="medium",
+        confidence_reason="the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
+                          "stacks (the one outside the collective is the culprit) would decide",
+        ranks=ranks,
+        figures={"stuck_ranks": ranks, "blocked_in": calls},
+        actions=["`py-spy dump --pid <pid>` on every rank of the group while it hangs: the rank in a different "
+                 "frame is the one the others wait for.",
+                 "Check whether the ranks took different code paths (data-parallel attention, pipeline stages with "
+                 "no work, a request only some ranks saw): a divergence is an engine bug — upgrade or report it "
+                 "with the stacks.",
+                 "Check dmesg for Xids and `nvidia-smi` for a GPU stuck at 100 % utilisation."],
+    )]
+
+
+#: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; PyTorch
+#: ``ProcessGroupNCCL.cpp`` ``HeartbeatMonitor``, 2.3+): the watchdog polls each collective's CUDA events, so a
+#: watchdog stuck for ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` is blocked inside a CUDA or NCCL call — the GPU or the
+#: communicator hung — and the monitor terminates the process after dumping its debug info
+_HEARTBEAT = re.compile(r"watchdog got stuck for (\d+) seconds without making progress|"
+                        r"Heartbeat monitor timed out!")
+
+
+def _heartbeat(tl: Timeline) -> list[Finding]:
+    hits = [r for r in rows(tl, "nccl_watchdog", "failure", "exception", "scheduler_exception")
+            if _HEARTBEAT.search(r.get("text") or "") and not (r.get("text") or "").lstrip().startswith("#")]
+    if not hits:
+        return []
+    first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    timeouts = [r for r in rows(tl, "nccl_watchdog", "failure") if "collective_timeout" in
+                (attrs(r).get("event"), attrs(r).get("failure")) and before(r, first)]
+    if timeouts:
+        return []  # the watchdog stuck while it tore down a collective that had timed out: that timeout's rule reads it
+    ranks = sorted({x for x in (rank_of(r) if rank_of(r) is not None else attrs(r).get("rank") for r in hits)
+                    if x is not None})
+    stuck = max((int(m.group(1)) for r in hits if (m := _HEARTBEAT.search(r.get("text") or "")) and m.group(1)),
+                default=None)
+    return [make_finding(
+        "SGL-NCCL-004",
+        summary=(f"PyTorch's heartbeat monitor found the NCCL watchdog thread of rank(s) "
+                 f"{', '.join(map(str, ranks)) or '?'} stuck"
+                 + (f" for {stuck} s" if stuck else "")
+                 + " and terminated the process: the watchdog was itself blocked inside a CUDA or NCCL call, so a "
+                 "collective or a kernel on that GPU never completed — a hang inside the step, not a slow peer "
+                 "(a peer that only stopped joining trips the collective timeout instead)."),
+        evidence=hits[:4],
+        confidence="medium",
+        confidence_reason="the monitor says the watchdog hung, not which kernel or collective held it; a py-spy "
+                          "--native stack of the rank, or the flight recorder's dump it wrote, would",
+        ranks=ranks,
+        figures={"stuck_ranks": ranks, "watchdog_stuck_s": stuck},
+        actions=["Read the debug dump the monitor wrote (TORCH_NCCL_DEBUG_INFO_TEMP_FILE, the flight recorder) and "
+                 "`py-spy dump --native --pid <rank pid>` while it hangs: the frame the watchdog is blocked in names "
+                 "the call.",
+                 "Check dmesg for Xids and `nvidia-smi` for a GPU stuck at 100 % utilisation: a hung GPU blocks every "
+                 "CUDA call on it, the watchdog's first."],
+    )]
 
 
 def _vllm_steps(tl: Timeline) -> list[Finding]:
@@ -46,19 +137,21 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         # the record, or the same TimeoutError as a traceback's last line
         timeouts = [r for r in run if (r.get("kind") == "rpc_timeout" and attrs(r).get("method") in _STEP_CALLS)
-                    or (r.get("kind") in ("exception", "failure") and _step_timeout(r))]
+                    or (r.get("kind") in ("exception", "failure") and _step_timeout(r))
+                    or (r.get("kind") == "engine_dead" and attrs(r).get("reason") == _V0_ITERATION)]
         if not timeouts:
             continue
         s = vllm_settings(tl, run)
+        stated = [n for n in (s.num("tensor_parallel_size"), s.num("pipeline_parallel_size")) if n is not None]
         world = int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1))
-        if world < 2:
+        if stated and world < 2:
             continue  # one worker: no collective to wait in (the unexplained-failure rule reports it)
         waits = [r for r in run if r.get("kind") == "shm_wait"]
         flags = transport_test(tl, server_config(tl, run)) if not rank_failures(tl) else []
         out.append(make_finding(
             "VLLM-NCCL-001",
-            summary=(f"vLLM's engine timed out waiting for its {world} workers to finish a step "
-                     f"({attrs(timeouts[0]).get('method') or _step_timeout(timeouts[0])})"
+            summary=(f"vLLM's engine timed out waiting for its {f'{world} workers' if stated else 'workers'} to "
+                     f"finish a step ({_what(timeouts[0])})"
                      + (f", after logging {len(waits)} times that they took no broadcast block" if waits else "")
                      + ": a worker did not return — stuck in a collective some rank never entered, a deadlock, or "
                      "a kernel that does not finish."
@@ -67,7 +160,8 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
             evidence=[*timeouts[:2], *waits[:3]],
             confidence="medium",
             confidence_reason="the timeout says a worker did not answer, not which or why; a py-spy stack of each "
-                              "worker while it hangs would",
+                              "worker while it hangs would"
+                              + ("" if stated else "; the parallel sizes are not in the input"),
             flags=flags,
             actions=["`py-spy dump --pid <worker pid>` on every worker while it hangs: the one not in the collective "
                      "is the culprit; NCCL_DEBUG=INFO for the communicator's state.",
@@ -75,6 +169,17 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
                      "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only when a long compile is the reason."],
         ))
     return out
+
+
+#: V0's engine loop (vllm/engine/async_llm_engine.py ``run_engine_loop``, 0.4-0.10): one step past
+#: ``VLLM_ENGINE_ITERATION_TIMEOUT_S`` (60 s) — vllm_formats.md §3.6, the V0 death chain
+_V0_ITERATION = "Engine iteration timed out"
+
+
+def _what(row: Row) -> str:
+    if row.get("kind") == "engine_dead":
+        return "V0's engine iteration, past VLLM_ENGINE_ITERATION_TIMEOUT_S"
+    return str(attrs(row).get("method") or _step_timeout(row))
 
 
 _RPC_STEP = re.compile(r"RPC call to (execute_model|sample_tokens) timed out")

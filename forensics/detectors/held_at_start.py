@@ -1,5 +1,11 @@
 """SGL-GPU-006: a launch found the GPU (or its port) still held by another process.
 
+Sources: SGL-GPU-006 reads the allocator OOM's per-process clauses (reference/failure_messages.md §1.3, ``{Q}
+per process``) and the port refusal of sglang python/sglang/srt/utils/network.py::wait_port_available (0.5.x;
+utils.py in 0.4.x); SGL-GPU-008 reads ps(1)'s PPID 1 for a worker titled as in reference/vllm_formats.md §1.6;
+SGL-GPU-009 reads nvidia-smi's memory against its process list (reference/system_formats.md §2.1, §2.2) and
+vLLM's start-up check (reference/vllm_formats.md §3.3).
+
 The other half of a stranded context: the next launch. A scheduler orphaned by an earlier run (its
 parent gone, PPID 1) keeps its CUDA context and its ports, so the new server dies at start-up:
 
@@ -10,20 +16,23 @@ parent gone, PPID 1) keeps its CUDA context and its ports, so the new server die
 
 Evidence: a CUDA OOM before the server was up whose per-process clauses name memory that is not the
 failing process's own (PyTorch prints every NVML process on that GPU: "Process N has X memory in use",
-and the failing one as "this process has"), a port already taken, a harness that found GPUs not idle.
+and the failing one as "this process has"), a port already taken, SGLang's CI harness finding the GPUs not
+idle before a test (``GPU(s) still not idle after waiting``).
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.gpu import gpu_holders
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 from .stranded_context import ESCALATION, held_threshold
+from .vllm_start_memory import holders_words
 
 #: the failing process's memory beyond what its allocator reserved (CUDA context, NCCL/cuBLAS buffers, IPC
 #: buffers): "usually a few hundred MiB to a few GiB" (failure_messages.md §1.4, "This process's non-PyTorch
@@ -59,6 +68,58 @@ def foreign_processes(row: Row) -> list[dict]:
     return [p for p in procs if p is not mine]
 
 
+def unlisted_bytes(row: Row) -> int | None:
+    """GPU memory in use that no clause of a CUDA OOM accounts for: total − free − this process − every listed
+    ``Process N`` (failure_messages.md §1.4, "invisible use": processes NVML cannot see, e.g. other containers, and
+    driver reservations). Needs the ``this process has`` clause; None without it.
+
+    >>> import json
+    >>> unlisted_bytes({"total_bytes": 83 * GIB, "free_bytes": GIB // 8, "used_bytes": 23 * GIB, "attrs": "{}"}) // GIB
+    59
+    """
+    total, free, own = row.get("total_bytes"), row.get("free_bytes"), row.get("used_bytes")
+    if not total or free is None or not own:
+        return None
+    listed = sum(p.get("used_bytes") or 0 for p in attrs(row).get("processes") or [] if isinstance(p, dict))
+    return max(0, int(total - free - own - listed))
+
+
+def held_unlisted(row: Row) -> int | None:
+    """Unlisted memory that is the GPU's main user: at least what the failing process holds and enough to count as
+    held (stranded_context.held_threshold). Less is the display server, the driver, another small tenant."""
+    hidden = unlisted_bytes(row)
+    if hidden is None or hidden < max(row["used_bytes"], held_threshold(row["total_bytes"])):
+        return None
+    return hidden
+
+
+def measured_capacity(tl: Timeline, run: list[Row]) -> int | None:
+    """The GPU's total memory as the device reported it (a CUDA OOM of the run, nvidia-smi), never a model name's
+    nominal size: a MIG slice or a variant with more memory would make the difference below wrong."""
+    totals = [r["total_bytes"] for r in of_kind(run, "cuda_oom") if r.get("total_bytes")]
+    totals += [r["total_bytes"] for r in rows(tl, "gpu_memory") if r.get("total_bytes")]
+    return int(min(totals)) if totals else None
+
+
+def held_before_load(tl: Timeline, run: list[Row]) -> tuple[int, Row] | None:
+    """GPU memory in use before SGLang loaded anything, and the line that shows it: total − the device-wide free
+    memory of ``Load weight begin. avail mem=`` (sglang_formats.md: every ``avail mem`` is ``mem_get_info``'s free,
+    other processes counted) − what distributed init took (``Init torch distributed ends. mem usage=``). None when
+    that is below what counts as held (stranded_context.held_threshold: the CUDA context and NCCL buffers fit)."""
+    total = measured_capacity(tl, run)
+    # each rank's first load: a draft model's (speculative decoding) loads after the target's weights took memory
+    first: dict[object, Row] = {}
+    for r in of_kind(run, "weight_load_begin"):
+        if r.get("avail_bytes"):
+            first.setdefault(rank_of(r), r)
+    if not total or not first:
+        return None
+    row = min(first.values(), key=lambda r: r["avail_bytes"])
+    own = max((r.get("bytes") or 0 for r in of_kind(run, "dist_init_end")), default=0)
+    held = int(total - row["avail_bytes"] - own)
+    return (held, row) if held >= held_threshold(total) else None
+
+
 def detect(tl: Timeline) -> list[Finding]:
     return _collisions(tl) + detect_orphans(tl) + detect_unexplained_full_gpu(tl)
 
@@ -70,8 +131,12 @@ def _collisions(tl: Timeline) -> list[Finding]:
             continue  # it was serving: a later OOM is no start-up collision
         ooms = [(r, foreign_processes(r)) for r in of_kind(run, "cuda_oom")]
         ooms = [(r, f) for r, f in ooms if f]
+        hidden = [(r, h) for r in of_kind(run, "cuda_oom") if not foreign_processes(r) and (h := held_unlisted(r))]
         busy = [r for r in of_kind(run, "failure") if failure_class(r) in ("gpu_busy", "port_in_use")]
-        if not ooms and not busy:
+        # memory others held explains a memory failure only (a config error at start-up is no collision)
+        failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
+        before = held_before_load(tl, run) if failed and not ooms and not hidden else None
+        if not ooms and not busy and not hidden and not before:
             continue
         died = [r for r in of_kind(run, "failure", "rank_dead", "sigquit")
                 if r.get("kind") != "failure" or failure_class(r) in ("startup_failed", "process_exit", "exception")]
@@ -83,11 +148,20 @@ def _collisions(tl: Timeline) -> list[Finding]:
         if ooms:
             what.append(f"process(es) {', '.join(map(str, pids)) or '?'} held {fmt_gib(held)} of the GPU the new server "
                         "needed")
-        if any(failure_class(r) == "port_in_use" for r in busy):
-            what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
+        if hidden:
+            what.append(f"{fmt_gib(max(h for _r, h in hidden))} of the GPU was in use by processes the CUDA OOM "
+                        "message could not list (another container, or a process NVML cannot see)")
+        if before:
+            what.append(f"{fmt_gib(before[0])} of the GPU was already in use before the weights loaded (free "
+                        f"{fmt_gib(before[1]['avail_bytes'])} of {fmt_gib(measured_capacity(tl, run))})")
         if any(failure_class(r) == "gpu_busy" for r in busy):
             what.append("GPUs were not idle before the run")
-        evidence = [r for r, _f in ooms][:3] + busy[:3] + died[:2]
+        if any(failure_class(r) == "port_in_use" for r in busy):
+            what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
+        listed = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
+                  if p.get("used_bytes")] if before or hidden else []
+        evidence = [r for r, _f in [*ooms, *hidden]][:3] + listed[:2] + ([before[1], *failed[:1]] if before else []) + busy[:3] \
+            + died[:2]
         flags = _port_wait_flags(busy)
         if flags:
             what.append("its holder was an earlier server still shutting down")
@@ -95,14 +169,21 @@ def _collisions(tl: Timeline) -> list[Finding]:
             "SGL-GPU-006",
             summary=("The server could not start because resources of an earlier run were still held: "
                      + "; ".join(what) + ". A process from a previous launch (often a scheduler orphaned when its "
-                     "parent was killed: PPID 1) survived."),
+                     "parent was killed: PPID 1) survived." if ooms or busy else
+                     "The server could not start because another process held the GPU: " + "; ".join(what)
+                     + (f". nvidia-smi lists {holders_words(listed)}." if listed else
+                        ". Another container sharing the GPU, or a process of an earlier run that NVML cannot see "
+                        "from here, holds it." if hidden else
+                        ". A co-tenant, or a process of an earlier run that never exited, holds it.")),
             evidence=evidence,
-            confidence="medium" if ooms or len(busy) > 1 else "low",
+            confidence="medium" if ooms or hidden or before or len(busy) > 1 else "low",
             confidence_reason=("no process table (`ps -eo pid,ppid,stat,etime,cmd`, nvidia-smi's process list) in the "
                                "input shows the holder itself"),
             ranks=[x for x in (rank_of(r) for r in evidence) if x is not None],
-            gpus=[r["gpu"] for r in [*[o for o, _f in ooms], *busy] if r.get("gpu") is not None],
-            figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None},
+            gpus=[r["gpu"] for r in [*[o for o, _f in [*ooms, *hidden]], *busy] if r.get("gpu") is not None],
+            figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None,
+                     "unlisted_bytes": max(h for _r, h in hidden) if hidden else None,
+                     "held_before_load_bytes": before[0] if before else None},
             flags=flags,
             actions=[
                 "Find the holder: `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`, "

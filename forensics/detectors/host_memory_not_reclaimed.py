@@ -1,5 +1,9 @@
 """SGL-HOST-003: host RAM still used after the server was killed, far above the pre-launch level.
 
+Sources: SGL-HOST-003 compares free(1)'s ``used`` after the kill with the level before the launch
+(reference/system_formats.md §1.1); what stays pinned is each rank's HiCache pool (reference/sglang_formats.md
+§4).
+
 Seed phase 3, after ``pkill -9 -f sglang``::
 
                    total        used        free      shared  buff/cache   available

@@ -1,9 +1,18 @@
 """SGL-HOST-007: pinning a host memory pool failed — the pool is larger than the host can lock.
 
-HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``; the NVIDIA
-kernel module pins the range with get_user_pages and, when that fails, logs the range it could not map
-(open-gpu-kernel-modules ``kernel-open/nvidia/os-mlock.c``, ``os_lookup_user_io_memory``), and SGLang
-0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
+Sources: SGL-HOST-007 and SGL-HOST-009 read reference/failure_messages.md §2.4 (pinned host memory), the
+kernel OOM-kill block (reference/system_formats.md §4.1) and the per-rank pools of reference/sglang_formats.md
+§4.
+
+HiCache (and other host pools) are allocated and then registered with ``cudaHostRegister``. The NVIDIA
+kernel module imports the range in ``RmCreateOsDescriptor`` (NVIDIA/open-gpu-kernel-modules,
+``src/nvidia/arch/nvalloc/unix/src/escape.c``): ``os_lock_user_pages`` pins it with ``pin_user_pages``;
+when that fails (``NV_ERR_INVALID_ADDRESS``) it tries the range as an I/O mapping,
+``os_lookup_user_io_memory`` (``kernel-open/nvidia/os-mlock.c``), which for ordinary RAM prints
+``nv_printf(NV_DBG_ERRORS, "Cannot map memory with base addr 0x%llx and size of 0x%llx pages\\n", …)``.
+So the line proves the kernel would not pin those pages — RAM or the cgroup's limit exhausted most
+often; some kernels also refuse very large single ranges whatever is free, which is why the host's
+facts set the confidence. SGLang 0.5.15+ raises with the runtime's code (failure_messages.md §2.4)::
 
     Cannot map memory with base addr 0x7fa0c0000000 and size of 0x500000 pages      (0x500000 × 4 KiB = 20 GiB)
     RuntimeError: cudaHostRegister failed (rc=2, out of memory) for ptr=0x7fa0c0000000 size=21474836480; …
@@ -30,7 +39,7 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import failure_class
 from .per_rank_overallocation import HICACHE_UNIT
-from .vllm_host_memory import lmcache_cpu_size, ranks_of
+from .vllm_host_memory import engine_ranks, lmcache_cpu_size, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -46,7 +55,7 @@ def _pin_failures(tl: Timeline) -> list[Row]:
     out = [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"]
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
     out += [r for r in rows(tl, "failure", "scheduler_exception")
-            if r not in out and failure_class(r) not in ("kernel_map_failed", "host_register_refused")
+            if r not in out and attrs(r).get("failure") not in ("kernel_map_failed", "host_register_refused")
             and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")]
     return out
 
@@ -65,7 +74,7 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
         return []
     cfg = server_config(tl)
     if vllm_runs(tl) and cfg.get("hicache_size") is None and cfg.get("hicache_ratio") is None:
-        return [_vllm_pin_failed(tl, fails)]
+        return []  # vLLM's per-GPU host memory: VLLM-HOST-001 (vllm_host_memory.pinning_failed)
     size = max((float(r["bytes"]) for r in fails if r.get("bytes")), default=None)
     ranks, ranks_how = ranks_per_host(cfg)
     capacity = host_memory(tl).capacity  # the host's facts, as every host-memory finding reads them
@@ -112,43 +121,6 @@ def _pin_failed(tl: Timeline) -> list[Finding]:
     )]
 
 
-def _vllm_pin_failed(tl: Timeline, fails: list[Row]) -> Finding:
-    """vLLM's pinned host memory could not be allocated: its per-GPU host pools (V0's ``--swap-space`` blocks,
-    ``pin_memory=True`` per layer: vllm_formats.md; ``--cpu-offload-gb``) × the ranks are more than the host can
-    lock. VLLM-HOST-001 does the arithmetic when the host's size is known; this says which pool and what to
-    lower meanwhile."""
-    runs = vllm_runs(tl)
-    cfg = settings(tl, runs[-1] if runs else [])
-    ranks, how = ranks_of(cfg)
-    swap, seen = cfg.value_or_default("host_kv_per_gpu")
-    offload = cfg.num("cpu_offload_gb") or 0.0
-    flags: list[FlagChange] = []
-    if swap and cfg.engine_generation != "V1":
-        new = int(swap * BLIND_SHARE)
-        flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
-                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
-                                " could not be pinned; half, until `free -g` shows what the host can lock for all "
-                                "ranks (0 is valid without beam search / n > 1)"))
-    elif offload:
-        flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
-                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
-                                "shows the budget"))
-    return make_finding(
-        "SGL-HOST-007",
-        summary=("Pinning host memory failed (the pinned host allocator ran out, not the GPU): vLLM's per-GPU host "
-                 f"memory × {ranks} ranks ({how}) is more than the host can lock"
-                 + (f"; lower {flags[0].flag} to {flags[0].new}" if flags else "") + "."),
-        evidence=fails[:4] + cfg.evidence_rows("swap_space", "cpu_offload_gb", "tensor_parallel_size"),
-        confidence="low",
-        confidence_reason="host memory not in the input: the pinned pools cannot be set against it",
-        ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
-        figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap, "cpu_offload_gib_per_gpu": offload},
-        flags=flags,
-        actions=["`free -g` and the container's memory limit against ranks × (--swap-space + --cpu-offload-gb); "
-                 "PyTorch rounds each pinned block up to a power of two."],
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # SGL-HOST-009: a rank killed for host memory while holding its pinned pool
 
@@ -176,7 +148,7 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
 
     Per-rank pools: SGLang's HiCache (``--hicache-size``/``--hicache-ratio`` per rank); vLLM's per-GPU
     ``--cpu-offload-gb`` (the UVA offloader logs each rank's ``Total CPU offloaded parameters``),
-    ``--swap-space`` and ``--kv-offloading-size`` (total across the TP ranks), LMCache's
+    ``--swap-space`` and ``--kv-offloading-size`` (one engine's, over its TP × PP ranks), LMCache's
     ``LMCACHE_MAX_LOCAL_CPU_SIZE`` (GB per worker: :func:`vllm_host_memory.lmcache_cpu_size`; the vLLM connector
     builds one LMCacheEngine, with its own CPU backend, in every worker: each rank logs ``Creating LMCacheEngine
     instance``). PyTorch's pinned host allocator rounds each block up to a power of two (failure_messages.md
@@ -261,7 +233,7 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         ranks, how = 2, "at least 2: vLLM titles a worker Worker_TP<n> only when tensor parallel > 1"
     words = (set_flags[0][2] if set_flags else "offloaded weights" if logged else "LMCache CPU backend")
 
-    tp = int(cfg.value_or_default("tensor_parallel")[0] or 1)
+    tp = engine_ranks(cfg)  # --kv-offloading-size is one engine's, over its TP × PP ranks
 
     def vllm_flags(share: float, pinned: int, n: int, n_how: str) -> list[FlagChange]:
         # vLLM's host flags and LMCache's size are GiB (vllm_formats.md: `* GiB_bytes`; LMCache allocates
@@ -275,8 +247,8 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
         if set_flags:
             key, flag, _w = set_flags[0]
             if key == "kv_offloading_size":
-                return [FlagChange(flag, cfg.text(key), str(gib * tp), why + f"; the flag is GiB for the whole TP "
-                                   f"group: {tp} × {gib} GiB")]
+                return [FlagChange(flag, cfg.text(key), str(gib * tp), why + f"; the flag is GiB for one engine's "
+                                   f"TP × PP ranks together: {tp} × {gib} GiB")]
             return [FlagChange(flag, cfg.text(key), str(gib), why)]
         if lmcache_gb:
             return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gib), why)]

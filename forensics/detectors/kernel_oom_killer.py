@@ -151,6 +151,8 @@ def _from_lines(lines: list[Row]) -> list[Finding]:
                + (f" ({fmt_gib(used)} resident" + (f", {fmt_gib(shmem)} of it shared/pinned memory" if shmem else "") + ")"
                   if used else "")
                + (f"; Ray's memory monitor saw {fmt_gib(used)} of {fmt_gib(total)} in use" if ray and total else "")
+               + "".join(f" (the cgroup's {attrs(r)['cgroup_file']} counts {attrs(r).get('oom_kills')} OOM kill(s))"
+                         for r in lines[:1] if attrs(r).get("cgroup_file"))
                + ". " + ("SGLang's schedulers were killed: the server died without a Python traceback." if sglang
                          else ""))
     actions = ["Find what filled host memory (pinned/shared pools such as HiCache or offloaded weights and embeddings, "
@@ -161,13 +163,21 @@ def _from_lines(lines: list[Row]) -> list[Finding]:
         actions.insert(0, "Most of the victim's memory was shared/pinned (shmem-rss): a pinned host pool or an "
                           "offload buffer, not ordinary heap. Turn that offload off or size it down; on unified-memory "
                           "GPUs (GB10, GH200) pinned host memory comes out of the same RAM as the GPU's.")
+    counted = [r for r in lines if attrs(r).get("cgroup_file")]
+    only_counted = len(counted) == len(lines)
+    if only_counted:  # a cumulative counter: since the cgroup was created, any process, at a time it does not say
+        summary = (f"The cgroup's {attrs(counted[0])['cgroup_file']} counts {attrs(counted[0]).get('oom_kills')} OOM "
+                   "kill(s) since the cgroup was created: host memory ran out in this container at least once; the "
+                   "counter does not say when or which process.")
     return [make_finding(
         "SGL-HOST-004",
         summary=summary.strip(),
         evidence=lines[:6],
-        confidence="medium",
-        confidence_reason="kill lines without the kernel's full OOM report: who filled memory is not in the input",
-        severity="critical" if sglang else "high",
+        confidence="low" if only_counted else "medium",
+        confidence_reason=("a cumulative counter: a death in the same minutes (a kernel `Killed process` line, an exit "
+                           "code -9) ties it to this incident") if only_counted else
+        "kill lines without the kernel's full OOM report: who filled memory is not in the input",
+        severity="critical" if sglang else "medium" if only_counted else "high",
         figures={"victims": victims, "victim_rss_bytes": used or None, "victim_shmem_rss_bytes": shmem or None},
         actions=actions,
     )]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import vllm_files
 from forensics.model import Finding, FlagChange, Timeline
@@ -63,6 +64,8 @@ def detect(tl: Timeline) -> list[Finding]:
     flash = [r for r in work if _FLASHINFER.search(_message(r))]
     smem = [r for r in work if r not in flash and _SMEM.search(_message(r))]
     bogus = [r for r in rows(tl, "cuda_oom") if attrs(r).get("bogus_size")]
+    # the same message as an engine's exception row (its traceback kept whole by the engine's parser)
+    bogus += [r for r in rows(tl, "exception", "scheduler_exception") if memory_kind(r) == "bogus"]
     vfiles = vllm_files(tl)
     if flash:
         out.append(_workspace(flash, any(r.get("file") in vfiles for r in flash)))

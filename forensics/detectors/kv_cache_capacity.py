@@ -49,15 +49,18 @@ def detect(tl: Timeline) -> list[Finding]:
     for i, (ref, run) in enumerate(runs):
         cfg = server_config(tl, run)
         last = i == len(runs) - 1
-        out += [tag_run(f, ref) for f in (*_exhausted(run), *_pressure(run, cfg),
+        out += [tag_run(f, ref) for f in (*(_req_slots(run, cfg) or _exhausted(run)), *_pressure(run, cfg),
                                           *_too_long(run, longest if last else None, snap if last else None, cfg))]
     if not runs and (longest or snap):
         out += _too_long([], longest, snap, server_config(tl))
     return out
 
 
+# reference/sglang_formats.md §6 (KV-pool exhaustion: ``Try to allocate N tokens``, ``Available tokens: N``)
 _TRIED_RE = re.compile(r"Try to allocate (\d+) tokens")
 # a traceback frame and the source line it shows
+# a frame as cpython Lib/traceback.py (3.x) prints it; the allocators of sglang
+# python/sglang/srt/mem_cache/common.py (main, 0.5.x; managers/schedule_batch.py in 0.4.x)
 _FRAME_RE = re.compile(r'File "[^"]*", line \d+, in (\w+)[ \t]*\n[ \t]*([^\n]*)')
 # SGLang's KV-slot allocators (mem_cache/common.py, schedule_batch.py): a raise there is KV exhaustion
 _KV_ALLOC_FUNC_RE = re.compile(r"^alloc_(?:\w*token_slots\w*|for_(?:extend|decode))$")
@@ -78,6 +81,7 @@ def raised_in_kv_allocator(text: str) -> bool:
     return bool(m and _KV_ALLOC_FUNC_RE.match(m.group(1)) and m.group(2).startswith("raise"))
 
 
+# reference/sglang_formats.md §6 (``Avaliable tokens`` 0.3.6-0.4.6, ``Available tokens`` later)
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
 #: ``schedule_batch.py::retract_decode``: with one request left to retract and no free KV slot, SGLang asserts
 #: ``No space left for only one request[ in SWA mode …]`` (an AssertionError, 0.3.x–0.4.x; "Failed to retract any
@@ -87,15 +91,78 @@ _NO_SPACE_RE = re.compile(r"No space left for only one request")
 _NO_SPACE_AVAIL_RE = re.compile(r"available_size\(\)=(\d+)")
 
 
+#: sglang python/sglang/srt/managers/schedule_batch.py::ScheduleBatch.retract_decode (0.3-0.5.x: "Retract the
+#: decoding requests when there is not enough memory") runs only when the next decode step has no free KV slot for every running request
+#: (``check_decode_mem`` failed): an exception raised inside it — its own assertion or a bug in its path — is how
+#: the decode pool's exhaustion crashed the scheduler
+_RETRACT_FRAME_RE = re.compile(r'File "[^"]*", line \d+, in retract_decode\b')
+
+
 def _retract_assertions(run: list[Row]) -> list[Row]:
-    """Failure and exception rows that carry retraction's no-space assertion."""
+    """Failure and exception rows that carry retraction's no-space assertion, or were raised inside retraction."""
     out = []
     for r in of_kind(run, "failure", "scheduler_exception"):
         a = attrs(r)
         text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), r.get("text")) if x)
-        if _NO_SPACE_RE.search(text):
+        if _NO_SPACE_RE.search(text) or _RETRACT_FRAME_RE.search(r.get("text") or ""):
             out.append(r)
     return out
+
+
+def _raised_in_retraction(row: Row) -> str | None:
+    """The exception raised inside retraction, when it is not retraction's own no-space assertion."""
+    a = attrs(row)
+    text = " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), row.get("text")) if x)
+    if _NO_SPACE_RE.search(text) or not _RETRACT_FRAME_RE.search(row.get("text") or ""):
+        return None
+    etype = a.get("exception_type")
+    return f"{etype}: {str(a.get('exception_message') or '').strip()[:160]}" if etype else "an exception"
+
+
+#: sglang python/sglang/srt/mem_cache/common.py::alloc_req_slots (0.5.x; schedule_batch.py's ScheduleBatch method in
+#: 0.4.x): the request-slot
+#: pool (``ReqToTokenPool``, one row per running request, sized from --max-running-requests) had no row left for the
+#: batch's new requests — a capacity limit on requests, not on tokens; it prints the rows left and the rows wanted
+_REQ_SLOTS_RE = re.compile(r"alloc_req_slots runs out of memory")
+_REQ_SLOTS_LEFT_RE = re.compile(r"available_size\(\)=(\d+)")
+_REQ_SLOTS_WANTED_RE = re.compile(r"(?:num_reqs|len\(reqs\))=(\d+)")
+
+
+def _row_text(r: Row) -> str:
+    a = attrs(r)
+    return " ".join(str(x) for x in (a.get("exception_message"), a.get("message"), r.get("text")) if x)
+
+
+def _req_slots(run: list[Row], cfg) -> list[Finding]:
+    """SGL-KV-002 for the request-slot pool: every row of ``ReqToTokenPool`` held by a running request."""
+    hits = [r for r in of_kind(run, "scheduler_exception", "failure", "exception") if _REQ_SLOTS_RE.search(_row_text(r))]
+    if not hits:
+        return []
+    text = _row_text(hits[0])
+    left, wanted = _REQ_SLOTS_LEFT_RE.search(text), _REQ_SLOTS_WANTED_RE.search(text)
+    running = cfg.num("max_running_requests") if cfg is not None else None
+    sizing = next((attrs(r) for r in of_kind(run, "kv_sizing") if attrs(r).get("max_running_requests")), {})
+    running = running or sizing.get("max_running_requests")
+    return [make_finding(
+        "SGL-KV-002",
+        summary=("The request-slot pool ran out: a batch of "
+                 + (f"{wanted.group(1)} new request(s)" if wanted else "new requests")
+                 + " found " + (f"only {left.group(1)} request slot(s) free" if left else "no request slot free")
+                 + " in ReqToTokenPool (one row per running request"
+                 + (f", --max-running-requests {int(running)}" if running else "")
+                 + "); the scheduler raised and the server was torn down. It is the number of requests, not of "
+                 "tokens, that ran out."),
+        evidence=[*hits[:3], *[r for r in of_kind(run, "sigquit") if r not in hits][:2]],
+        confidence="high",
+        ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
+        figures={"request_slots_free": int(left.group(1)) if left else None,
+                 "requests_wanted": int(wanted.group(1)) if wanted else None,
+                 "max_running_requests": running, "pool": "request_slots"},
+        actions=["Lower --max-running-requests" + (f" (now {int(running)})" if running else "")
+                 + " as SGLang's message says: the request-slot pool and the scheduler's admission then agree.",
+                 "With speculative decoding, disaggregation or a hybrid (Mamba/SWA) pool, each request takes extra "
+                 "rows: leave more margin below the pool's size."],
+    )]
 
 
 def _exhausted(run: list[Row]) -> list[Finding]:
@@ -129,7 +196,11 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     return [make_finding(
         "SGL-KV-002",
-        summary=("The KV pool ran out: decoding the last running request found no free KV slot "
+        summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
+                 f"no free KV slot, raised {crash} and the scheduler died; the pool's exhaustion, not the error in its "
+                 "recovery path, is the cause."
+                 if retract_assert and (crash := _raised_in_retraction(first)) else
+                 "The KV pool ran out: decoding the last running request found no free KV slot "
                  + (f"({avail} available) " if avail is not None else "")
                  + "and nothing left to retract, so SGLang's retraction asserted and the scheduler died."
                  if retract_assert else
@@ -184,17 +255,60 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
     )]
 
 
+#: SGLang's ``validate_input_length`` refuses ``Input length ({N} tokens) exceeds the maximum allowed length ({K}
+#: tokens)`` with K = min(C − 1, max_total_num_tokens − 1) − 5 (failure_messages.md §6.1): K + 6 is the pool whenever
+#: the pool, not the context, set K — known when K + 6 < C, assumed (and said) when the context is not in the input
+_ALLOWED_LENGTH_RE = re.compile(r"exceeds the maximum allowed length \((\d+) tokens\)")
+
+
+def _pool_refusal(run: list[Row]) -> Row | None:
+    found = [r for r in of_kind(run, "failure") if attrs(r).get("failure") == "request_refused"
+             and _ALLOWED_LENGTH_RE.search(f"{attrs(r).get('message') or ''} {r.get('text') or ''}")]
+    return max(found, key=lambda r: r.get("tokens") or 0) if found else None
+
+
+def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
+    """SGL-KV-003 from the refusal alone: the pool is K + 6 tokens, and the refused request never fits it."""
+    k = int(_ALLOWED_LENGTH_RE.search(f"{attrs(refusal).get('message') or ''} {refusal.get('text') or ''}").group(1))
+    pool, asked = k + 6, refusal.get("tokens")
+    if isinstance(ctx, int | float) and pool >= ctx:
+        return []  # the context length, not the pool, set the limit (SGL-KV-005 says so)
+    known = isinstance(ctx, int | float)
+    # a profiled pool is rarely a power of two; a context length usually is: then the limit may well be the context's
+    round_number = (pool & (pool - 1)) == 0
+    return [make_finding(
+        "SGL-KV-003",
+        summary=(f"The KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6)"
+                 + (f", less than the context length {int(ctx)}" if known else "")
+                 + (f"; a request of {int(asked)} tokens was refused" if asked else "")
+                 + ": a request longer than the pool can never be scheduled whole."),
+        evidence=[refusal],
+        confidence="high" if known else "low" if round_number else "medium",
+        confidence_reason=None if known else ("the context length is not in the input: the limit is read as the "
+                                              "pool's (it is the context's when the context is below it)"
+                                              + (f"; {pool} is a power of two, as context lengths usually are"
+                                                 if round_number else "")),
+        figures={"kv_pool_tokens": pool, "context_len": int(ctx) if known else None, "refusal_limit_tokens": k,
+                 "refused_request_tokens": int(asked) if asked else None},
+        actions=[f"Cap --context-length at {pool} or less so such requests are refused up front, or enlarge the pool "
+                 "(--mem-fraction-static, --kv-cache-dtype fp8_e4m3, more GPUs)."],
+    )]
+
+
 def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None, cfg=None) -> list[Finding]:
     """The pool (the sizing line, else a crash snapshot) against the context length and the longest
     request seen: a prefill in the log, or the longest unfinished request of a crash dump."""
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
     row = sizing[0] if sizing else snap
-    if row is None:
+    refusal = _pool_refusal(run) if row is None else None
+    if row is None and refusal is None:
         return []
-    pool = int(row["tokens"])
-    ctx = attrs(row).get("context_len")
+    ctx = attrs(row).get("context_len") if row is not None else None
     if not isinstance(ctx, int | float) and cfg is not None and cfg.num("context_length") is not None:
         ctx = cfg.num("context_length")
+    if refusal is not None:
+        return _pool_from_refusal(refusal, ctx)
+    pool = int(row["tokens"])
     long_prefill = [r for r in of_kind(run, "prefill_batch") if r.get("tokens") is not None
                     and int(r["tokens"]) + int(attrs(r).get("cached_token") or 0) > pool]
     too_big = dumped if dumped is not None and int(dumped["tokens"]) > pool else None

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.gpu import gpu_holders
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, Timeline
 
 from ._common import make_finding, tag_run
+from .vllm_start_memory import holders_words
 
 #: frames of a speculative-decoding draft worker building its own model runner (``speculative/eagle_worker.py``)
 _DRAFT_FRAMES = re.compile(r"EAGLEWorker|eagle_worker\.py|draft_worker|speculative/|NextN|MTPWorker", re.I)
@@ -37,12 +39,16 @@ def gap_gib(min_gib: float, local_gib: float) -> float:
     return round(local_gib - min_gib, 2)
 
 
+def _tracebacks(run: list[Row], row: Row) -> list[Row]:
+    """The scheduler exception (or failure) rows whose traceback holds the imbalance row."""
+    return [r for r in of_kind(run, "scheduler_exception", "failure")
+            if r.get("file") == row.get("file") and (r.get("line") or 0) <= (row.get("line") or 0)
+            <= (r.get("line_end") or r.get("line") or 0)]
+
+
 def _context(run: list[Row], row: Row) -> str:
     """The traceback around the imbalance row: the scheduler exception that holds it, or the row itself."""
-    holders = [r for r in of_kind(run, "scheduler_exception", "failure")
-               if r.get("file") == row.get("file") and (r.get("line") or 0) <= (row.get("line") or 0)
-               <= (r.get("line_end") or r.get("line") or 0)]
-    return "\n".join([*(h.get("text") or "" for h in holders), row.get("text") or ""])
+    return "\n".join([*(h.get("text") or "" for h in _tracebacks(run, row)), row.get("text") or ""])
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -70,7 +76,7 @@ def detect(tl: Timeline) -> list[Finding]:
                          f"GPU memory unbalanced{numbers}. The check ran after the target model's weights and KV pool "
                          "were allocated, so the memory that differs between ranks is the server's own, not another "
                          "process's."),
-                evidence=hits[:3],
+                evidence=[*hits[:3], *_tracebacks(run, first)[:2]],
                 confidence="medium",
                 confidence_reason="which allocation differs between ranks is not in the log; nvidia-smi on every GPU "
                                   "of the group at the failure would show it",
@@ -86,12 +92,14 @@ def detect(tl: Timeline) -> list[Finding]:
             ), ref))
             continue
         seen = [p for p in smi_procs if p.get("pid") is not None]
+        held = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
+                if p.get("used_bytes")]
         out.append(tag_run(make_finding(
             "SGL-GPU-010",
             summary=(f"A rank refused to start: SGLang's check found the group's free GPU memory unbalanced{numbers}. "
                      "Before the model loads the GPUs hold nothing of this server, so some GPUs hold another "
-                     "process's memory."),
-            evidence=[*hits[:3], *seen[:3]],
+                     "process's memory" + (f": nvidia-smi lists {holders_words(held)}." if held else ".")),
+            evidence=[*hits[:3], *_tracebacks(run, first)[:2], *seen[:3]],  # the rank's death is the refusal
             confidence="high" if seen else "low",
             confidence_reason=None if seen else ("no process table in the input: whose memory it is rests on the "
                                                  "check's own reading; `nvidia-smi --query-compute-apps=pid,"

@@ -1,5 +1,9 @@
 """SGL-GPU-007: the model's weights per GPU are larger than the GPU.
 
+Sources: SGL-GPU-007 compares parameters × bytes ÷ (TP × PP) with the GPU's capacity; the weights are loaded
+before any pool (reference/sglang_formats.md §3, reference/vllm_formats.md §2.3) and fail with the allocator
+OOM of reference/failure_messages.md §1.1.
+
 When no start-up line says what the weights took (a fragment, a ticket), the model's name often does:
 ``gpt-oss-120b-bf16`` is 120 × 10^9 parameters at 2 bytes, 223.5 GiB, so TP2 puts 111.8 GiB on each
 79.1 GiB H100 and the load fails with a CUDA OOM whatever ``--mem-fraction-static`` says. The estimate
@@ -25,12 +29,14 @@ import math
 import re
 
 from forensics.facts.gpu import gpu_capacity
-from forensics.facts.launch import server_config
-from forensics.facts.rows import Row
+from forensics.facts.launch import launch_rows, server_config
+from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.vllm import gpu_total_bytes, is_vllm_launch, settings, vllm_runs
+from forensics.facts.vllm import of_kind as vllm_of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, fmt_gib, make_finding, tag_run
+from ._common import fmt_gib, make_finding, tag_run
 from .fatal_other import failure_class
 
 #: weights may fill at most this share of a GPU and leave room for a KV pool worth serving from
@@ -41,7 +47,8 @@ _PARAMS = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z0-9]
 #: ``30B-A3B``: the first figure is the total; the active one, after ``A``, is never read as a size), and
 #: ``{active}B-{experts}E`` (Llama 4 ``17B-16E``/``17B-128E``: the *active* count, per the model cards; the total
 #: depends on the expert width and is not in the name): a name of that form gives no estimate
-_MOE_ACTIVE = re.compile(r"\d+[bB]-\d+E\b", re.I)
+#: From a number's first digit only: a later one fails as the first did, after rescanning the run (issue 25)
+_MOE_ACTIVE = re.compile(r"(?<!\d)\d+[bB]-\d+E\b", re.I)
 _PRECISION = (
     (re.compile(r"fp32|float32", re.I), 4.0, "fp32"),
     (re.compile(r"(?:^|[-_/.])(?:bf16|fp16|float16|half)(?:$|[-_/.])", re.I), 2.0, "bf16"),
@@ -120,44 +127,129 @@ def detect(tl: Timeline) -> list[Finding]:
             continue  # a server that got past capture had its weights in memory
         cfg = server_config(tl, run)
         model = cfg.get("model_path") or cfg.get("model")
-        est = model_weights(model, cfg.get("quantization"))
         gpu, gpu_how = _gpu_bytes(tl, run)
-        if est is None or gpu is None:
-            continue
-        weights, billions, per_param, how = est
-        tp = int(cfg.num("tp_size") or 1)
-        pp = int(cfg.num("pp_size") or 1)
-        per_gpu = weights / (tp * pp)
-        if per_gpu <= USABLE_FOR_WEIGHTS * gpu:
-            continue
-        new_tp = tp_that_fits(weights / pp, gpu)
-        # in GiB throughout, the GPU's unit (CUDA's OOM message and nvidia-smi's MiB are binary)
-        why = (f"{billions:g}B parameters × {per_param:g} bytes ({how}) = {fmt_gib(weights)}; "
-               f"÷ {new_tp} GPUs{f' × PP {pp}' if pp > 1 else ''} = {fmt_gib(weights / (new_tp * pp))} per GPU ≤ "
-               f"{USABLE_FOR_WEIGHTS:.0%} of {fmt_gib(gpu)} ({gpu_how})")
-        flags = [FlagChange("--tp-size", str(tp) if cfg.get("tp_size") is not None else None, str(new_tp), why)]
-        assumed = [] if cfg.get("tp_size") is not None else ["TP size not in the input (assumed 1)"]
-        if "assumed" in how:
-            assumed.append("precision not in the model's name (assumed bf16)")
-        out.append(tag_run(make_finding(
-            "SGL-GPU-007",
-            summary=(f"{model} needs about {fmt_gib(weights)} of weights ({billions:g}B × {per_param:g} bytes); over "
-                     f"{tp * pp} GPU(s) that is {fmt_gib(per_gpu)} per GPU, more than the {fmt_gib(gpu)} GPU holds. "
-                     f"Use --tp-size {new_tp} (or a quantised checkpoint)."),
-            evidence=[*failed[:3], *cfg.evidence_rows("model_path", "model", "tp_size")],
-            confidence="medium" if not assumed else "low",
-            confidence_reason="; ".join(["the weights' size is estimated from the model's name (parameters × "
-                                         "precision), not read from a load line", *assumed]),
-            gpus=[r["gpu"] for r in failed if r.get("gpu") is not None],
-            figures={"model": model, "params_billions": billions, "bytes_per_param": per_param,
-                     "weights_bytes": int(weights), "weights_per_gpu_bytes": int(per_gpu), "gpu_memory_bytes": int(gpu),
-                     "gpu_memory_from": gpu_how, "tp_size": tp, "corrected_tp_size": new_tp},
-            flags=flags,
-            actions=[f"Confirm the weights' size: the `Load weight end … mem usage=` line, or `du -sh` of the checkpoint "
-                     f"({GIB and 'safetensors'} files).",
-                     "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them)"
-                     + (": --quantization fp8 on a 16-bit checkpoint does not lower the load's peak, a checkpoint "
-                        "already in FP8 does." if "online" in how else "."),
-                     "Lowering --mem-fraction-static does not help: the weights are loaded before the KV pool is sized."],
-        ), ref))
+        # failure lines outside any engine's log pool here; a vLLM launch (an ``LLM(...)`` script) names its flags
+        launched = {attrs(r).get("engine") for r in launch_rows(tl)} - {None}
+        found = _overflow(model, cfg.get("quantization"), int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1),
+                          gpu, gpu_how, tp_stated=cfg.get("tp_size") is not None,
+                          engine="vllm" if launched == {"vllm"} else "sglang",
+                          evidence=[*failed[:3], *cfg.evidence_rows("model_path", "model", "tp_size")])
+        if found is not None:
+            out.append(tag_run(found, ref))
+    out += _vllm(tl)
     return out
+
+
+def weights_overflow(tl: Timeline, run: list[Row]) -> bool:
+    """Whether the SGLang run's model, by its name, has more weights per GPU than the GPU usefully holds: an OOM
+    of that run without start-up lines is placed in loading the weights (issue 21 item 5), not in serving."""
+    cfg = server_config(tl, run)
+    gpu, _how = _gpu_bytes(tl, run)
+    return _beyond_gpu(cfg.get("model_path") or cfg.get("model"), cfg.get("quantization"), int(cfg.num("tp_size") or 1),
+                       int(cfg.num("pp_size") or 1), gpu) is not None
+
+
+#: vLLM records that prove the weights were in memory (``Model loading took``, the profile, the KV cache's size)
+_VLLM_LOADED = ("weight_load_end", "memory_profile", "kv_memory", "kv_sizing", "cuda_graph_begin", "cuda_graph_end",
+                "server_ready", "engine_metrics")
+
+
+def _vllm(tl: Timeline) -> list[Finding]:
+    """The same arithmetic for vLLM runs that died at start-up with an OOM before their weights were loaded: vLLM
+    loads the weights first and caps them with nothing (vllm_formats.md §3.5), so weights ÷ (TP × PP) over the GPU
+    fail the load whatever --gpu-memory-utilization says."""
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        ooms = [r for r in vllm_of_kind(run, "cuda_oom", "cuda_error_oom") if not attrs(r).get("host_pinned")]
+        # a failure its frames place after the load (profiling, the KV cache, capture, serving) proves the weights fit
+        after_load = any(attrs(r).get("during") not in (None, "weight_load", "init")
+                         for r in vllm_of_kind(run, "cuda_oom", "cuda_error_oom", "exception"))
+        if not ooms or after_load or vllm_of_kind(run, *_VLLM_LOADED):
+            continue
+        cfg = settings(tl, run)
+        model, tp, total, total_how = _vllm_model_gpu(tl, run, cfg)
+        found = _overflow(model, cfg.text("quantization"), int(tp or 1), int(cfg.num("pipeline_parallel_size") or 1),
+                          float(total) if total else None, total_how, tp_stated=tp is not None, engine="vllm",
+                          evidence=[*ooms[:3], *vllm_of_kind(run, "init_failed", "exception")[:2],
+                                    *cfg.evidence_rows("model", "model_tag", "tensor_parallel_size")])
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _vllm_model_gpu(tl: Timeline, run: list[Row], cfg) -> tuple[str | None, float | None, int | None, str]:
+    """A vLLM run's model name, tensor-parallel size, one GPU's memory and where that came from."""
+    total, _row, total_how = gpu_total_bytes(tl, run)
+    return (cfg.text("model") or cfg.text("model_tag") or _launched_model(tl), cfg.num("tensor_parallel_size"),
+            total, total_how)
+
+
+def weights_overflow_vllm(tl: Timeline, run: list[Row]) -> bool:
+    """:func:`weights_overflow` for a vLLM run."""
+    cfg = settings(tl, run)
+    model, tp, total, _how = _vllm_model_gpu(tl, run, cfg)
+    return _beyond_gpu(model, cfg.text("quantization"), int(tp or 1), int(cfg.num("pipeline_parallel_size") or 1),
+                       float(total) if total else None) is not None
+
+
+def _launched_model(tl: Timeline) -> str | None:
+    for row in launch_rows(tl):
+        a = attrs(row)
+        if is_vllm_launch(row) and (a.get("model_tag") or (a.get("flags") or {}).get("--model")):
+            return str(a.get("model_tag") or a["flags"]["--model"])
+    return None
+
+
+def _beyond_gpu(model: str | None, quantization: str | None, tp: int, pp: int,
+                gpu: float | None) -> tuple[float, float, float, str] | None:
+    """The name's weight estimate when the weights per GPU pass USABLE_FOR_WEIGHTS of the GPU, else None."""
+    est = model_weights(model, quantization)
+    if est is None or gpu is None or est[0] / (tp * pp) <= USABLE_FOR_WEIGHTS * gpu:
+        return None
+    return est
+
+
+def _overflow(model: str | None, quantization: str | None, tp: int, pp: int, gpu: float | None, gpu_how: str, *,
+              tp_stated: bool, engine: str, evidence: list[Row]) -> Finding | None:
+    """SGL-GPU-007 when the model's estimated weights per GPU pass USABLE_FOR_WEIGHTS of the GPU."""
+    est = _beyond_gpu(model, quantization, tp, pp, gpu)
+    if est is None or gpu is None:
+        return None
+    weights, billions, per_param, how = est
+    per_gpu = weights / (tp * pp)
+    new_tp = tp_that_fits(weights / pp, gpu)
+    tp_flag = "--tp-size" if engine == "sglang" else "--tensor-parallel-size"
+    # in GiB throughout, the GPU's unit (CUDA's OOM message and nvidia-smi's MiB are binary)
+    why = (f"{billions:g}B parameters × {per_param:g} bytes ({how}) = {fmt_gib(weights)}; "
+           f"÷ {new_tp} GPUs{f' × PP {pp}' if pp > 1 else ''} = {fmt_gib(weights / (new_tp * pp))} per GPU ≤ "
+           f"{USABLE_FOR_WEIGHTS:.0%} of {fmt_gib(gpu)} ({gpu_how})")
+    flags = [FlagChange(tp_flag, str(tp) if tp_stated else None, str(new_tp), why)]
+    assumed = [] if tp_stated else ["TP size not in the input (assumed 1)"]
+    if "assumed" in how:
+        assumed.append("precision not in the model's name (assumed bf16)")
+    budget = "--mem-fraction-static" if engine == "sglang" else "--gpu-memory-utilization"
+    return make_finding(
+        "SGL-GPU-007",
+        summary=(f"{model} needs about {fmt_gib(weights)} of weights ({billions:g}B × {per_param:g} bytes); over "
+                 f"{tp * pp} GPU(s) that is {fmt_gib(per_gpu)} per GPU, "
+                 + (f"more than the {fmt_gib(gpu)} GPU holds. " if per_gpu > gpu else
+                    f"more than the {USABLE_FOR_WEIGHTS:.0%} of the {fmt_gib(gpu)} GPU that leaves room for a KV "
+                    "cache and activations. ")
+                 + f"Use {tp_flag} {new_tp} (or a quantised checkpoint)."),
+        evidence=evidence,
+        confidence="medium" if not assumed else "low",
+        confidence_reason="; ".join(["the weights' size is estimated from the model's name (parameters × "
+                                     "precision), not read from a load line", *assumed]),
+        figures={"model": model, "params_billions": billions, "bytes_per_param": per_param,
+                 "weights_bytes": int(weights), "weights_per_gpu_bytes": int(per_gpu), "gpu_memory_bytes": int(gpu),
+                 "gpu_memory_from": gpu_how, "tp_size": tp, "corrected_tp_size": new_tp, "engine": engine},
+        flags=flags,
+        actions=[("Confirm the weights' size: the `Load weight end … mem usage=` line, or `du -sh` of the checkpoint "
+                  "(safetensors files)." if engine == "sglang" else
+                  "Confirm the weights' size: the `Model loading took … GiB` line, or `du -sh` of the checkpoint "
+                  "(safetensors files)."),
+                 "Or serve a quantised checkpoint (FP8 halves bf16 weights; 4-bit quarters them)"
+                 + (": --quantization fp8 on a 16-bit checkpoint does not lower the load's peak, a checkpoint "
+                    "already in FP8 does." if "online" in how else "."),
+                 f"Changing {budget} does not help: the weights are loaded before the KV cache is sized."],
+    )

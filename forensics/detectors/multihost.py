@@ -1,5 +1,8 @@
 """One server over several nodes: every rule per host, then causes linked across hosts.
 
+Sources: SGL-NCCL-006 reads the watchdog timeouts of the waiting ranks (reference/failure_messages.md §4.4)
+against the last line of each node's log.
+
 Each host's evidence is judged against that host's facts (its RAM, its GPUs, its ranks: the detectors
 see one host's view, :func:`forensics.timeline.hosts.host_view`), so HiCache × the ranks of the small-RAM node is
 weighed against that node's RAM, and GPU 0 of one node is never GPU 0 of another. Then the hosts'
@@ -11,13 +14,14 @@ timeouts. A flag corrected on several hosts takes the value that fits the tighte
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
 from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.rows import attrs, rank_of, rows, to_number
+from forensics.facts.stages import SERVING, furthest_in, nodes_behind
 from forensics.model import SEVERITY_RANK, Finding, Timeline, iso_z
 
 from ._common import make_finding
@@ -225,6 +229,47 @@ def silent_nodes(tl: Timeline, views: dict[str, Timeline], findings: list[Findin
     return out
 
 
+#: the stalled-start rules (stalled.py): a node that stopped at a stage
+_STALLS = ("SGL-NCCL-010", "SGL-RUN-003")
+
+
+def stages_across_nodes(views: dict[str, Timeline], findings: list[Finding]) -> None:
+    """A start-up stalled on one server over several nodes: each node's furthest stage in every stall's finding, and
+    the nodes behind the furthest named as the ones the others wait on. The stalls of the nodes ahead follow from
+    the node behind (their stage waits on it), so the node behind carries the root cause."""
+    stalled = [f for f in findings if f.rule_id in _STALLS and f.hosts]
+    if not stalled:
+        return
+    # the server came up on a node after a node's last stage: that node's quiet is the idle of a server that serves
+    up = [t for h, v in views.items() for r in rows(v, *SERVING) if isinstance(t := r.get("ts"), datetime)]
+    for f in stalled:
+        last = max((datetime.fromisoformat(e.ts.replace("Z", "+00:00")) for e in f.evidence if e.ts), default=None)
+        if up and last is not None and max(up) >= last:
+            findings.remove(f)
+    stalled = [f for f in stalled if f in findings]
+    if not stalled:
+        return
+    reached = {h: r for h, v in views.items() if (r := furthest_in(v)) is not None}
+    if len(reached) < 2:
+        return
+    behind = nodes_behind(reached)
+    per_node = "; ".join(f"{h} {r.stage} ({r.row.get('file')}:{r.row.get('line')})" for h, r in sorted(reached.items()))
+    if behind:
+        said = (f" Per node, the furthest stage: {per_node}. {', '.join(behind)} "
+                f"{'is' if len(behind) == 1 else 'are'} behind the others: the node(s) they wait on.")
+    else:
+        said = (f" Per node, the furthest stage: {per_node} — every node stopped at the same stage, so they wait on "
+                "something they share (the rendezvous, the storage, each other's collectives), not on one node.")
+    laggards = [f for f in stalled if f.hosts[0] in behind]
+    for f in stalled:
+        f.summary += said
+        f.figures["stages_by_node"] = {h: r.stage for h, r in sorted(reached.items())}
+        f.figures["nodes_behind"] = sorted(behind) or None
+        if laggards and f.hosts[0] not in behind and f.consequence_of is None:
+            f.consequence_of = laggards[0].rule_id
+            f.figures["consequence_of_host"] = laggards[0].hosts[0]
+
+
 def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tuple[list[Finding], str | None]:
     """Every rule over each host's view, linked across hosts; the root cause and its host."""
     from forensics.detectors.causes import incident_run, link_consequences, root_finding, sort_key
@@ -245,6 +290,7 @@ def run_hosts(tl: Timeline, detect: Callable[[Timeline], list[Finding]]) -> tupl
     findings = [f for f in findings if f.rule_id not in flight_recorder.RULES]
     findings.extend(flight_recorder.across_hosts(tl))
     findings.extend(silent_nodes(tl, views, findings))
+    stages_across_nodes(views, findings)
     tightest_corrections(findings)
     findings.sort(key=lambda f: (*sort_key(f, incidents), f.hosts[0] if f.hosts else ""))
     link_consequences(findings, incidents)

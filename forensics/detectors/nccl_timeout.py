@@ -141,16 +141,53 @@ def transport_test(tl: Timeline, cfg: ServerConfig) -> list[FlagChange]:
     return flags
 
 
+#: the whole line of a watchdog timeout without a sequence number (failure_messages.md §4.4 1.8-1.10, §4.5 1.4-1.8):
+#: a sentence that only names the message (a ticket's title, a note) is no timeout
+_NO_SEQ_LINE = re.compile(r"collective operation timeout: WorkNCCL\(|ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
+
+
+def _timed_out(row: Row) -> bool:
+    """A collective that timed out: a watchdog line with its sequence number, or one of the releases whose line has
+    none (1.8-1.10's ``WorkNCCL(OpType=…, Timeout(ms)=…)``, 1.4-1.8's blocking-wait ``Operation timed out!``;
+    failure_messages.md §4.4-4.5). ``# `` lines are notes pasted around an excerpt, never the engine's."""
+    text = row.get("text") or ""
+    if text.lstrip().startswith("#"):
+        return False
+    return _seq(row) is not None or ("collective_timeout" in (attrs(row).get("event"), attrs(row).get("failure"))
+                                     and _NO_SEQ_LINE.search(text) is not None)
+
+
+#: rows that say the server had served (sglang_formats.md §4 batch lines, vllm_formats.md §3 metrics and ready)
+_SERVED = ("decode_batch", "server_ready", "engine_metrics")
+#: start-up stages (sglang_formats.md §3, vllm_formats.md §2)
+_STARTUP = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated",
+            "memory_pool_end", "cuda_graph_begin", "cuda_graph_end")
+
+
+def _phase(row: Row, context: list[Row]) -> str:
+    """Start-up or mid-run: by the sequence number when the line has one, else by what the run did before it (a
+    batch served or the server ready: mid-run; only start-up stages: start-up). Unknown reads as mid-run."""
+    seq = _seq(row)
+    if seq is not None:
+        return phase_of(seq)
+    earlier = [r for r in context if r.get("kind") in (*_SERVED, *_STARTUP) and before(r, row)]
+    if earlier and not any(r.get("kind") in _SERVED for r in earlier):
+        return "SGL-NCCL-001"
+    return "SGL-NCCL-002"
+
+
 def detect(tl: Timeline) -> list[Finding]:
-    hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None]
+    hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None or attrs(r).get("event") == "collective_timeout"]
     # the same watchdog line in a fragment or a vLLM log, read by the failure scan
-    hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout" and _seq(r) is not None]
+    hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout" and _timed_out(r)]
     if not hits:
         return []
     out: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     for ref, run in iter_runs(tl):  # each run with its own world size
-        mine = [r for r in of_kind(run, "nccl_watchdog") if _seq(r) is not None]
+        # the c10d lines and the failure scan's reading of the same watchdog text (its ``what():``): one finding
+        mine = [r for r in of_kind(run, "nccl_watchdog", "failure") if _timed_out(r)
+                and (r.get("kind") == "nccl_watchdog" or attrs(r).get("failure") == "collective_timeout")]
         seen |= {(r["file"], r["line"]) for r in mine}
         out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]
@@ -189,8 +226,9 @@ def _load_wait_flag(cfg: ServerConfig, timeout_s: float | None) -> FlagChange:
 
 def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row] | None = None) -> list[Finding]:
     by_rule: dict[str, list[Row]] = {}
+    context = run if run is not None else rows(tl, *_SERVED, *_STARTUP)
     for r in hits:
-        by_rule.setdefault(phase_of(_seq(r) or 0), []).append(r)
+        by_rule.setdefault(_phase(r, context), []).append(r)
     world = int((cfg.num("tp_size") or 1) * (cfg.num("pp_size") or 1)) if cfg.get("tp_size") else None
     p2p_flags = transport_test(tl, cfg)
     out = []
@@ -198,11 +236,13 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
         ranks = sorted({x for x in (_rank(r) for r in group) if x is not None})
         seqs = sorted({_seq(r) for r in group if _seq(r) is not None})
         ops = sorted({str(attrs(r).get("op_type")) for r in group if attrs(r).get("op_type")})
+        at = f"at SeqNum {seqs[0]}" if seqs else "(a release whose line carries no sequence number)"
+        served = any(r.get("kind") in _SERVED and any(before(r, h) for h in group) for r in context)
         silent = sorted(set(range(world)) - set(ranks)) if world and ranks and len(ranks) < world else []
         after_load = rule_id == "SGL-NCCL-001" and waited_after_load(run, group)
         if after_load:
             timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}, the first collective after they finished loading the "
                        "weights (the free-memory all-reduce before the KV pool): the ranks they waited on had not "
                        "finished loading — slower storage or a slower node, or a rank that failed while loading.")
@@ -213,7 +253,7 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
             # SGLang's --dist-timeout sets the process group's timeout (vLLM has no such flag)
             flags = [_load_wait_flag(cfg, timeout)] if any(r.get("source") == "sglang" for r in run or []) else []
         elif rule_id == "SGL-NCCL-001" and p2p_flags:
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}, one of the first collectives, with every rank on one node "
                        "and none failing first: the GPUs could not reach each other over their peer-to-peer path "
                        "(PCIe P2P blocked or hanging under ACS/IOMMU, consumer GPUs without working P2P).")
@@ -222,13 +262,16 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
                        "-i -e DMAR -e IOMMU`), and `nvidia-smi topo -p2p r`.",
                        "Run nccl-tests' all_reduce_perf across the same GPUs to reproduce it outside the engine."]
         elif rule_id == "SGL-NCCL-001":
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out at SeqNum {seqs[0]} on rank(s) "
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}: the ranks never got to talk (start-up/rendezvous).")
             actions = ["Rerun with NCCL_DEBUG=INFO; check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the firewall between "
                        "nodes, --dist-init-addr reachability, the same image on every node, and that every rank started."]
         else:
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out mid-run (SeqNum {seqs[0]}"
-                       + (f"–{seqs[-1]}" if len(seqs) > 1 else "") + f") on rank(s) {', '.join(map(str, ranks)) or '?'}"
+            span = (f"SeqNum {seqs[0]}" + (f"–{seqs[-1]}" if len(seqs) > 1 else "")) if seqs else \
+                ("after the run had served" if served else "phase not stated") + \
+                "; this release's line carries no sequence number"
+            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out mid-run ({span}) on rank(s) "
+                       f"{', '.join(map(str, ranks)) or '?'}"
                        + (f"; rank(s) {', '.join(map(str, silent))} did not report and are the suspects" if silent else "")
                        + ": one rank stopped joining collectives (crash, hang or hardware fault).")
             actions = ["Find the first rank that failed (its traceback, an OOM kill, an Xid) and fix that; py-spy dump a "
@@ -241,7 +284,9 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
                                   "-e DMAR -e IOMMU`).")
         reasons = [m for m, bad in (("the timeout lines do not name their rank", not ranks),
                                     ("the world size is unknown (no server_args or launch command): the rank that "
-                                     "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None))
+                                     "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None),
+                                    ("the timeout line carries no sequence number and nothing before it says whether "
+                                     "the run had started serving", not seqs and rule_id == "SGL-NCCL-002" and not served))
                    if bad]
         out.append(make_finding(
             rule_id,

@@ -10,7 +10,9 @@ before 2.19 printed it as ``with error 12, opcode 0, len 0, vendor err 129``. Re
 adapter never acknowledged: the link or the peer node is down, or the RoCE path drops packets (GID index, PFC /
 lossless configuration, MTU). Flushed (5) is a queue pair already in error — the echo of an earlier failure.
 ``socketProgress: Connection closed by remote peer``, ``remote process exited or there was a network error`` and
-Gloo's ``Connection closed by peer`` / ``Connection reset by peer`` say a peer went away: a peer that died first (an OOM, a crash) explains them, else the network does.
+Gloo's ``Connection reset by peer`` say a peer went away: a peer that died first (an OOM, a crash) explains them, else
+the network does. Gloo's ``Connection closed by peer`` is an end-of-file, the peer process exiting, and is read as
+that (SGL-RUN-001 names the peer) rather than as the link.
 
 >>> status_of("NET/IB : Got completion from peer 10.0.0.2<1234> with status=12 opcode=0 len=0 vendor err 129 (Recv)")
 12
@@ -39,8 +41,10 @@ _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to ope
                         r"socketProgress: Connection closed by remote peer|Socket recv failed while polling|"
                         r"\[Proxy Service \d+\] Failed to execute operation|"
                         r"remote process exited or there was a network error|ncclRemoteError|"
-                        # Gloo's side of the same (failure_messages.md §4.6): a peer's connection went away
-                        r"Connection closed by peer|Connection reset by peer")
+                        # Gloo's side of the same (failure_messages.md §4.6): a peer's connection reset. Its orderly
+                        # close (``Connection closed by peer``, end-of-file) is the peer process exiting, not the link:
+                        # parsers/failures.py reads it as ``peer_exited``
+                        r"Connection reset by peer")
 
 #: enum ibv_wc_status (rdma-core libibverbs/verbs.h): the completion statuses NCCL reports
 WC_STATUS = {

@@ -1,5 +1,10 @@
 """SGL-HOST-001 / SGL-HOST-002: HiCache host pools sized per rank that do not fit the host.
 
+Sources: SGL-HOST-001 reads reference/sglang_formats.md §4 (the per-rank host pool, ``--hicache-size`` in 10^9
+bytes, the 10 GiB reserve, the power-of-two pinning of 0.4.5-0.5.4) and sglang
+python/sglang/srt/mem_cache/memory_pool_host.py (0.4.5-0.5.18: each rank checks its own pool against the whole
+host's available memory); SGL-HOST-002 is the refusal of reference/sglang_formats.md §4.
+
 ``--hicache-size`` is 10^9 bytes *per scheduler rank*; up to 0.5.18 every rank checks only its
 own request against the whole host, so TP8 × 300 GB passes eight checks and asks 2.4 TB of a
 449 GiB host. 0.4.5–0.5.4 pin each pool rounded up to a power of two. From 0.5.19 SGLang divides
@@ -230,19 +235,24 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     processes = PER_PROCESS_BYTES * ranks
     budget = capacity - baseline - reserve - processes
     per_rank_budget = max(budget, 0) / ranks
-    size_for_pow2 = pow2 in ("yes", "likely")
+    # a finding that fires only because the version may round pools up must size for that rounding, or its
+    # "fix" would be the value the launch already has
+    size_for_pow2 = pow2 in ("yes", "likely") or only_if_pow2
     new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
     plain_gb = largest_hicache_gb(per_rank_budget, False)
     stated = attrs(host.limit_row).get("limit_from") if host.limit_row is not None else None
-    cap_name = ((f"container limit, {stated}" if stated else "container --memory limit")
-                if host.limit and capacity == host.limit else "host total")
+    # the capacity's name, and where it is stated after its figure: "memory limit 400.00 GiB (resources.limits.memory)"
+    is_limit = bool(host.limit and capacity == host.limit)
+    cap_name = "memory limit" if is_limit else "host total"
+    cap_where = f" ({stated or 'container --memory'})" if is_limit else ""
+    cap_said = f"{cap_name}: {stated or 'container --memory'}" if is_limit else cap_name
     old = cfg.flag_text("hicache_size") if req.source != "ratio" else None
     if old is None and req.source == "log":
         old = f"{req.per_rank / 1e9:g}"
 
     # every comparison in GiB: the flag's value is GB (10^9 bytes), said once and converted (DESIGN.md §5)
     arithmetic = (
-        f"budget {fmt_gib(budget)} = {cap_name} {fmt_gib(capacity)} − baseline {fmt_gib(baseline)} ({baseline_how}) "
+        f"budget {fmt_gib(budget)} = {cap_name} {fmt_gib(capacity)}{cap_where} − baseline {fmt_gib(baseline)} ({baseline_how}) "
         f"− reserve {fmt_gib(reserve)} (max(10 GiB, 10% of capacity)) − {ranks} scheduler processes × 3 GiB; "
         f"÷ {ranks} ranks = {fmt_gib(per_rank_budget)} per rank"
     )
@@ -252,7 +262,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
                f"{fmt_gib(ranks * pinned_new)} ≤ {arithmetic}; SGLang {version}: 0.4.5–0.5.4 pin each pool rounded up "
                f"to a power of two; on ≥ 0.5.5 up to {plain_gb} GB fits")
     else:
-        why = f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}) = {fmt_gib(ranks * new_gb * 1e9)} ≤ {arithmetic}"
+        why = (f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}) = {ranks * new_gb:g} GB = {fmt_gib(ranks * new_gb * 1e9)} "
+               f"≤ {arithmetic}")
         if pow2 == "unknown":
             pow2_gb = largest_hicache_gb(per_rank_budget, True)
             why += (f". SGLang version not found: on 0.4.5–0.5.4 each pool is pinned rounded up to a power of two "
@@ -261,7 +272,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
 
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
-        f"({ranks} × {req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)} requested).",
+        f"({ranks} × {req.per_rank / 1e9:g} GB = {ranks * req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)} "
+        "requested).",
         "Upgrade to SGLang ≥ 0.5.19, which divides the host budget by the ranks per host and refuses cleanly.",
         "Before relaunching, check that the killed schedulers released their memory: free -g; nvidia-smi "
         "(see SGL-HOST-003 / SGL-GPU-005).",
@@ -294,9 +306,14 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     climb = _observed_climb(tl, req, consequence_rows, pinned)
     summary = (
         f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB"
-        + (f" (pinned as {fmt_gib(pinned)} each: SGLang {version} rounds a pool up to a power of two)"
-           if pinned != req.per_rank else "")
-        + f" = {fmt_gib(demand)} of pinned host memory against {fmt_gib(capacity)} ({cap_name}). "
+        # the product in the flag's unit, then in GiB; a power-of-two pool is converted first, then multiplied
+        + (f" (SGLang {version} rounds each pool up to a power of two), pinned as {ranks} × {fmt_gib(pinned)}"
+           f" = {fmt_gib(demand)} of host memory" if pinned != req.per_rank
+           else f" = {ranks * req.per_rank / 1e9:g} GB = {fmt_gib(demand)} of pinned host memory")
+        + f" against {fmt_gib(capacity)} ({cap_said})"
+        + (f": it fits unless SGLang is 0.4.5–0.5.4, which pins each pool rounded up to a power of two "
+           f"({ranks} × {fmt_gib(pinned_if_pow2)} = {fmt_gib(demand_if_pow2)}); version: {version}. "
+           if only_if_pow2 else ". ")
         + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )

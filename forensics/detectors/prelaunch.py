@@ -1,5 +1,11 @@
 """SGL-CHK-001…004: what ``forensics check`` can see before a launch that the log rules see only after.
 
+Sources: SGL-CHK-001 reads nvidia-smi's memory.used (reference/system_formats.md §2.2); SGL-CHK-002 the
+/dev/shm NCCL needs (reference/failure_messages.md §4.1, ``failed to extend /dev/shm/nccl-…``); SGL-CHK-003
+the KV pool against the context length (reference/sglang_formats.md §3 and the refusal of
+reference/failure_messages.md §6.1); SGL-CHK-004 what ``--mem-fraction-static`` leaves
+(reference/sglang_formats.md §5).
+
 These rules read facts only ``forensics check`` puts in a timeline (``attrs.check`` on the rows: this
 host's GPUs right now, the container's /dev/shm, the model's config.json), so ``report`` does not run
 them; the per-rank HiCache arithmetic is SGL-HOST-001's own and GPUs stranded by a killed server are

@@ -21,14 +21,19 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import make_finding
 from .fatal_other import failure_class
 
+#: vLLM's engine core waiting for its front-end's handshake (vllm vllm/v1/engine/core.py::EngineCoreProc.startup_handshake
+#: (0.9+, ``HANDSHAKE_TIMEOUT_MINS``)): an engine core (a headless node's, under data parallelism) that never heard
+#: from the API server — the nodes never met (the data-parallel address and RPC port, the network, the head node down)
+_HANDSHAKE = re.compile(r"Did not receive response from front-end process within (\d+) minutes?")
 #: What c10d and its store raise when the rendezvous does not complete (failure_messages.md §4.6; PyTorch
 #: ``torch/csrc/distributed/c10d/socket.cpp`` ``waitForInput: socket {} timed out after {}ms``, ``TCPStore.cpp``,
-#: ``distributed_c10d.py`` ``_store_based_barrier``). Read on a failure's own message, never on its frames: a
-#: traceback through ``init_torch_distributed`` that raises something else (SGLang's memory-imbalance check,
-#: an OOM) is not a rendezvous that failed.
+#: ``distributed_c10d.py`` ``_store_based_barrier``), and vLLM's handshake above. Read on a failure's own message,
+#: never on its frames: a traceback through ``init_torch_distributed`` that raises something else (SGLang's
+#: memory-imbalance check, an OOM) is not a rendezvous that failed.
 _STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
                             r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
-                            r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined")
+                            r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined|" + _HANDSHAKE.pattern)
+# source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
 
 
@@ -39,7 +44,10 @@ _BARRIER_FAILED = re.compile(r"Ranks? ([\d, ]{1,4000}) failed to pass monitoredB
 _BARRIER_REACHED = re.compile(r"Rank (\d+) successfully reached monitoredBarrier")
 
 
-_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer")
+# reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer``, TCPStore's ``Failed to recv, got 0 bytes``),
+# errno(3) ECONNRESET (``Connection reset by peer``): a peer's socket closed or reset after the ranks had met — the
+# store was reached, so no rendezvous failed
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by peer|Failed to recv, got 0 bytes")
 
 
 def _failure_line(row: Row) -> str:
@@ -112,6 +120,7 @@ def _never_met(tl: Timeline) -> list[Finding]:
         flags.append(FlagChange("--dist-init-addr", ", ".join(olds), head_addr,
                                 "every node must name the same rendezvous: node rank 0's address and port"))
     joined = [r for r in store if r.get("count") is not None and attrs(r).get("world_size")]
+    hs = next((m for r in store if (m := _HANDSHAKE.search(r.get("text") or ""))), None)
     words = []
     if problems:
         words.append("The nodes' launch commands disagree: " + "; ".join(problems))
@@ -119,6 +128,10 @@ def _never_met(tl: Timeline) -> list[Finding]:
         r = joined[0]
         words.append(f"{'only' if problems else 'Only'} {r['count']} of {attrs(r)['world_size']} processes joined the "
                      "rendezvous")
+    elif hs is not None:
+        words.append(f"{'a' if problems else 'A'} vLLM engine core waited {hs.group(1)} min for its front-end's "
+                     "handshake and never got it: the engine core's node and the API server's never met (the "
+                     "data-parallel address and RPC port, the network between them, or the head node not running)")
     elif store:
         words.append(f"{'the' if problems else 'The'} rendezvous store timed out or could not be reached")
     return [make_finding(
@@ -130,7 +143,11 @@ def _never_met(tl: Timeline) -> list[Finding]:
         confidence_reason=None if problems else "the launch commands of the nodes are not in the input",
         figures={"nodes_given": len(launches), "problems": problems or None, "head_dist_init_addr": head_addr},
         flags=flags,
-        actions=["Give every node the same --dist-init-addr (node rank 0's IP and a free port) and --nnodes, and each "
+        actions=[*([] if hs is None else [
+                     "vLLM: give every node the same --data-parallel-address (the head node's IP) and "
+                     "--data-parallel-rpc-port, start the head node first, and `nc -zv <address> <port>` from the "
+                     "headless node."]),
+                 "Give every node the same --dist-init-addr (node rank 0's IP and a free port) and --nnodes, and each "
                  "node its own --node-rank 0…N-1.",
                  "From every node: `nc -zv <addr> <port>` to the rendezvous, and the same interface for NCCL and Gloo "
                  "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) on a routable subnet."],

@@ -1,13 +1,8 @@
 """SGL-NCCL-010 / SGL-RUN-003: a server that stopped at a start-up stage, or at its first requests, and went silent.
 
-A server comes up through stages each rank logs in order (sglang_formats.md §3: ``Init torch distributed
-begin`` → ``Load weight begin/end`` → ``KV Cache is allocated`` → ``Capture cuda graph begin/end`` → the HTTP
-server → the warm-up request → ``The server is fired up and ready to roll!``; vllm_formats.md §2: weights,
-memory profiling, KV cache, graph capture, ``init engine … took``, the API server). Several of these stages wait
-on something outside the rank: distributed initialisation on every rank of every node reaching the rendezvous;
-loading on the weights' storage and, after it, on the other ranks at the post-load barrier; profiling, capture
-and the warm-up request on collectives across the ranks. A stage whose wait never ends leaves no error: the log
-just stops, until a timeout fires (c10d's 600 s NCCL default, failure_messages.md §4.4) or forever.
+The stages each rank reaches, in order, and what each waits on are facts (forensics/facts/stages.py). A stage whose
+wait never ends leaves no error: the log just stops, until a timeout fires (c10d's 600 s NCCL default,
+failure_messages.md §4.4) or forever.
 
 A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
 
@@ -17,11 +12,17 @@ A log that merely ends is not a hang — an excerpt ends too. A stall needs one 
   ``KeyboardInterrupt``);
 * **the engine saying it waits**: vLLM's ``No available shared memory broadcast block found in 60 seconds``
   (vllm_formats.md §3.8, "the hang signature") repeated :data:`WAIT_REPEATS` times after the last stage;
+* **vLLM's front-end waiting on its engine cores**: ``Waiting for L local, R remote core engine proc(s) to start``
+  (v1/engine/utils.py ``wait_for_engine_startup``, every 10 s) for :data:`STALL_S` or more after the last stage,
+  or its own start-up timeout (vllm_formats.md §3.6, ``Timed out waiting for engine core processes to start``,
+  ``VLLM_ENGINE_READY_TIMEOUT_S``); remote cores say the server spans nodes;
 * **requests that never finish**: the offline requests' bar (``Processed prompts``, one update per finished
   request, vllm/entrypoints/llm.py) is the run's last line with requests unfinished — the log's end is then the
   state of the run when it was copied, though how long it had been there is not known.
 
-A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here.
+A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here; nor
+does a node other than the head past graph capture (its ready lines are node 0's, or the head's API server's under
+vLLM's ``--headless``). With several nodes, multihost.py puts each node's furthest stage in the finding.
 With more than one rank or node the stage waits on the others (SGL-NCCL-010, ``nccl_timeout``); one rank alone
 waits on its storage or its own work (SGL-RUN-003, ``other``).
 """
@@ -34,8 +35,10 @@ from typing import Any
 
 from forensics.facts.launch import server_config
 from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
-from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows, to_number
+from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
+from forensics.facts.stages import ENGINE_CORES, STAGES, ranks_behind, served, stage_of
+from forensics.facts.stages import REQUESTS as _REQUESTS
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, Timeline, iso_z
@@ -49,42 +52,6 @@ STALL_S = 600.0
 WAIT_REPEATS = 5
 
 _RANKS = "the other ranks"
-#: kind → (order, the stage, what it waits on). Order: later stages are larger.
-STAGES: dict[str, tuple[int, str, str]] = {
-    "dist_init_begin": (10, "distributed initialisation",
-                        "every rank of every node reaching the rendezvous (--dist-init-addr, the TCPStore on node "
-                        "rank 0) and NCCL's communicator set-up"),
-    "nccl_info": (15, "the NCCL communicator's set-up and first collective",
-                  "every rank joining the communicator over the network or the GPUs' peer-to-peer path"),
-    "dist_init_end": (20, "the start of the weight load", "the weights' storage"),
-    "weight_load_begin": (30, "loading the weights",
-                          "the weights' storage (the model path: a network filesystem or object store that stalled, a "
-                          "host short of page cache)"),
-    "weight_load_end": (40, "the post-load barrier and memory profiling",
-                        f"{_RANKS} finishing their load (free memory is all-reduced over the ranks before the KV "
-                        "pool is sized)"),
-    "memory_profile": (45, "memory profiling", "a dummy forward over all ranks (its collectives)"),
-    "kv_memory": (50, "the KV cache's allocation", f"{_RANKS}' collectives"),
-    "kv_sizing": (50, "the KV cache's allocation and CUDA graph capture", f"{_RANKS}' collectives"),
-    "kv_cache_allocated": (50, "the KV pool's set-up", f"{_RANKS}' collectives"),
-    "memory_pool_end": (55, "the set-up of CUDA graph capture", f"{_RANKS}' collectives"),
-    "cuda_graph_begin": (60, "CUDA graph capture",
-                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
-    "capture_progress": (60, "CUDA graph capture",
-                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
-    "cuda_graph_end": (70, "the warm-up and the HTTP server's start",
-                       "the warm-up request's forward: the first collectives of serving"),
-    "hicache_alloc": (72, "the host cache's allocation", "pinning host memory"),
-    "uvicorn": (75, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
-    "http_access": (76, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
-    "prefill_batch": (78, "the warm-up request's decode", "the warm-up's decode steps: collectives across the ranks"),
-}
-_REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
-#: rows that say the run got to serve (idle afterwards is health)
-_SERVING = ("server_ready", "decode_batch", "engine_metrics")
-#: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
-#: → a ``Prefill batch`` on TP0 → ready): more than that is traffic, so the server was serving
-_WARMUP_BATCHES, _WARMUP_REQUESTS = 1, 2
 #: rows that say the run failed: other rules explain those
 _FAILED = ("failure", "scheduler_exception", "exception", "cuda_oom", "cuda_error_oom", "rank_dead", "engine_dead",
            "init_failed", "nccl_watchdog", "watchdog_timeout", "ranks_not_loaded", "kv_cache_too_small", "kv_no_room",
@@ -96,13 +63,7 @@ def _order(row: Row) -> tuple:
     return (row.get("file") or "", row.get("line") or 0)
 
 
-def _stage_of(row: Row) -> tuple[int, str, str] | None:
-    kind = row.get("kind") or ""
-    if kind == "progress_bar" and attrs(row).get("label") == "Processed prompts":
-        return _REQUESTS
-    if kind == "progress_bar":
-        return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
-    return STAGES.get(kind)
+_stage_of = stage_of
 
 
 def _evidence_end(tl: Timeline) -> tuple[datetime | None, str]:
@@ -158,36 +119,31 @@ def _ranks_of(tl: Timeline, run: list[Row]) -> int:
     world = max(world, int(to_number(cfg.get("nnodes")) or 1))
     named = {x for x in (rank_of(r) for r in run) if x is not None}
     nranks = [int(attrs(r)["nranks"]) for r in run if r.get("kind") == "nccl_info" and attrs(r).get("nranks")]
-    return max([world, len(named), *nranks])
+    # engine cores on other nodes that the front-end waits for: several nodes (this one's and theirs), so several ranks
+    cores = [max(2, int(attrs(r).get("local") or 0) + int(attrs(r).get("remote") or 0)) for r in run
+             if r.get("kind") == "engine_startup_wait" and attrs(r).get("remote")]
+    return max([world, len(named), *nranks, *cores])
 
 
-#: stages every rank logs (sglang_formats.md §3 "every rank"; vLLM's workers' load and KV lines, §2): only these
-#: compare ranks — capture bars and the warm-up are rank 0's alone
-EVERY_RANK = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated",
-              "memory_pool_end", "kv_memory")
+def _other_node(tl: Timeline, run: list[Row]) -> bool:
+    """A node of a multi-node server other than node rank 0: its ranks run schedulers only — the HTTP server, the
+    warm-up request and the ready line are node 0's (sglang_formats.md §3, the start-up order's TP0-only lines)."""
+    cfg = server_config(tl, run)
+    if (cfg.num("nnodes") or 1) > 1 and (cfg.num("node_rank") or 0) > 0:
+        return True
+    # vLLM's ``--headless`` node runs engine cores only; the API server and its ready lines are the head node's
+    return any(r.get("source") == "vllm" for r in run) and \
+        str(vllm_settings(tl, run).text("headless")).lower() in ("true", "1")
 
 
-def _lagging(run: list[Row]) -> dict[str, tuple[str, Row]]:
-    """Ranks whose last stage is behind the furthest rank's: its label (``TP3``, ``PP1 TP0``) → (its last stage, the
-    row that says so)."""
-    last: dict[str, tuple[int, str, Row]] = {}
-    for r in run:
-        st, rank = _stage_of(r), rank_label(r)
-        if st is None or rank is None or r.get("kind") not in EVERY_RANK:
-            continue
-        if rank not in last or st[0] >= last[rank][0]:
-            last[rank] = (st[0], st[1], r)
-    if len(last) < 2:
-        return {}
-    top = max(v[0] for v in last.values())
-    return {k: (v[1], v[2]) for k, v in sorted(last.items()) if v[0] < top}
-
-
-def _served(run: list[Row]) -> bool:
-    """The run reached ready or served traffic beyond SGLang's one warm-up request."""
-    kinds = [r.get("kind") for r in run]
-    return (any(k in _SERVING for k in kinds) or kinds.count("prefill_batch") > _WARMUP_BATCHES
-            or kinds.count("http_access") > _WARMUP_REQUESTS)
+def _world_stated(tl: Timeline, run: list[Row]) -> bool:
+    """The input states the server's size: its parallel sizes, or ranks its lines name."""
+    cfg = server_config(tl, run)
+    if any(cfg.get(k) is not None for k in ("tp_size", "tensor_parallel_size")):
+        return True
+    if any(r.get("source") == "vllm" for r in run) and vllm_settings(tl, run).num("tensor_parallel_size") is not None:
+        return True
+    return any(rank_of(r) is not None for r in run)
 
 
 def _stopped_by_hand(r: Row) -> bool:
@@ -195,19 +151,56 @@ def _stopped_by_hand(r: Row) -> bool:
     return r.get("kind") in ("sigterm", "sigquit") or "KeyboardInterrupt" in (r.get("text") or "")
 
 
+#: vLLM's front-end giving up on its engine cores at start-up (vllm_formats.md §3.6, core_client / v1/engine/utils.py:
+#: ``Timed out waiting for engines to send initial message on input socket.`` 0.9.2-0.16, ``Timed out waiting for
+#: engine core processes to start. … Waited {N}s (configured by VLLM_ENGINE_READY_TIMEOUT_S)`` 0.17+, 600 s): the
+#: engine's own timeout on a start-up that never finished — the stall, not a failure of its own
+_START_TIMEOUT = re.compile(r"Timed out waiting for engines? ?(?:core processes to start|to send ?initial message)")
+_WAITED = re.compile(r"Waited (\d+)s")
+#: the front-end's start-up poll period (v1/engine/utils.py ``STARTUP_POLL_PERIOD_MS``): each wait line is 10 s
+STARTUP_POLL_S = 10.0
+
+
+def _start_timeout(row: Row) -> bool:
+    return bool(_START_TIMEOUT.search(str(attrs(row).get("reason") or "") + " " + (row.get("text") or "")))
+
+
+def _span_s(first: Row, last: Row, tl: Timeline) -> float | None:
+    """Seconds from one row to a later one of the same log by the engine's own stamps (year-less ones compare within
+    one year: only their difference is used), else by their resolved times (an envelope's)."""
+    ma, mb = (_YEARLESS.match(str(attrs(r).get("stamp") or "")) for r in (first, last))
+    if ma is not None and mb is not None:
+        try:
+            da, db = (datetime(2001, *(int(g) for g in m.groups())) for m in (ma, mb))
+        except ValueError:
+            return None
+        return (db - da).total_seconds() if db >= da else None
+    a, b = _stamp_of(first, tl), _stamp_of(last, tl)
+    return (b - a).total_seconds() if a is not None and b is not None else None
+
+
 def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     stops = [r for r in run if _stopped_by_hand(r)]
-    if _served(run) or any(r.get("kind") in _FAILED for r in run if r not in stops) or \
+    timeouts = [r for r in run if r.get("kind") in _FAILED and _start_timeout(r)]
+    if served(run) or any(r.get("kind") in _FAILED for r in run if r not in stops and r not in timeouts) or \
             (stops and not any(r.get("kind") == "sigterm" or "KeyboardInterrupt" in (r.get("text") or "")
                                for r in stops)):
         return None
+    core_waits = [r for r in run if r.get("kind") == "engine_startup_wait"]
     staged = [r for r in run if _stage_of(r) is not None]
-    if not staged:
+    if not staged and not (core_waits or timeouts):
         return None
-    last_row = max(staged, key=lambda r: (_stage_of(r)[0], _order(r)))  # type: ignore[index]
-    order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
+    if staged:
+        last_row = max(staged, key=lambda r: (_stage_of(r)[0], _order(r)))  # type: ignore[index]
+        order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
+    else:  # the front-end's lines alone: the engine cores' stages are not in the input
+        last_row = min(core_waits or timeouts, key=_order)
+        order, stage, waits = ENGINE_CORES
+    if order >= STAGES["cuda_graph_end"][0] and _other_node(tl, run):
+        return None  # a node other than the head's is up once its graphs are captured: the rest is node 0's to log
     tail = max(run, key=_order)
     waits_rows = [r for r in run if r.get("kind") == "shm_wait" and _order(r) > _order(last_row)]
+    core_after = [r for r in core_waits if _order(r) >= _order(last_row)]
     # a kill typed in a transcript or the kernel's OOM kill of the server also ended the wait (what each proves is
     # another rule's; here it only bounds the silence, and without a stamp it cannot be measured)
     stops += [e for e in end_events(tl) if e.get("kind") in ("command", "oom_kill") and e not in stops]
@@ -226,8 +219,17 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
                      f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})")
     silent_s = (end - max(stamped)).total_seconds() if end is not None and stamped else None
     out: dict[str, Any] = {"row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
-                           "end_words": end_words, "waits": waits_rows}
-    if silent_s is not None and silent_s >= STALL_S and first_stop is None and not _server_gone(tl) or \
+                           "end_words": end_words, "waits": waits_rows or core_after or timeouts}
+    # how long the front-end waited on its engine cores after the last stage: their stamps, else 10 s a line
+    core_s = (_span_s(last_row, core_after[-1], tl) if core_after and staged else None)
+    if core_after and core_s is None:
+        core_s = len(core_after) * STARTUP_POLL_S
+    waited = [int(m.group(1)) for r in timeouts if (m := _WAITED.search(r.get("text") or ""))]
+    if timeouts:
+        out["how"], out["waited_s"] = "engine_timeout", float(max(waited)) if waited else None
+    elif core_s is not None and core_s >= STALL_S:
+        out["how"], out["waited_s"] = "core_waits", core_s
+    elif silent_s is not None and silent_s >= STALL_S and first_stop is None and not _server_gone(tl) or \
             silent_s is not None and silent_s >= STALL_S and first_stop is not None and end is not None:
         out["how"] = "silence"
     elif len(waits_rows) >= WAIT_REPEATS:
@@ -249,8 +251,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     world = _ranks_of(tl, run)
     rule = "SGL-NCCL-010" if world > 1 else "SGL-RUN-003"
     row = st["row"]
-    lagging = _lagging(run)
-    behind = sorted({x for _s, r in lagging.values() if (x := rank_of(r)) is not None})
+    lagging = ranks_behind(run)
+    behind = sorted({x for v in lagging.values() if (x := rank_of(v.row)) is not None})
     waits = st["waits_on"] if world > 1 else st["waits_on"].replace(f"{_RANKS}' collectives", "its own work") \
         .replace(f"{_RANKS} finishing their load", "its own set-up")
     addr = server_config(tl, run).get("dist_init_addr")
@@ -259,6 +261,12 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "silence":
         how = f"its last stamped line is {_duration(st['silent_s'])} before {st['end_words']}" + \
             ("" if "by hand" in st["end_words"] else ", and nothing says it exited")
+    elif st["how"] == "engine_timeout":
+        how = ("vLLM's front-end gave up waiting for its engine core(s) to start"
+               + (f" after {_duration(st['waited_s'])} (VLLM_ENGINE_READY_TIMEOUT_S)" if st.get("waited_s") else ""))
+    elif st["how"] == "core_waits":
+        how = (f"the front-end logged for {_duration(st['waited_s'])} after it that its engine core(s) had not "
+               "started, and no later stage came")
     elif st["how"] == "engine_waits":
         how = (f"the engine logged {len(st['waits'])} times that it found no shared-memory broadcast block: its "
                "workers stopped answering")
@@ -268,9 +276,20 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                "finished: no request completed after it")
     opening = ("The server came up but its first requests never finished" if st["order"] == _REQUESTS[0]
                else f"The server stopped at {st['stage']} and never became ready")
-    summary = f"{opening} ({world} rank{'s' if world > 1 else ''}): {how}. That stage waits on {waits}."
-    for label, (stage, _r) in lagging.items():
-        summary += f" {label} got only as far as {stage}: it is the one the others wait on."
+    size = f"{world} rank{'s' if world > 1 else ''}" if world > 1 or _world_stated(tl, run) else \
+        "its parallel size not in the input"
+    summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
+    for label, v in lagging.items():
+        summary += f" {label} got only as far as {v.stage}: it is the one the others wait on."
+    polls = [r for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
+    remote = int(attrs(polls[-1]).get("remote") or 0) if polls else 0
+    if remote and attrs(polls[-1]).get("until") == "connect":
+        summary += (f" The front-end's last poll still waits for {remote} engine core(s) on other nodes to connect at "
+                    "all: those nodes never reached its handshake (--data-parallel-address and --data-parallel-rpc-port "
+                    "on every node, the network between them, the headless nodes not started).")
+    elif remote:
+        summary += (f" The front-end's last poll still waits for {remote} engine core(s) on other nodes: their "
+                    "nodes' logs say how far they got (loading from slower storage, a failure, never started).")
     reasons = []
     if st["how"] == "requests_unfinished":
         reasons.append("how long the requests had been waiting is not in the input: a later snapshot (the "
@@ -306,7 +325,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     return make_finding(
         rule,
         summary=summary,
-        evidence=[row, *(r for _s, r in lagging.values()), *st["waits"][:3]],
+        evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3]],
         confidence="low" if st["how"] == "requests_unfinished" else "medium",
         confidence_reason="; ".join(reasons) or "the log says where the server stopped, not why; a stack of each "
                                                 "rank while it hangs would",

@@ -1,5 +1,8 @@
 """SGL-GPU-005: GPU memory still held after the server's processes were killed or exited.
 
+Sources: SGL-GPU-005 reads nvidia-smi's per-GPU ``memory.used`` and process list (reference/system_formats.md
+§2.1, §2.2) after the kill, against the processes still alive (ps(1)).
+
 Seed phase 3, after ``pkill -9 -f sglang``::
 
     $ nvidia-smi --query-gpu=index,memory.used --format=csv,noheader

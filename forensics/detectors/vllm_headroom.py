@@ -17,16 +17,23 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import attrs, rank_of
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding
+from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
 HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
-                   "after_capture")
+                   "after_capture", "profile")
+#: the profiling run's batch (vllm_formats.md §3.5 "profile run"; §4 --max-num-batched-tokens: "size of the profile
+#: run ⇒ activation peak"): V1's ``profile_run``/``_dummy_run`` and V0's ``profile_run`` run one dummy batch of
+#: max_num_batched_tokens tokens (max_num_seqs sequences) before the KV cache exists, so an OOM there is the
+#: activations of that batch over what the weights left, and no utilization changes it
+PROFILE_MIN_BATCHED_TOKENS = 2048
 
 
 def lowered_utilization(util: float, *, tried_bytes: float | None, free_bytes: float | None,
@@ -68,16 +75,22 @@ def detect(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES
                 and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
+        unplaced = not ooms and _fragment_ooms(tl, run)
+        if unplaced:
+            ooms = unplaced
         if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
             continue  # an OOM after a KV failure is the failure's, not the headroom's
         cfg = settings(tl, run)
         first = next((r for r in ooms if r.get("bytes")), ooms[0])
-        during = _during(run, first)
+        during = _during(run, first) or "forward"
         util, util_seen = cfg.value_or_default("gpu_memory_fraction")
         total, _total_row, _how = gpu_total_bytes(tl, run)
         tried, free = first.get("bytes"), first.get("free_bytes")
         flags: list[FlagChange] = []
         uflag = engines.flag_for("vllm", "gpu_memory_fraction") or "--gpu-memory-utilization"
+        if during == "profile":
+            out.append(_profile_oom(cfg, run, ooms, tried, free, total))
+            continue
         if util is not None:
             new = lowered_utilization(util, tried_bytes=tried, free_bytes=free, total_bytes=total)
             why = (f"frees the {fmt_gib(tried)} allocation that failed with {fmt_gib(free)} free on a {fmt_gib(total)} GPU"
@@ -108,6 +121,10 @@ def detect(tl: Timeline) -> list[Finding]:
             reasons.append(f"the utilization is vLLM's default ({util:g}), not read from the input")
         if not (tried and total):
             reasons.append("the OOM message gives no sizes: the step down is a rule of thumb")
+        if unplaced:
+            reasons.append("the lines around the OOM are not in the input (no start-up lines, no frames): taken as an "
+                           "OOM while serving, the common case; one while loading the weights needs more GPUs instead "
+                           "(VLLM-KV-002)")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
@@ -127,6 +144,61 @@ def detect(tl: Timeline) -> list[Finding]:
             actions=actions,
         ))
     return out
+
+
+def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | None,
+                 total: float | None) -> Finding:
+    """VLLM-GPU-001 in the memory-profiling run: the dummy batch's activations did not fit beside the weights."""
+    bflag = engines.flag_for("vllm", "max_batched_tokens") or "--max-num-batched-tokens"
+    batched = cfg.num("max_num_batched_tokens")
+    flags: list[FlagChange] = []
+    if batched and batched > PROFILE_MIN_BATCHED_TOKENS:
+        new = max(int(batched) // 2, PROFILE_MIN_BATCHED_TOKENS)
+        flags.append(FlagChange(bflag, f"{batched:g}", str(new),
+                                "halves the profiling batch and so its activation peak (prefills are chunked to it)"))
+    mml = cfg.num("max_model_len")
+    actions = [
+        f"Lower {bflag}" + (f" (now {batched:g})" if batched else " (its default depends on the release and GPU)")
+        + ": the profiling batch, and every prefill step after it, holds that many tokens' activations.",
+        "Lower --max-num-seqs for many small sequences, and for multimodal models the items per prompt "
+        "(--limit-mm-per-prompt): the profile run builds its dummy batch from them.",
+        "Without chunked prefill the batch is the whole max model len"
+        + (f" ({mml:g})" if mml else "") + ": lower --max-model-len or enable chunked prefill.",
+        "Check the weights fit with room to spare (a larger GPU, more GPUs or a quantised checkpoint otherwise); "
+        "--gpu-memory-utilization only sizes the KV cache afterwards and does not change this peak.",
+    ]
+    return make_finding(
+        "VLLM-GPU-001",
+        summary=("vLLM ran out of GPU memory in its memory-profiling run, before the KV cache existed: one dummy "
+                 + (f"batch of {batched:g} tokens ({bflag})" if batched else f"batch the size of {bflag}") + " needed more activation memory "
+                 "than the weights left" + (f" ({fmt_gib(tried)} requested, {fmt_gib(free)} free)" if tried else "")
+                 + (f"; lower it to {flags[0].new}." if flags else ".")),
+        # the engine's start-up failure and the exception that carried the OOM are this OOM's, not other failures
+        evidence=[*ooms[:3], *of_kind(run, "init_failed", "exception", "engine_dead")[:3]],
+        confidence="high" if flags else "medium",
+        confidence_reason=None if flags else f"{bflag} is not in the input: the step down is not computed",
+        ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
+        figures={"during": "profile", "max_num_batched_tokens": batched, "failed_allocation_bytes": tried,
+                 "free_bytes": free, "gpu_total_bytes": total},
+        flags=flags,
+        actions=actions,
+    )
+
+
+#: vLLM's start-up records: a run that holds any was not cut to its serving part, and its OOM's phase is read there
+_START_KINDS = ("weight_load_begin", "weight_load_end", "memory_profile", "kv_memory", "kv_sizing", "cuda_graph_begin",
+                "cuda_graph_end", "capture_progress", "init_failed", "kv_no_room", "kv_cache_too_small")
+
+
+def _fragment_ooms(tl: Timeline, run: list) -> list:
+    """Device OOMs of a run cut to the failure: no frame, no record before them and no start-up record at all.
+
+    Serving OOMs are by far the common case (the start-up ones name their phase in frames or follow a start-up
+    line); the finding says it assumed. A model too big for its GPUs by name places it in the load (SGL-GPU-007)."""
+    if of_kind(run, *_START_KINDS) or weights_overflow_vllm(tl, run):
+        return []
+    return [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) is None
+            and memory_kind(r) == "device"]
 
 
 def _negative_accounting(run: list) -> bool:

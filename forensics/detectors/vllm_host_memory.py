@@ -1,9 +1,29 @@
 """VLLM-HOST-001: vLLM's per-GPU host memory (``--swap-space``, ``--cpu-offload-gb``) × ranks exceeds the host.
 
-Both flags are GiB *per GPU worker*: ``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of
-host RAM (V0; PyTorch's pinned allocator rounds each layer's block up to a power of two), and
-``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's own check only compares swap × TP with 70 % of
-*total* RAM and ignores offload, PP and other tenants. Sample::
+Sources: VLLM-HOST-001 reads ``--swap-space`` and ``--cpu-offload-gb`` per GPU worker
+(reference/vllm_formats.md §5.1) and vLLM's own swap check (reference/vllm_formats.md §3.7, vllm
+vllm/config.py::CacheConfig.verify_with_parallel_config (0.4-0.10)).
+
+What each host pool is per, from the engines' sources:
+
+* ``--swap-space``: "CPU swap space size (GiB) per GPU" (vllm vllm/engine/arg_utils.py (0.2-0.10); V0's
+  ``CacheEngine`` pins ``num_cpu_blocks`` per worker; V1 allocates none but 0.8–0.17 still run the check).
+* ``--cpu-offload-gb``: "The space in GiB to offload to CPU, per GPU" (vllm vllm/config/cache.py (0.5.3-0.11),
+  later vllm vllm/config/offload.py::UVAOffloadConfig (main)): every worker pins its own share of the weights.
+* ``--kv-offloading-size`` (reference/vllm_formats.md §5.1: 0.11.2+, total across the TP ranks): one engine's
+  budget, split over its TP × PP ranks — vllm vllm/config/vllm.py::VllmConfig._post_init_kv_transfer_config
+  (0.11.2-main) sets ``cpu_bytes_to_use = kv_offloading_size * (1 << 30)`` for the ``OffloadingConnector`` and
+  the ``lmcache`` backend's per-rank ``max_local_cpu_size = kv_offloading_size / (TP × PP)``; vLLM's config
+  test: "bytes per rank: 8.0 GiB / (2 * 2) = 2.0 GiB". Data-parallel replicas each have their own.
+* LMCache's ``max_local_cpu_size`` (``LMCACHE_MAX_LOCAL_CPU_SIZE``): per worker — lmcache
+  lmcache/v1/cache_engine.py::LMCacheEngineBuilder (main) gives every engine its
+  ``MixedMemoryAllocator(int(max_local_cpu_size * 1024**3))`` and vLLM's connector builds one engine per worker
+  (:func:`lmcache_cpu_size`).
+
+``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of host RAM (PyTorch's pinned allocator
+rounds each layer's block up to a power of two), and ``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's
+own check only compares swap × TP with 70 % of *total* RAM and ignores offload, PP and other tenants.
+VLLM-HOST-002 reads the deaths of reference/vllm_formats.md §3.6 and Ray's (§3.7). Sample::
 
     ValueError: Too large swap space. 64.00 GiB out of the 62.79 GiB total CPU memory is allocated for the swap space.
 
@@ -15,16 +35,22 @@ host RAM (V0; PyTorch's pinned allocator rounds each layer's block up to a power
 
 from __future__ import annotations
 
+import re
+
 from forensics.facts import engines
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
-from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
+from .fatal_other import FAILURE_LINE_KINDS, failure_class
+from .kernel_oom_killer import MEMORY_KILL_CLASSES
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
+#: with no host figures, propose at most this share of what failed to pin
+BLIND_SHARE = 0.5
 RESERVE_SHARE = 0.1  # of host RAM kept for the OS, weight loading and the processes themselves
 MIN_RESERVE = 8 * GIB
 
@@ -70,7 +96,34 @@ def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
             return row, float(str(raw).strip("\"'"))
         except ValueError:
             continue
-    return None, 0.0
+    logged = lmcache_logged(tl)  # LMCache's own account, each worker's (parsers/vllm.py, _LMCACHE_CONFIG)
+    return (logged[0], float(attrs(logged[0]).get("size_gib") or 0)) if logged else (None, 0.0)
+
+
+def lmcache_logged(tl: Timeline) -> list[Row]:
+    """The workers' ``LMCache Configuration`` lines with the CPU backend on: one per worker's engine."""
+    return [r for r in rows(tl, "host_pool") if attrs(r).get("pool") == "lmcache_cpu" and r.get("bytes")]
+
+
+#: vLLM's OffloadingConnector configured by hand (``--kv-transfer-config '{"kv_connector": "OffloadingConnector",
+#: "kv_connector_extra_config": {"cpu_bytes_to_use": N}}'``): the key ``--kv-offloading-size`` writes for the native
+#: backend (``cpu_bytes_to_use = kv_offloading_size * (1 << 30)``, vllm/config/vllm.py), so the same engine-wide
+#: budget, in bytes; JSON on a command line, a dict or KVTransferConfig repr in a log's args
+_OFFLOAD_CONNECTOR = re.compile(r"""kv_connector['"]?\s{0,5}[:=]\s{0,5}['"]OffloadingConnector['"]""")
+_CPU_BYTES = re.compile(r"""cpu_bytes_to_use['"]?\s{0,5}[:=]\s{0,5}['"]?(\d{1,20}(?:\.\d{1,6})?(?:[eE]\d{1,2})?)""")
+CPU_BYTES_FLAG = "--kv-transfer-config kv_connector_extra_config.cpu_bytes_to_use"
+
+
+def connector_offload_bytes(cfg: VllmSettings) -> float:
+    """Bytes of the OffloadingConnector's CPU buffer for one engine, when the KV transfer config sets them."""
+    text = str(cfg.text("kv_transfer_config") or "")[:4000]
+    m = _CPU_BYTES.search(text) if _OFFLOAD_CONNECTOR.search(text) else None
+    return float(m.group(1)) if m else 0.0
+
+
+def engine_ranks(cfg: VllmSettings) -> int:
+    """The ranks of one engine (TP × PP), over which vLLM splits ``--kv-offloading-size``."""
+    return max(int(cfg.value_or_default("tensor_parallel")[0] or 1) * int(cfg.num("pipeline_parallel_size") or 1), 1)
 
 
 def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
@@ -83,10 +136,69 @@ def ranks_of(cfg: VllmSettings) -> tuple[int, str]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return [*_overallocated(tl), *detect_killed(tl)]
+    fails = pinning_failures(tl) if vllm_runs(tl) else []
+    over = _overallocated(tl, fails)
+    return [*over, *([_pinning_failed(tl, fails)] if fails and not over else []), *detect_killed(tl)]
 
 
-def _overallocated(tl: Timeline) -> list[Finding]:
+def pinning_failures(tl: Timeline) -> list[Row]:
+    """Pinned host allocations that failed: the runtime's ``out of memory`` with the pinned allocator in its frames
+    (:func:`parsers.failures.pinned_host_oom`) and the NVIDIA kernel module's ``Cannot map memory`` line."""
+    return ([r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
+            + [r for r in rows(tl, "failure") if failure_class(r) == "kernel_map_failed"])
+
+
+def _tracebacks_of(tl: Timeline, fails: list[Row]) -> list[Row]:
+    """The traceback rows that hold these failures (the exception whose lines span them)."""
+    at = {(r.get("file"), r.get("line")) for r in fails}
+    return [r for r in rows(tl, "exception") if any(
+        f == r.get("file") and (r.get("line") or 0) <= n <= (r.get("line_end") or r.get("line") or 0) for f, n in at)][:2]
+
+
+def _pinning_failed(tl: Timeline, fails: list[Row]) -> Finding:
+    """vLLM's pinned host memory could not be allocated: its per-GPU host pools (V0's ``--swap-space`` blocks,
+    ``pin_memory=True`` per layer: vllm_formats.md; ``--cpu-offload-gb``) × the ranks are more than the host can
+    lock (vllm_formats.md §3.7, "pinning failures": ``RuntimeError: CUDA error: out of memory`` from ``cudaHostAlloc``
+    when pinning swap/offload buffers; failure_messages.md §2.1: the pinned frames say host, not GPU). With the
+    host's size known :func:`_overallocated` does the arithmetic; this says which pool and what to lower
+    meanwhile."""
+    runs = vllm_runs(tl)
+    cfg = settings(tl, runs[-1] if runs else [])
+    ranks, how = ranks_of(cfg)
+    swap, seen = cfg.value_or_default("host_kv_per_gpu")
+    offload = cfg.num("cpu_offload_gb") or 0.0
+    flags: list[FlagChange] = []
+    if swap and cfg.engine_generation != "V1":
+        new = int(swap * BLIND_SHARE)
+        flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
+                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
+                                " could not be pinned; half, until `free -g` shows what the host can lock for all "
+                                "ranks (0 is valid without beam search / n > 1)"))
+    elif offload:
+        flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
+                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
+                                "shows the budget"))
+    return make_finding(
+        "VLLM-HOST-001",
+        summary=("Pinning host memory failed (the pinned host allocator ran out, not the GPU): vLLM's per-GPU host "
+                 + (f"memory × {ranks} ranks ({how})" if ranks > 1 else
+                    "memory × the ranks on the host (the tensor-parallel size is not in the input)")
+                 + " is more than the host can lock"
+                 + (f"; lower {flags[0].flag} to {flags[0].new}" if flags else "") + "."),
+        evidence=fails[:4] + _tracebacks_of(tl, fails) + cfg.evidence_rows("swap_space", "cpu_offload_gb",
+                                                                             "tensor_parallel_size"),
+        confidence="low",
+        confidence_reason="host memory not in the input: the pinned pools cannot be set against it",
+        ranks=[x for x in (rank_of(r) for r in fails) if x is not None],
+        figures={"ranks_per_host": ranks, "swap_space_gib_per_gpu": swap, "cpu_offload_gib_per_gpu": offload},
+        flags=flags,
+        actions=["`free -g` and the container's memory limit against ranks × (--swap-space + --cpu-offload-gb); "
+                 "PyTorch rounds each pinned block up to a power of two."],
+    )
+
+
+
+def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
     out: list[Finding] = []
     seen = False
     # a launch command alone (a ticket, `forensics check`) is a run with no log rows of its own
@@ -98,17 +210,33 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         told = of_kind(run, "swap_space_too_large")
         swap = cfg.num("swap_space")
         offload = cfg.num("cpu_offload_gb") or 0.0
-        kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for a whole TP group (vllm/config/cache.py)
+        kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for one engine's TP × PP ranks together
+        conn_bytes = 0.0 if kv_off else connector_offload_bytes(cfg)
+        kv_off = kv_off or conn_bytes / GIB
         lmc_row, lmc = lmcache_cpu_size(tl)
         if swap is None and not offload and not told and not kv_off and not lmc:
             continue
         ranks, how = ranks_of(cfg)
-        groups = max(ranks // int(cfg.value_or_default("tensor_parallel")[0] or 1), 1)  # engines (TP groups) on the host
+        # the refusal states swap × TP, vLLM's own sum (vllm_formats.md §3.7): with the flag known it gives TP
+        told_swap = max((float(r["bytes"]) for r in told if r.get("bytes")), default=0.0)
+        tp_seen = cfg.value_or_default("tensor_parallel")[1]
+        if told_swap and swap and not tp_seen and round(told_swap / (swap * GIB)) >= 1:
+            tp_told = round(told_swap / (swap * GIB))
+            ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
+                f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
+        per_gpu_known = swap is not None or tp_seen or not told_swap
+        workers = {r.get("pid") or r.get("rank") for r in [*lmcache_logged(tl), *(
+            r for r in rows(tl, "notice") if attrs(r).get("message_id") == "lmcache_engine")]} - {None} if lmc else set()
+        if len(workers) > ranks and not tp_seen:  # every worker logs its own LMCache engine's configuration
+            ranks, how = len(workers), f"at least {len(workers)}: the workers that started an LMCache engine"
+        groups = max(ranks // engine_ranks(cfg), 1)  # engines (data-parallel replicas) on the host
         total, host_rows, host_how = _host(tl, run)
         swap_b = (swap if swap is not None else float(engines.default_for("vllm", "host_kv_per_gpu") or 0)) * GIB
+        if swap is None and told_swap and tp_seen:
+            swap_b = told_swap / max(ranks, 1)
         v1 = cfg.engine_generation == "V1"
         pools = groups * kv_off * GIB + ranks * lmc * GIB  # the KV offload buffers and LMCache's CPU backends
-        demand = ranks * ((0 if v1 else swap_b) + offload * GIB) + pools
+        demand = max(ranks * ((0 if v1 else swap_b) + offload * GIB) + pools, told_swap)
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
             continue
@@ -121,7 +249,7 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         flags: list[FlagChange] = []
         new = corrected_per_gpu(host_total=total, ranks=ranks, offload_per_gpu=offload * GIB) if total else None
         swap_flag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
-        if new is not None and new < (swap if swap is not None else swap_b / GIB):  # never raise it
+        if new is not None and per_gpu_known and new < (swap if swap is not None else swap_b / GIB):  # never raise
             flags.append(FlagChange(swap_flag, f"{swap:g}" if swap is not None else None, str(new),
                                     f"{ranks} ranks ({how}) × {new} GiB ≤ {SWAP_SHARE:.0%} of {fmt_gib(total)} "
                                     f"({host_how}), beside {ranks} × {offload:g} GiB offloaded weights; 0 is valid "
@@ -135,8 +263,10 @@ def _overallocated(tl: Timeline) -> list[Finding]:
             room = total - reserve_of(total) - ranks * ((0 if v1 else swap_b) + offload * GIB)
             if kv_off:  # the other pools' share of the room stays theirs
                 fit = int(max(room - ranks * lmc * GIB, 0) // groups // GIB)
-                flags.append(FlagChange("--kv-offloading-size", f"{kv_off:g}", str(fit),
-                                        f"the buffer is GiB for the whole TP group; {groups} group(s) × {fit} GiB fit "
+                flags.append(FlagChange(*((CPU_BYTES_FLAG, str(int(conn_bytes)), str(fit * GIB)) if conn_bytes else
+                                          ("--kv-offloading-size", f"{kv_off:g}", str(fit))),
+                                        f"the buffer is one engine's, split over its TP × PP ranks "
+                                        f"({'bytes' if conn_bytes else 'GiB'}); {groups} engine(s) × {fit} GiB fit "
                                         f"{fmt_gib(total)} ({host_how}) − reserve beside the other host pools; "
                                         "PyTorch's pinned allocator rounds each block up to a power of two, so "
                                         "leave room for up to 2×"))
@@ -151,16 +281,24 @@ def _overallocated(tl: Timeline) -> list[Finding]:
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
-            summary=(f"{ranks} vLLM ranks × per-GPU host memory ({swap_flag} {swap_b / GIB:g} GiB"
-                     + (f" + {off_flag} {offload:g}" if offload else "")
-                     + (f" + --kv-offloading-size {kv_off:g} per TP group" if kv_off else "")
-                     + (f" + LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker" if lmc else "")
+            summary=((f"vLLM refused to start: {swap_flag} × the tensor-parallel size asks {fmt_gib(told_swap)} of "
+                      f"swap space, over 70 % of the {fmt_gib(total or 0)} total CPU memory it counts (vLLM checks "
+                      "total RAM and TP only; each GPU worker pins its own). The flag is GiB per GPU: lower it so "
+                      f"that it × TP stays below {fmt_gib(SWAP_SHARE * (total or 0))} ({SWAP_SHARE:.0%}); 0 is valid "
+                      "without beam search / n > 1.") if refused and told_swap and not per_gpu_known else
+                     f"{ranks} vLLM ranks × per-GPU host memory ("
+                     + " + ".join([*([f"{swap_flag} {swap_b / GIB:g} GiB"] if not v1 or swap is not None else []),
+                                   *([f"{off_flag} {offload:g}"] if offload else []),
+                                   *([f"OffloadingConnector's cpu_bytes_to_use {fmt_gib(conn_bytes)} per engine"]
+                                     if conn_bytes else [f"--kv-offloading-size {kv_off:g} per engine"] if kv_off
+                                     else []),
+                                   *([f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker"] if lmc else [])])
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of {fmt_gib(total)} ({host_how})" if total else "")
                      + ("; vLLM refused to start" if refused else "")
                      + ("; the kernel OOM killer fired" if kills else "") + "."
                      + (f" Set {flags[0].flag} {flags[0].new}." if flags else "")),
-            evidence=[*told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size",
+            evidence=[*fails[:2], *told[:2], *cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size",
                                                     "tensor_parallel_size"),
                       *([lmc_row] if lmc_row is not None and lmc else []), *host_rows, *kills[:2]],
             severity=severity,
@@ -197,22 +335,86 @@ def _sigkilled(run: list[Row]) -> list[Row]:
     return out
 
 
+#: the engine's own death chain: lines that say a process died, never why (vllm_formats.md §3.6)
+_DEATH_CHAIN = frozenset({"rank_dead", "engine_dead", "init_failed"})
+#: rows that say the weights were already in: the load's end, the engine serving
+_PAST_LOADING = ("weight_load_end", "engine_metrics", "notice")
+#: notices of an orderly stop: a death after one is the shutdown's, not a kill
+_SHUTDOWN_NOTICES = frozenset({"shutdown", "worker_shutdown"})
+
+
+def _explained(tl: Timeline, run: list[Row]) -> bool:
+    """Whether the input says why a process died: a failure line outside the death chain that is not known to
+    come after the first death (the other ranks' NCCL errors once a peer is gone are its consequences), an exit
+    code that is not SIGKILL's (1: a Python exception), or an orderly shutdown noticed before the first death."""
+    deaths = of_kind(run, "rank_dead")
+    first_death = min(deaths, key=lambda r: (r.get("file") or "", r.get("line") or 0)) if deaths else None
+    if any(r.get("kind") not in _DEATH_CHAIN and attrs(r).get("failure") not in MEMORY_KILL_CLASSES
+           and (first_death is None or before(first_death, r) is not True) for r in rows(tl, *FAILURE_LINE_KINDS)):
+        return True
+    codes = [r.get("code") for r in of_kind(run, "init_failed")] + [
+        v for r in of_kind(run, "init_failed") for v in (attrs(r).get("failed_procs") or {}).values()]
+    if any(isinstance(c, int) and c not in (-9, 137) for c in codes):
+        return True
+    dead = [r.get("line") or 0 for r in of_kind(run, "rank_dead")]
+    first = min(dead) if dead else 0
+    return any(attrs(r).get("message_id") in _SHUTDOWN_NOTICES and (r.get("line") or 0) < first
+               for r in of_kind(run, "notice"))
+
+
+def _died_silently(tl: Timeline, run: list[Row]) -> list[Row]:
+    """Worker or engine-core deaths that vLLM noticed with no exit code, in an input where nothing says why.
+
+    ``"Worker proc %s died unexpectedly, shutting down executor."`` (``v1/executor/multiproc_executor.py``,
+    0.8.5–0.25.0) and ``"Engine core proc %s died unexpectedly, shutting down client."`` (``v1/engine/
+    core_client.py``, 0.10.1–0.19.0) are the parent's monitor thread seeing the child's process sentinel fire
+    (vllm_formats.md §3.6). A Python error inside the child is logged by the child first (``WorkerProc hit an
+    exception.``, ``EngineCore encountered a fatal error.``) and exits 1; a process that vanishes with nothing
+    logged was killed from outside, by a signal it cannot catch: SIGKILL, which the kernel's (or the cgroup's)
+    OOM killer sends (§3.7, rule 3: "Worker death without traceback … ⇒ host RAM"). Ray's ``Worker exit type:
+    SYSTEM_ERROR`` (the worker's connection closed with no exit through Ray) is the same observation: an
+    exception in an actor comes back as the task's error with its traceback, it does not end the process."""
+    silent = [r for r in of_kind(run, "rank_dead") if r.get("code") is None
+              and attrs(r).get("cause") in (None, "ray_worker_exited")]
+    return [] if not silent or _explained(tl, run) else silent
+
+
+def _confirmation(row: Row) -> str:
+    a = attrs(row)
+    if a.get("cgroup_file"):
+        return f"The cgroup's {a['cgroup_file']} counts {a.get('oom_kills')} OOM kill(s), which"
+    return f"`{str(a.get('message') or row.get('text') or '').strip()[:120]}`"
+
+
+def _who(row: Row) -> str:
+    name = attrs(row).get("process_name")
+    return f"process {name}" if name else "worker"
+
+
 def detect_killed(tl: Timeline) -> list[Finding]:
     if rows(tl, "oom_kill"):
         return []  # the kernel's own report: SGL-HOST-004 names the victims
     out: list[Finding] = []
     for run in vllm_runs(tl):
-        dead = _sigkilled(run)
+        killed = [r for r in _sigkilled(run) if attrs(r).get("cause") != "ray_worker_exited"]
+        silent = [] if killed else _died_silently(tl, run)
+        dead = killed or silent
         if not dead:
             continue
         first = dead[0]
         ray = [r for r in dead if attrs(r).get("cause") == "ray_oom_killer"]
-        loaded = [r for r in of_kind(run, "weight_load_end") if (r.get("line") or 0) < (first.get("line") or 0)]
+        # a cgroup's oom_kill count, a runtime's OOMKilled, systemd's oom-kill: the kill tied to memory
+        confirmed = [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
+        loaded = [r for r in of_kind(run, *_PAST_LOADING) if (r.get("line") or 0) < (first.get("line") or 0)
+                  and (r.get("kind") != "notice" or attrs(r).get("message_id") in ("weights_read", "init_engine_done"))]
         cfg = settings(tl, run)
         ranks, how = ranks_of(cfg)
-        unexplained = all(attrs(r).get("cause") == "ray_worker_exited" for r in dead)
-        if unexplained and (loaded or ranks < 2):
-            continue  # a worker died and nothing says of what: not a host-memory finding (fatal_other has it)
+        ray_exited = [r for r in dead if attrs(r).get("cause") == "ray_worker_exited"]
+        if ray_exited and ranks < 2 and not cfg.observed("tensor_parallel_size"):
+            # vLLM starts Ray workers only for a world size above 1 (ParallelConfig, vllm/config.py 0.1–0.4:
+            # ``if self.world_size > 1: self.worker_use_ray = True``)
+            ranks, how = 2, "at least 2: vLLM runs Ray workers when the world size is above 1"
+        unexplained = bool(ray_exited) and len(ray_exited) == len(dead)
         flags: list[FlagChange] = []
         loading_flag = engines.flag_for("vllm", "parallel_loading_workers") or "--max-parallel-loading-workers"
         if not loaded and (ranks > 1 or ray):
@@ -222,21 +424,35 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                                     "(slower start-up)"))
         out.append(make_finding(
             "VLLM-HOST-002",
-            summary=(("A Ray worker of vLLM died while the weights were loading, and Ray does not say why: with "
-                      f"{ranks} workers each reading the checkpoint through host RAM at once, the likeliest cause is "
-                      "the kernel OOM killer (the first of Ray's possible causes)") if unexplained else
+            summary=((("A Ray worker of vLLM died with no traceback, and Ray does not say why (exit type SYSTEM_ERROR; "
+                      "its list of possible causes is not a diagnosis)"
+                      + (f" before the log shows the weights loaded: with {ranks} workers each reading the checkpoint "
+                         "through host RAM at once," if not loaded else ": a process that ends without an exception "
+                         "was killed from outside;")
+                      + " the likeliest cause is a SIGKILL from the kernel OOM killer") if unexplained else
+                     (f"vLLM's {_who(first)} died without a traceback or an exit code"
+                      + (" while the weights were loading" if not loaded else "")
+                      + ": nothing inside the process reported an error, so it was killed from outside — SIGKILL, "
+                        "most often the kernel or cgroup OOM killer (host or container memory)") if silent else
                      ("A vLLM worker was killed by SIGKILL"
                       + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
                          " (exit code -9): most often the kernel OOM killer")
-                      + (" while the weights were loading" if not loaded else ""))
-                     + ". The input holds no kernel log to confirm it."),
-            evidence=dead[:4],
-            confidence="medium" if ray else "low",
-            confidence_reason="no kernel log in the input: " + (
+                      + (" while the weights were loading" if not loaded else "")))
+                     + (f". {_confirmation(confirmed[0])} ties it to memory." if confirmed else
+                        ". The input holds no kernel log to confirm it.")),
+            evidence=[*dead[:4], *confirmed[:2]],
+            confidence="medium" if ray or confirmed else "low",
+            confidence_reason=("the kill is tied to memory but not to this worker: no kernel `Killed process <pid>` "
+                               "line names the victim") if confirmed else "no kernel log in the input: " + (
                 "Ray's memory monitor reports the kill" if ray else
-                "Ray lists possible causes only; the phase (all ranks loading at once) points to host memory"
-                if unexplained else "exit code -9 only"),
-            figures={"ranks_per_host": ranks, "killed_before_weights_loaded": not loaded},
+                "Ray lists possible causes only; no traceback in the input"
+                + ("; the phase (all ranks loading at once) points to host memory" if not loaded else "")
+                + "; a kernel `Killed process <pid>` line (dmesg) would confirm the OOM killer" if unexplained else
+                "vLLM saw the process exit and logged no code; a kernel `Killed process <pid>` line (dmesg) or "
+                "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
+                "would confirm the OOM killer, a `segfault at` line would rule it out" if silent else
+                "exit code -9 only"),
+            figures={"ranks_per_host": ranks, "ranks_counted": how, "killed_before_weights_loaded": not loaded},
             flags=flags,
             actions=["Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`, "
                      "`journalctl -k`); size per-GPU host memory (VLLM-HOST-001) and weight loading to the host, "

@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
+from forensics.facts.oom import memory_kind
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
+from .held_at_start import foreign_processes
 
 MAX_SENSIBLE_UTILIZATION = 0.95  # above this nothing is left for NCCL, graphs and activation spikes
 UTIL_MARGIN = 0.01  # on top of the exact raise, as vLLM's own docs advise
@@ -55,7 +57,7 @@ def detect(tl: Timeline) -> list[Finding]:
     for run in vllm_runs(tl):
         cfg = settings(tl, run)
         out += _too_small(tl, run, cfg)
-        out += _no_room(tl, run, cfg)
+        out += _no_room(tl, run, cfg) or _weights_oom(tl, run, cfg)
         out += _preemption(run, cfg)
     return out
 
@@ -64,9 +66,21 @@ def detect(tl: Timeline) -> list[Finding]:
 # VLLM-KV-001: max model len above the KV cache
 
 
+#: V0's scheduler (``core/scheduler.py::_schedule_prefills``, 0.2.7–0.10.2; failure_messages.md §6.2) warns
+#: ``Input prompt ({N} tokens) + lookahead slots ({s}) is too long and exceeds the capacity of block_manager`` and
+#: ignores the request: the prompt passed the max model len check, so max model len ≥ N > what the KV cache holds
+_BLOCK_MANAGER = "capacity of block_manager"
+
+
+def _block_manager_refusals(run: list[Row]) -> list[Row]:
+    return [r for r in of_kind(run, "failure") if attrs(r).get("failure") == "request_refused"
+            and _BLOCK_MANAGER in f"{attrs(r).get('message') or ''} {r.get('text') or ''}"]
+
+
 def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
     hits = of_kind(run, "kv_cache_too_small")
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
+    refused = _block_manager_refusals(run) if not hits else []
     mml = None
     if hits:
         mml = attrs(hits[0]).get("max_model_len")
@@ -75,8 +89,16 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         if mml is None:
             v, _ = first_attr(run, "max_model_len", "kv_concurrency", "kv_sizing", "notice")
             mml = v
+    prompt = max((int(r["tokens"]) for r in refused if r.get("tokens")), default=None)
+    mml_is_bound = False
+    if prompt and (mml is None or int(mml) < prompt):  # the prompt passed the length check: mml ≥ it
+        mml, mml_is_bound = prompt, True
+    if refused and not hits:
+        hits = refused
     # no error in the excerpt: the sizing lines themselves may show a max length the cache cannot hold
     if not hits and not (sizing and mml and int(mml) > int(sizing[0]["tokens"])):
+        return []
+    if not mml:
         return []
     a = attrs(hits[0]) if hits else {}
     capacity = a.get("kv_cache_tokens") or a.get("estimated_max_model_len")
@@ -126,13 +148,23 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
     if not a.get("kv_cache_tokens") and not a.get("estimated_max_model_len") and sizing \
             and attrs(sizing[0]).get("block_size_assumed"):
         reasons.append("KV tokens from GPU blocks × 16 (the default block size)")
+    if refused:
+        reasons.append("V0 checks only at scheduling: the max model len is at least the refused prompt"
+                       if mml_is_bound else "")
+        reasons = [x for x in reasons if x]
+    held = f" ({int(capacity)} tokens)" if capacity else ""
+    if refused:
+        lead = (f"A prompt of {prompt} tokens is more than the KV cache holds{held}: vLLM V0 ignores every such "
+                "request (its block manager can never hold it) while the max model len"
+                + ("" if mml_is_bound else f" ({int(mml)} tokens)") + " lets it through.")
+    else:
+        lead = (f"The max model len ({int(mml)} tokens) is larger than the KV cache holds{held}: vLLM refuses to start "
+                "because one full-length request would not fit.")
     return [make_finding(
         "VLLM-KV-001",
-        summary=(f"The max model len ({int(mml)} tokens) is larger than the KV cache holds"
-                 + (f" ({int(capacity)} tokens)" if capacity else "")
-                 + ": vLLM refuses to start because one full-length request would not fit."
-                 + (f" Set {mml_flag} {flags[0].new}" if flags else "")
-                 + (f", or raise {_util_flag()} to {new_util:.2f}." if new_util and len(flags) > 1 else ".")),
+        summary=(lead + (f" Set {mml_flag} {flags[0].new}" if flags else "")
+                 + (f", or raise {_util_flag()} to {new_util:.2f}." if new_util and len(flags) > 1 else
+                    "." if flags else "")),
         evidence=[*hits[:2], *sizing[:1], *of_kind(run, "kv_concurrency")[:1], *cfg.evidence_rows("max_model_len"),
                   *([kv_row] if kv_row else []), *([total_row] if total_row and total_row in run else [])],
         confidence="high" if hits and capacity else "medium",
@@ -150,6 +182,44 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
 
 # ----------------------------------------------------------------------------------------------
 # VLLM-KV-002: no memory left for the KV cache at all
+
+
+def _weights_oom(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
+    """VLLM-KV-002 at its extreme: the GPU ran out while the weights themselves were loading.
+
+    vLLM loads the weights before it profiles or sizes anything (``load_model`` → the model's ``load_weights`` →
+    a layer's ``weight_loader``; vllm_formats.md §3.5, the phase after ``Starting to load model`` and before
+    ``Model loading took``), and no utilization caps them: an OOM there is the weights per GPU (plus the CUDA
+    context) over the GPU — unless another process held part of it (SGL-GPU-006 says so)."""
+    ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom")
+            if attrs(r).get("during") == "weight_load" and memory_kind(r) == "device" and not foreign_processes(r)]
+    if not ooms:
+        return []
+    first = next((r for r in ooms if r.get("total_bytes")), ooms[0])
+    total = first.get("total_bytes")
+    used = first.get("used_bytes") or attrs(first).get("allocated_by_pytorch_bytes")
+    tp, tp_seen = cfg.value_or_default("tensor_parallel")
+    tp_flag = engines.flag_for("vllm", "tensor_parallel") or "--tensor-parallel-size"
+    flags = [FlagChange(tp_flag, f"{tp:g}" if tp_seen else None, str(int(tp or 1) * 2),
+                        "halves the weights per GPU" + ("" if tp_seen else f" ({int(tp or 1)} assumed)"))]
+    return [make_finding(
+        "VLLM-KV-002",
+        summary=("vLLM ran out of GPU memory while loading the weights"
+                 + (f" ({fmt_gib(used)} in use of the {fmt_gib(total)} GPU)" if used and total else "")
+                 + ": the weights per GPU at this parallelism do not fit, so nothing is left for activations or "
+                 f"the KV cache. Spread them over more GPUs ({tp_flag} {flags[0].new}) or load a smaller checkpoint."),
+        evidence=[*ooms[:2], *of_kind(run, "init_failed", "exception", "engine_dead")[:3]],
+        confidence="high" if tp_seen else "medium",
+        confidence_reason=None if tp_seen else "the tensor-parallel size is not in the input (1 assumed)",
+        ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
+        gpus=[r["gpu"] for r in ooms if r.get("gpu") is not None],
+        figures={"during": "weight_load", "gpu_total_bytes": total, "in_use_bytes": used, "tensor_parallel_size": tp},
+        flags=flags,
+        actions=["Or serve a quantised checkpoint (FP8 halves bf16 weights, 4-bit quarters them), or offload part of "
+                 f"the weights to host RAM ({engines.flag_for('vllm', 'cpu_offload_per_gpu') or '--cpu-offload-gb'}, "
+                 "slower).",
+                 f"Do not change {_util_flag()} for this: it sizes the KV cache after the weights, not the weights."],
+    )]
 
 
 def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
@@ -262,8 +332,13 @@ def _preemption(run: list[Row], cfg: VllmSettings) -> list[Finding]:
     total = max(logged, len(warns) * PREEMPTION_LOG_EVERY - (PREEMPTION_LOG_EVERY - 1) if warns else 0, v1_total)
     full = [r for r in metrics if r.get("ratio") is not None and r["ratio"] >= FULL_KV_USAGE]
     swapped = [r for r in metrics if (attrs(r).get("swapped_reqs") or 0) > 0]
-    if not total and not swapped:
+    # V0's scheduler (``core/scheduler.py::_preempt_by_swap``, 0.2–0.10.2; vllm_formats.md §3.4) raises "Aborted due to
+    # the lack of CPU swap space" when a preempted group's blocks do not fit the CPU swap: the KV pressure's last step
+    aborted = of_kind(run, "swap_exhausted")
+    if not total and not swapped and not aborted:
         return []
+    if aborted:
+        return [_swap_aborted(run, cfg, aborted, warns, total)]
     peak = max((r["ratio"] for r in metrics if r.get("ratio") is not None), default=None)
     severity = "medium" if total >= MANY_PREEMPTIONS or (total and full) else "low"
     util, util_seen = cfg.value_or_default("gpu_memory_fraction")
@@ -301,3 +376,38 @@ def _preemption(run: list[Row], cfg: VllmSettings) -> list[Finding]:
         actions=["Give the KV cache more room (utilization, more GPUs, --kv-cache-dtype fp8) or admit fewer "
                  "sequences (--max-num-seqs); long generations need the most."],
     )]
+
+
+def _swap_aborted(run: list[Row], cfg: VllmSettings, aborted: list[Row], warns: list[Row], total: int) -> Finding:
+    """VLLM-KV-003 at its end: preemption by swap filled the CPU swap space and the engine aborted."""
+    swap = cfg.num("swap_space")
+    default_swap = engines.default_for("vllm", "host_kv_per_gpu")
+    seqs = cfg.num("max_num_seqs")
+    sflag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
+    flags: list[FlagChange] = []
+    if seqs and seqs > 1:
+        flags.append(FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", f"{seqs:g}",
+                                str(max(int(seqs) // 2, 1)), "fewer sequences in flight: fewer preempted at once, and "
+                                "less to swap out"))
+    size = swap if swap is not None else default_swap
+    if size:
+        flags.append(FlagChange(sflag, f"{size:g}" if swap is not None else None, f"{float(size) * 2:g}",
+                                "twice the CPU swap per GPU" + ("" if swap is not None else f" ({size:g} GiB is the "
+                                                               "default)") + "; host RAM must hold it × the GPUs"))
+    return make_finding(
+        "VLLM-KV-003",
+        summary=("The KV cache ran out and vLLM swapped running requests to CPU until the swap space ("
+                 + (f"{sflag} {swap:g} GiB per GPU" if swap is not None else f"{sflag}, default {default_swap:g} GiB per GPU"
+                    if default_swap else sflag)
+                 + ") was full too: the engine aborted ('Aborted due to the lack of CPU swap space')"
+                 + (f" after ≈{total} preemptions" if total else "") + "."),
+        evidence=[*aborted[:2], *warns[:3], *of_kind(run, "engine_dead", "exception")[:2]],
+        severity="high",
+        confidence="high",
+        figures={"preemptions": total or None, "swap_space_gib": swap, "max_num_seqs": seqs, "aborted": True},
+        flags=flags,
+        actions=["Admit fewer sequences (--max-num-seqs) or give the GPU KV cache more room (higher "
+                 "--gpu-memory-utilization if the headroom allows, more GPUs, --kv-cache-dtype fp8), so fewer requests "
+                 "are preempted; or recompute instead of swapping (--preemption-mode recompute, in the V0 releases that have it).",
+                 "A larger --swap-space only moves the limit: it is pinned host RAM per GPU, × the GPUs."],
+    )

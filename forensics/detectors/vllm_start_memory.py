@@ -1,4 +1,5 @@
-"""VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for.
+"""VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for;
+VLLM-GPU-004: free memory rose while vLLM profiled (another process on the GPU released memory).
 
 vLLM V1 (0.9.1+) measures the device's free memory before loading and refuses to start when it is below
 utilization × total (``v1/worker/gpu_worker.py::init_device``, 0.14+ ``v1/worker/utils.py::request_memory``;
@@ -9,7 +10,8 @@ vllm_formats.md §3.3)::
 
 The difference, total − free, is held by something else on the GPU: another engine or tenant, or a process of an
 earlier run that has not exited. Either free it, or ask for no more than is free: utilization ≤ free ÷ total less a
-margin (vllm_formats.md "K3 co-tenancy").
+margin (vllm_formats.md "K3 co-tenancy"). When nvidia-smi's process list is in the input, the finding names the
+processes on that GPU and what each holds (0.14+ names the device, ``cuda:N``).
 
 >>> fitting_utilization(3.22, 79.19), fitting_utilization(40.1, 79.19)
 (None, 0.48)
@@ -18,8 +20,10 @@ margin (vllm_formats.md "K3 co-tenancy").
 from __future__ import annotations
 
 import math
+import re
 
-from forensics.facts.rows import attrs, rank_of
+from forensics.facts.gpu import gpu_holders
+from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import of_kind, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -35,7 +39,71 @@ def fitting_utilization(free_gib: float, total_gib: float) -> float | None:
     return u if u >= MIN_USEFUL else None
 
 
+_CUDA_DEVICE = re.compile(r"^cuda:(\d+)$")
+
+
+def holders_words(procs: list[Row]) -> str:
+    """``pid 4411 (python3) 48.00 GiB on GPU 1, …``: what nvidia-smi says each process holds."""
+    return ", ".join(f"pid {p['pid']} ({p.get('comm') or '?'}) {fmt_gib(p.get('used_bytes') or 0)}"
+                     + (f" on GPU {p['gpu']}" if p.get("gpu") is not None else "") for p in procs[:4]) + (f" and {len(procs) - 4} more" if len(procs) > 4 else "")
+
+
 def detect(tl: Timeline) -> list[Finding]:
+    return _short_at_start(tl) + _memory_changed_while_profiling(tl)
+
+
+def _memory_changed_while_profiling(tl: Timeline) -> list[Finding]:
+    """VLLM-GPU-004: vLLM's profiling assertion — the GPU had *more* free memory after profiling than before.
+
+    vLLM sizes the KV cache from the device's free memory before and after a profiling forward pass; it asserts
+    that free memory fell (``assert init free > current free``, ``"Error in memory profiling"``; V0 0.2-0.6.3
+    ``assert peak_memory > 0``; vllm_formats.md §2.4, §3.3; ``v1/worker/gpu_worker.py::determine_available_memory``).
+    Free memory rises during the pass only when memory vLLM does not own is released meanwhile: an earlier
+    instance still exiting ("not properly cleaned up before initializing", 0.4-0.9) or a co-tenant in the same
+    container or on the same GPU ("other processes sharing the same container release GPU memory", 0.9.1+)."""
+    out: list[Finding] = []
+    for run in vllm_runs(tl):
+        hits = of_kind(run, "memory_profiling_error")
+        if not hits:
+            continue
+        a = attrs(hits[0])
+        before, after = a.get("initial_free_bytes"), a.get("current_free_bytes")
+        used_before, used_after = a.get("initial_used_bytes"), a.get("current_used_bytes")
+        if before is not None and after is not None:
+            change = (f"free GPU memory rose from {fmt_gib(before)} to {fmt_gib(after)} "
+                      f"(+{fmt_gib(after - before)}) while it profiled")
+        elif used_before is not None and used_after is not None:
+            change = (f"GPU memory in use fell from {fmt_gib(used_before)} to {fmt_gib(used_after)} while it "
+                      "profiled")
+        else:
+            change = "free GPU memory rose while it profiled"
+        own = frozenset(int(r["pid"]) for r in run if r.get("pid") is not None)
+        holders = [p for p in gpu_holders(tl, exclude_pids=own) if p.get("used_bytes")]
+        out.append(make_finding(
+            "VLLM-GPU-004",
+            summary=(f"vLLM's start-up memory profiling failed: {change}. Memory vLLM does not own was released on "
+                     "the GPU during the pass — an earlier instance still exiting, or another process sharing the "
+                     "GPU or the container" + (f" (nvidia-smi lists {holders_words(holders)})" if holders else "")
+                     + ". vLLM cannot size its KV cache while other processes' memory changes under it; this is not "
+                     "an out-of-memory error and no memory setting fixes it."),
+            evidence=[*hits[:2], *of_kind(run, "exception", "init_failed", "engine_dead")[:2], *holders[:3]],
+            confidence="high" if before is not None or used_before is not None else "medium",
+            confidence_reason=None if before is not None or used_before is not None else
+            "the assertion's message names no figures (vLLM before 0.5.5)",
+            ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
+            figures={"initial_free_bytes": before, "current_free_bytes": after,
+                     "initial_used_bytes": used_before, "current_used_bytes": used_after,
+                     "holder_pids": [int(p["pid"]) for p in holders] or None},
+            actions=["Before starting vLLM, wait until the previous instance's processes are gone and the GPU is "
+                     "empty: `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` lists "
+                     "nothing on it.",
+                     "Give vLLM GPUs of its own (CUDA_VISIBLE_DEVICES, a container per GPU set, MIG) when other jobs "
+                     "run on the host; retrying while they allocate and free memory fails the same way."],
+        ))
+    return out
+
+
+def _short_at_start(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
         short = of_kind(run, "gpu_memory_short")
@@ -45,6 +113,9 @@ def detect(tl: Timeline) -> list[Finding]:
         a = attrs(row)
         free, total, util = a.get("free_gpu_bytes"), a.get("total_gpu_bytes"), a.get("gpu_memory_utilization")
         held = total - free if free is not None and total is not None else None
+        device = _CUDA_DEVICE.match(str(a.get("device") or ""))
+        own = frozenset(int(r["pid"]) for r in run if r.get("pid") is not None)
+        holders = [p for p in gpu_holders(tl, int(device.group(1)) if device else None, own) if p.get("used_bytes")]
         flags: list[FlagChange] = []
         new = fitting_utilization(free / GIB, total / GIB) if free and total else None
         if new is not None and util is not None and new < util:
@@ -55,16 +126,20 @@ def detect(tl: Timeline) -> list[Finding]:
             summary=("vLLM refused to start: "
                      + (f"only {fmt_gib(free)} of the GPU's {fmt_gib(total)} was free, " if free and total else "")
                      + (f"less than the {util:g} utilization asks for" if util is not None else "less than asked for")
-                     + (f"; {fmt_gib(held)} is held by another process (another engine, a tenant, or an earlier run "
-                        "that has not exited)." if held else ".")
+                     + (f"; {fmt_gib(held)} is held by another process" if held else "; the rest is held by another "
+                        "process")
+                     + (f": nvidia-smi lists {holders_words(holders)}." if holders else
+                        " (another engine, a tenant, or an earlier run that has not exited).")
                      + (f" Free it, or lower --gpu-memory-utilization to {new:.2f}." if flags else
                         " Free the GPU first: what is left is too little to serve from.")),
-            evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2]],  # and the start-up's teardown
-            confidence="medium",
-            confidence_reason="who holds the memory is not in vLLM's message; the process table of the GPU says",
+            evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2], *holders[:3]],  # and the teardown
+            confidence="high" if holders else "medium",
+            confidence_reason=None if holders else "who holds the memory is not in vLLM's message; the process table "
+                                                   "of the GPU says",
             ranks=[x for x in (rank_of(r) for r in short) if x is not None],
             figures={"free_gpu_bytes": free, "total_gpu_bytes": total, "gpu_memory_utilization": util,
-                     "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new},
+                     "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new,
+                     "holder_pids": [int(p["pid"]) for p in holders] or None},
             flags=flags,
             actions=["List what holds the GPU: `nvidia-smi --query-compute-apps=pid,process_name,used_memory "
                      "--format=csv` (in a container, on the host), and stop what should not be there.",

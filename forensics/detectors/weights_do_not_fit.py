@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from forensics.facts.launch import server_config
+from forensics.facts.oom import enclosing_traceback
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -108,7 +109,8 @@ def detect(tl: Timeline) -> list[Finding]:
                         if minimum is None and hits
                         else "; more GPUs, quantisation or a smaller model are needed")
                      + "."),
-            evidence=[*hits[:3], *load_oom[:2], *cfg.evidence_rows("mem_fraction_static")],
+            evidence=[*hits[:3], *load_oom[:2], *cfg.evidence_rows("mem_fraction_static"),
+                      *[tb for r in load_oom[:2] if (tb := enclosing_traceback(run, r)) is not None]],
             confidence="high" if not reasons else "medium",
             confidence_reason="; ".join(reasons) or None,
             ranks=[x for x in (rank_of(first),) if x is not None],

@@ -1,5 +1,10 @@
 """SGL-XID-001/002: NVIDIA Xid events, judged by the Xid catalog (:mod:`forensics.facts.xid`).
 
+Sources: SGL-XID-001 and SGL-XID-002 read the NVRM Xid line (reference/system_formats.md §6.1) and the catalog
+(reference/system_formats.md §6.3: 43 and 45 are the channel teardown of a killed process); SGL-XID-003 is the
+CUDA runtime's ECC/NVLink error text (reference/failure_messages.md §2.2); SGL-XID-004 the ECC, retired-page
+and remapped-row counters of reference/system_formats.md §2.2 and §2.3.
+
 Sample (R460+ driver)::
 
     NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
@@ -18,7 +23,9 @@ from forensics.facts.gpu_map import fill_gpus, gpu_map
 from forensics.facts.lifecycle import end_events
 from forensics.facts.rows import Row, attrs, before, rows
 from forensics.model import SEVERITIES, SEVERITY_RANK, Finding, Timeline
+from parsers.failures import hardware_fault
 
+from . import gpu_driver
 from ._common import evidence as evidence_of
 from ._common import make_finding
 
@@ -55,21 +62,38 @@ HARDWARE_CLASSES = {"ecc_error": "an uncorrectable ECC error (Xid 48/94/95 class
                     "nvlink_error": "an uncorrectable NVLink error (Xid 74 class)"}
 
 
+#: rows that carry an exception a server process raised (the engines' parsers keep its message in the row)
+_RAISED_KINDS = ("scheduler_exception", "exception", "init_failed", "cuda_graph_failed", "engine_dead", "rank_dead")
+
+
+def _hardware_class(row: Row) -> str | None:
+    """The hardware fault a row reports: a failure line's class, vLLM's cuda_error, or the message of an exception
+    a scheduler or worker raised (failure_messages.md §2.2 — the fault is the same whichever frame raised it: a
+    forward step, CUDA-graph capture, the weights' load)."""
+    a = attrs(row)
+    if row.get("kind") == "failure":
+        return a.get("failure") if a.get("failure") in HARDWARE_CLASSES else None
+    if row.get("kind") == "cuda_error":
+        return "ecc_error" if a.get("error") == "uncorrectable_ecc" else hardware_fault(a.get("message") or "")
+    return hardware_fault(str(a.get("exception_message") or "") + "\n" + (row.get("text") or ""))
+
+
 def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
     """SGL-XID-003: the CUDA runtime told a process the GPU failed, whether or not the kernel log is here."""
-    hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") in HARDWARE_CLASSES]
-    # the same message read by an engine's own parser (parsers/vllm.py: cuda_error)
-    hits += [r for r in rows(tl, "cuda_error") if attrs(r).get("error") == "uncorrectable_ecc"]
-    if not hits:
+    found = [(r, k) for r in rows(tl, "failure", "cuda_error", *_RAISED_KINDS) if (k := _hardware_class(r))]
+    if not found:
         return []
-    kinds = sorted({attrs(r).get("failure") or "ecc_error" for r in hits})
+    hits = [r for r, _k in found]
+    kinds = sorted({k for _r, k in found})
+    # the server's death after the fault is the fault's consequence: its lines are this finding's evidence too
+    deaths = [r for r in rows(tl, "init_failed", "engine_dead", "sigquit") if before(hits[0], r)]
     return [make_finding(
         "SGL-XID-003",
         summary=("CUDA reported " + " and ".join(HARDWARE_CLASSES[k] for k in kinds) + " to the server: a hardware "
                  "fault of the GPU, not a load or configuration problem."
                  + ("" if xid_rows else " The kernel log is not in the input, so the GPU's Xid and its bus id are "
                                         "not known.")),
-        evidence=hits[:4],
+        evidence=[*hits[:4], *deaths[:2]],
         confidence="high",
         figures={"hardware_errors": kinds},
         actions=["Find the GPU: `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER` (volatile/aggregate uncorrectable "
@@ -80,7 +104,10 @@ def _hardware_from_cuda(tl: Timeline, xid_rows: list[Row]) -> list[Finding]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    return _detect_xids(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) + _memory_counters(tl)
+    xids = _detect_xids(tl)
+    hang = [] if any(f.rule_id == "SGL-XID-001" for f in xids) else gpu_driver.driver_hang(tl)
+    return xids + hang + gpu_driver.nvswitch_faults(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) \
+        + _memory_counters(tl)
 
 
 def _yes(value: Any) -> bool:
@@ -162,6 +189,8 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
     hits += [{**r, "code": 79} for r in rows(tl, "gpu_fallen_off_bus") if not attrs(r).get("xid79_line")
              and not any(x.get("code") == 79 and x.get("file") == r.get("file") and attrs(x).get("pci_bus_id")
                          == attrs(r).get("pci_bus_id") for x in hits)]
+    lost = gpu_driver.lost_handle_rows(tl, hits)
+    hits += [r for r in lost if not r["xid_named"]]  # a GPU whose own Xid is here is told by that Xid
     if not hits:
         return []
     hits = fill_gpus(hits, gpu_map(tl))  # Xid lines name a PCI address; nvidia-smi says which index it is
@@ -184,6 +213,11 @@ def _detect_xids(tl: Timeline) -> list[Finding]:
     out = []
     if real:
         finding = _real(real, infos)
+        finding.summary += gpu_driver.lost_handle_words(lost)
+        finding.evidence = finding.evidence + [evidence_of(r) for r in lost[:2]]
+        if warnings := gpu_driver.os_schedule_rows(tl):
+            finding.summary += " " + gpu_driver.os_schedule_words(warnings)
+            finding.evidence = finding.evidence + [evidence_of(r) for r in warnings[:2]]
         crashes = _engine_crashes(tl)
         app = sorted(c for c in real if c in APPLICATION_XIDS)
         if crashes and app and SEVERITY_RANK[finding.severity] > SEVERITY_RANK["high"]:
@@ -258,9 +292,12 @@ def _real(real: dict[int, list[Row]], infos: dict[int, Any]) -> Finding:
         name = _field(info, "mnemonic", "name", "title") or "unknown Xid"
         meaning = _field(info, "meaning", "description", "summary")
         gpus = sorted({r["gpu"] for r in real[c] if r.get("gpu") is not None})
-        buses = sorted({str(attrs(r).get("pci_bus_id")) for r in real[c] if attrs(r).get("pci_bus_id")})
-        where = f"GPU {', '.join(map(str, gpus))}" if gpus else (", ".join(buses) or "unknown GPU")
-        parts.append(f"Xid {c} ({name}) ×{len(real[c])} on {where}" + (f": {meaning}" if meaning else ""))
+        # a GPU nvidia-smi did not map to an index is named by its bus
+        buses = sorted({str(attrs(r).get("pci_bus_id")) for r in real[c] if attrs(r).get("pci_bus_id")
+                        and r.get("gpu") is None})
+        where = ", ".join([f"GPU {g}" for g in gpus] + buses) or "unknown GPU"
+        seen_as = " (nvidia-smi's lost handles)" if all(r.get("smi_handle") for r in real[c]) else ""
+        parts.append(f"Xid {c} ({name}){seen_as} ×{len(real[c])} on {where}" + (f": {meaning}" if meaning else ""))
         action = _field(info, "action", "next_step")
         if action:
             actions.append(f"Xid {c}: {action}")

@@ -22,3 +22,12 @@ def gpu_capacity(tl: Timeline, run: list[Row], ooms: list[Row] | None = None) ->
         return float(r["total_bytes"]), f"the known memory of the {attrs(r).get('model')} the input names"
     return None, "unknown"
 
+
+
+def gpu_holders(tl: Timeline, gpu: int | None = None, exclude_pids: frozenset[int] = frozenset()) -> list[Row]:
+    """The processes nvidia-smi lists on a GPU (every GPU when ``gpu`` is None) with the memory each holds, the
+    largest first; ``exclude_pids`` are the failing server's own (system_formats.md §2.1-2.4: the process table
+    of the default view, ``--query-compute-apps``, ``-q``'s Processes section)."""
+    procs = [r for r in rows(tl, "gpu_process") if r.get("pid") is not None and int(r["pid"]) not in exclude_pids
+             and (gpu is None or r.get("gpu") == gpu)]
+    return sorted(procs, key=lambda r: -(r.get("used_bytes") or 0))

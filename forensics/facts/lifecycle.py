@@ -1,5 +1,9 @@
 """The end of a run and what came after: kill commands, the engine's death lines, OOM kills of the
-server, launches, and process snapshots."""
+server, launches, and process snapshots.
+
+Sources: kill(1) and pkill(1) (procps) for the kill commands; reference/failure_messages.md §5.5 for the death
+notices.
+"""
 
 from __future__ import annotations
 

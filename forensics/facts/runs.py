@@ -128,6 +128,8 @@ SGLANG_KINDS = (
     "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead", "subprocess_crashed", "sigterm",
     "init_failed", "memory_imbalance", "dist_init_begin", "dist_init_end", "nccl_watchdog", "health_check_failed",
     "failure", "notice", "capture_progress", "cuda_graph_bs", "progress_bar",
+    # ``sglang is using nccl==X``: pynccl's communicator up, a stage of distributed initialisation (facts/stages.py)
+    "version",
 )
 
 

@@ -1,6 +1,9 @@
 """The SGLang version: stated (version facts, a version row, a container image's tag) or bounded by
 the log's line formats (sglang_formats.md §1–§7).
 
+Sources: sglang .github/workflows/release-docker.yml (0.4+; _docker-build-and-publish.yml 0.5.x) publishes
+the ``lmsysorg/sglang:v<version>[-variant]`` image tags.
+
 >>> parse_version("v0.5.6.post2")
 (0, 5, 6)
 """

@@ -1,5 +1,8 @@
 """vLLM facts: a log's runs and the settings that apply to each.
 
+Sources: reference/vllm_formats.md §1.3 (the process prefixes ``EngineCore``, ``VllmWorker``, ``Worker_TP1``,
+``APIServer``).
+
 Settings come from, in rising precedence: vLLM's defaults (``forensics.facts.engines``, marked assumed),
 a ``vllm serve`` launch command, ``args: Namespace(...)`` / ``non-default args: {...}``, the engine's
 config line, and the memory-profiling lines (which print the utilization actually used).
@@ -31,7 +34,8 @@ VLLM_KINDS = (
     "cuda_graph_end", "cuda_graph_memory", "capture_progress", "preemption", "engine_metrics", "cuda_oom",
     "cuda_error_oom", "gpu_memory_short", "exception", "init_failed", "engine_dead", "rank_dead", "notice",
     "swap_space_too_large", "swap_exhausted", "rank_assigned", "server_ready", "cuda_error", "nccl_error",
-    "memory_profiling_error", "progress_bar", "nccl_info", "shm_wait", "rpc_timeout",
+    "memory_profiling_error", "progress_bar", "nccl_info", "shm_wait", "rpc_timeout", "host_pool",
+    "engine_startup_wait",
 )
 
 #: config-line keys → argparse dests
@@ -164,8 +168,34 @@ def settings(tl: Timeline, run: list[Row]) -> VllmSettings:
             if a.get(key) is not None and key not in s.values:
                 s.set(key, a[key], row)
     if s.engine_generation is None:
-        s.engine_generation = generation(run)
+        s.engine_generation = generation(run) or launch_generation(tl)
     return s
+
+
+#: vLLM's image tag (``vllm/vllm-openai:v0.9.1``) or pip pin (``vllm==0.6.3``) in a launch
+_VLLM_RELEASE = re.compile(r"vllm[\w/-]*(?::v?|==)(\d+)\.(\d+)")
+#: settings only the V1 engine has: its KV connectors (``…ConnectorV1``, vLLM's ``OffloadingConnector``) and
+#: the native offload size (0.11.2+)
+_V1_ONLY = re.compile(r"ConnectorV1|OffloadingConnector|--kv[-_]offloading[-_]size")
+
+
+def launch_generation(tl: Timeline) -> str | None:
+    """V0 or V1 from the launch alone: the release (V1 the default from 0.8.0, the only engine from 0.11.0;
+    ``VLLM_USE_V1=0`` keeps V0 on 0.8–0.10: vllm_formats.md §1) or a V1-only setting."""
+    for row in reversed(launch_rows(tl)):
+        if not is_vllm_launch(row):
+            continue
+        a = attrs(row)
+        text = " ".join([row.get("text") or "", str(a.get("image") or ""), *(str(x) for x in a.get("argv") or [])])
+        env = a.get("env") or {}
+        if _V1_ONLY.search(text) or any(_V1_ONLY.search(f"{k} {v}") for k, v in (a.get("flags") or {}).items()):
+            return "V1"
+        m = _VLLM_RELEASE.search(text)
+        if m:
+            release = (int(m.group(1)), int(m.group(2)))
+            off = str(env.get("VLLM_USE_V1", "")).strip("\"'") == "0"
+            return "V1" if release >= (0, 11) or (release >= (0, 8) and not off) else "V0"
+    return None
 
 
 _V1_PROCESS = ("EngineCore", "VllmWorker rank", "Worker_", "APIServer", "ApiServer")

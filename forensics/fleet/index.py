@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ class FleetView:
     figure: dict[str, Any] | None
     span: tuple[date | None, date | None]
     headline: list[str] = field(default_factory=list)
+    figure_bin: str = "day"  # the over-time figure's bar width, in words
 
 
 def _window_counts(days: list[date], newest: date | None) -> tuple[int, int]:
@@ -151,31 +152,77 @@ def build_view(incidents: list[dict[str, Any]], findings: list[dict[str, Any]], 
             link = f"incidents/{r['incident_id']}/" + ("report.html" if (folder / "report.html").is_file() else "")
         listing.append({**r, "link": link, "input_names": [Path(p).name for p in r.get("inputs") or []]})
 
-    view = FleetView(listing, failed, recurring, gpus, hosts_hw, flags, _figure(incidents), span)
+    figure, figure_bin = _figure(incidents)
+    view = FleetView(listing, failed, recurring, gpus, hosts_hw, flags, figure, span, figure_bin=figure_bin)
     view.headline = _headline(view, ok)
     return view
 
 
-def _figure(incidents: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Incidents per day, stacked by root-cause category (failed inputs by the day their file is from)."""
+#: (longest span, bar width, the width in words): bars as narrow as the incidents' real span needs, so an
+#: afternoon is not drawn on an axis of months, nor a quarter as a hundred slivers
+_BINS = ((timedelta(hours=6), timedelta(minutes=10), "10 minutes"),
+         (timedelta(days=3), timedelta(hours=1), "hour"),
+         (timedelta(days=120), timedelta(days=1), "day"),
+         (None, timedelta(days=7), "week"))
+#: the axis shows at least this many bars' width, so that one bar is a bar, not the whole plot
+_MIN_BARS_SHOWN = 8
+
+
+def _moment(r: dict[str, Any]) -> datetime | None:
+    """When an incident happened, UTC without tzinfo: its collection, else its last event, else its day."""
+    for key in ("collected_at", "last_event"):
+        t = r.get(key)
+        if isinstance(t, datetime):
+            return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+    d = r.get("date")
+    return datetime(d.year, d.month, d.day) if isinstance(d, date) else None
+
+
+def _bin_start(t: datetime, width: timedelta) -> datetime:
+    if width >= timedelta(days=7):
+        day = t.replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=day.weekday())
+    step = int(width.total_seconds())
+    midnight = t.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight + timedelta(seconds=int((t - midnight).total_seconds()) // step * step)
+
+
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _figure(incidents: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """Incidents per time bin, stacked by root-cause category (failed inputs by the time their file is
+    from); the bin (10 minutes to a week) and the axis fit the incidents' real span. Returns the figure
+    and the bin in words."""
+    moments = [(r, t) for r in incidents if (t := _moment(r)) is not None]
+    if not moments:
+        return None, "day"
+    first, last = min(t for _r, t in moments), max(t for _r, t in moments)
+    width, word = next((w, said) for most, w, said in _BINS if most is None or last - first <= most)
     counts: dict[str, Counter] = defaultdict(Counter)
-    for r in incidents:
-        if not r.get("date"):
-            continue
+    for r, t in moments:
         cat = FAILED if r.get("error") else (r.get("root_cause_category") or NO_ROOT)
-        counts[cat][r["date"].isoformat()] += 1
-    if not counts:
-        return None
-    days = sorted({d for c in counts.values() for d in c})
+        counts[cat][_bin_start(t, width)] += 1
+    bins = sorted({b for c in counts.values() for b in c})
     order = sorted(counts, key=lambda c: (c in (NO_ROOT, FAILED), -sum(counts[c].values()), c))
-    data = [{"type": "bar", "name": cat, "x": days, "y": [counts[cat].get(d, 0) for d in days],
+    # bars centred on their bin, 90 % of its width (a date axis measures widths in milliseconds)
+    data = [{"type": "bar", "name": cat, "x": [_stamp(b + width / 2) for b in bins],
+             "y": [counts[cat].get(b, 0) for b in bins], "width": width.total_seconds() * 1000 * 0.9,
              "marker": {"color": _CATEGORY_COLOURS.get(cat, "#78909c")},
-             "hovertemplate": "%{x}: %{y} incident(s)<extra>" + re.sub(r"[<>&]", "", cat) + "</extra>"}
+             "hovertemplate": f"%{{y}} incidents in the {word} from %{{x}}<extra>" + re.sub(r"[<>&]", "", cat)
+                              + "</extra>"}
             for cat in order]
-    layout = {"barmode": "stack", "height": 340, "margin": {"l": 50, "r": 20, "t": 10, "b": 40},
-              "xaxis": {"type": "date", "title": "day (UTC)"}, "yaxis": {"title": "incidents", "rangemode": "tozero"},
-              "legend": {"orientation": "h", "y": -0.2}}
-    return {"data": data, "layout": layout}
+    lo, hi = bins[0], bins[-1] + width
+    pad = max(width, (width * _MIN_BARS_SHOWN - (hi - lo)) / 2)
+    tallest = max(sum(counts[c].get(b, 0) for c in counts) for b in bins)
+    layout = {"barmode": "stack", "height": 360, "margin": {"l": 60, "r": 30, "t": 10, "b": 50},
+              "xaxis": {"type": "date", "title": {"text": f"time (UTC), one bar per {word}"},
+                        "range": [_stamp(lo - pad), _stamp(hi + pad)], "automargin": True},
+              "yaxis": {"title": {"text": f"incidents per {word}"}, "rangemode": "tozero", "automargin": True,
+                        **({"dtick": 1} if tallest <= 10 else {})},
+              "legend": {"orientation": "h", "y": -0.25, "yanchor": "top"}}
+    return {"data": data, "layout": layout}, word
 
 
 def _headline(view: FleetView, ok: list[dict[str, Any]]) -> list[str]:

@@ -21,7 +21,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
-from forensics.inputs import InputFile, _Spool, _to_spool
+from .files import InputFile, Spool, to_spool
 
 _COMPRESSED = re.compile(r"\.(gz|bz2|xz|zst|zstd)$", re.I)
 _NUMBERED = re.compile(r"^(?P<base>.+)\.(?P<n>\d{1,4})$")
@@ -52,7 +52,7 @@ def rotation_key(name: str) -> tuple[str, tuple] | None:
     return posixpath.join(where, m["base"]), key
 
 
-def join_sets(files: list[InputFile], spool: _Spool | None, keep_under: int) -> list[InputFile]:
+def join_sets(files: list[InputFile], spool: Spool | None, keep_under: int) -> list[InputFile]:
     """``files`` with every rotation set (two or more members) replaced by one logical file, placed
     where its first member was."""
     by_name = {f.name: f for f in files}
@@ -96,7 +96,7 @@ def _raw_pieces(f: InputFile) -> Iterator[bytes]:
             yield piece
 
 
-def _join(name: str, members: list[InputFile], spool: _Spool | None, keep_under: int) -> InputFile:
+def _join(name: str, members: list[InputFile], spool: Spool | None, keep_under: int) -> InputFile:
     parts: list[tuple[str, int]] = []
     line = 1
 
@@ -118,7 +118,7 @@ def _join(name: str, members: list[InputFile], spool: _Spool | None, keep_under:
     newest = max((m.mtime for m in members if m.mtime is not None), default=None)
     base = dict(name=name, origin=members[-1].origin, mtime=newest, depth=max(m.depth for m in members))
     if spool is not None and total > keep_under:
-        got, where = _to_spool(spool, members[-1].origin, name, pieces())
+        got, where = to_spool(spool, members[-1].origin, name, pieces())
         return InputFile(data=b"", path=where, size=got, spool=spool, parts=parts, **base)  # type: ignore[arg-type]
     return InputFile(data=b"".join(pieces()), parts=parts, **base)  # type: ignore[arg-type]
 

@@ -8,7 +8,7 @@ ticket's ``.zip`` is read, an archive inside that one is listed as skipped. A na
 over bytes that say nothing known is still opened as one, so a damaged bundle is refused, not parsed
 as text.
 
-Decompression streams under the caps of :mod:`forensics.inputs` (size and ratio, checked at every
+Decompression streams under the caps of :mod:`forensics.inputs.limits` (size and ratio, checked at every
 MiB); what expands past the streaming threshold goes to the input's private spool, not to memory. A
 truncated or corrupt stream, and every zip refusal (a path that escapes, a link, an encrypted member,
 a bomb by ratio or total size) raise :class:`InputError`: one line, exit code 3.
@@ -31,8 +31,18 @@ from typing import BinaryIO
 
 import zstandard
 
-from forensics import inputs as _in
-from forensics.inputs import InputError, InputFile, _Spool, _why
+from . import limits, tar
+from .files import (
+    CountingReader,
+    InputError,
+    InputFile,
+    Spool,
+    capped_chunks,
+    error_line,
+    is_archive_name,
+    safe_member_name,
+    to_spool,
+)
 
 #: Magic bytes of the single-file compressions (bzip2's is followed by a block size digit).
 MAGIC = {"gzip": b"\x1f\x8b", "bzip2": b"BZh", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}
@@ -138,17 +148,17 @@ def _decompressed_head(f: InputFile, kind: str, n: int = 512) -> bytes:
 
 
 def _check(total: int, compressed: int, label: str) -> None:
-    if total > _in.MAX_MEMBER_BYTES:
-        raise InputError(f"{label}: refusing compressed file: expands past the {_in.MAX_MEMBER_BYTES >> 30} GiB cap")
-    if total > _in.RATIO_CHECK_AFTER and compressed and total / compressed > _in.MAX_RATIO:
+    if total > limits.MAX_MEMBER_BYTES:
+        raise InputError(f"{label}: refusing compressed file: expands past the {limits.MAX_MEMBER_BYTES >> 30} GiB cap")
+    if total > limits.RATIO_CHECK_AFTER and compressed and total / compressed > limits.MAX_RATIO:
         raise InputError(f"{label}: refusing compressed file: expands {total // compressed}× (decompression bomb?)")
 
 
-def decompress(f: InputFile, kind: str, spool: _Spool | None, keep_under: int, tick: Tick | None = None) -> InputFile:
+def decompress(f: InputFile, kind: str, spool: Spool | None, keep_under: int, tick: Tick | None = None) -> InputFile:
     """``f`` decompressed, under the caps; in memory up to ``keep_under`` bytes, else spooled."""
     label = label_of(f)
     raw = _source(f)
-    counter = _in._CountingReader(raw)  # type: ignore[arg-type]
+    counter = CountingReader(raw)  # type: ignore[arg-type]
     buffered = io.BufferedReader(counter, buffer_size=1 << 20)
 
     def pieces() -> Iterator[bytes]:
@@ -166,7 +176,7 @@ def decompress(f: InputFile, kind: str, spool: _Spool | None, keep_under: int, t
         except InputError:
             raise
         except STREAM_ERRORS as e:
-            raise InputError(f"{label}: {kind} data is truncated or corrupt ({_why(e)})") from None
+            raise InputError(f"{label}: {kind} data is truncated or corrupt ({error_line(e)})") from None
 
     try:
         it = pieces()
@@ -176,7 +186,7 @@ def decompress(f: InputFile, kind: str, spool: _Spool | None, keep_under: int, t
             held.append(chunk)
             size += len(chunk)
             if spool is not None and size > keep_under:
-                got, where = _in._to_spool(spool, label, f.name, itertools.chain(held, it))
+                got, where = to_spool(spool, label, f.name, itertools.chain(held, it))
                 return InputFile(name=f.name, data=b"", origin=f.origin, mtime=f.mtime, path=where, size=got,
                                  spool=spool, depth=f.depth, compression=kind)
         return InputFile(name=f.name, data=b"".join(held), origin=f.origin, mtime=f.mtime, depth=f.depth,
@@ -190,12 +200,12 @@ def decompress(f: InputFile, kind: str, spool: _Spool | None, keep_under: int, t
 
 
 def _zip_member_name(info: zipfile.ZipInfo, arch: str) -> str:
-    return _in._safe_member_name(info.orig_filename if hasattr(info, "orig_filename") else info.filename, arch)
+    return safe_member_name(info.orig_filename if hasattr(info, "orig_filename") else info.filename, arch)
 
 
-def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool, depth: int,
+def read_zip(source: BinaryIO | str, arch: str, spool: Spool | None, big: bool, depth: int,
              tick: Tick | None = None) -> tuple[list[InputFile], list[str]]:
-    """The regular files of one zip, checked as tar members are (see :func:`inputs.read_archive`).
+    """The regular files of one zip, checked as tar members are (see :func:`forensics.inputs.tar.read_archive`).
 
     Everything the central directory declares is checked before a byte is inflated: names that
     escape, links, encrypted members, members or a total over the caps, ratios of a bomb. Members
@@ -204,15 +214,15 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
     try:
         zf = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
-        raise InputError(f"{arch}: not a readable zip archive ({_why(e)})") from None
+        raise InputError(f"{arch}: not a readable zip archive ({error_line(e)})") from None
     files: list[InputFile] = []
     skipped: list[str] = []
     with zf:
         infos = zf.infolist()
         if not infos:
             raise InputError(f"{arch}: empty archive: nothing to read")
-        if len(infos) > _in.MAX_FILES:
-            raise InputError(f"{arch}: refusing archive: more than {_in.MAX_FILES:,} members")
+        if len(infos) > limits.MAX_FILES:
+            raise InputError(f"{arch}: refusing archive: more than {limits.MAX_FILES:,} members")
         _check_no_overlap(zf, infos, arch)
         declared = 0
         for info in infos:
@@ -226,16 +236,16 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
                 continue
             if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):  # 0: no Unix type recorded
                 raise InputError(f"{arch}: refusing member {info.filename!r}: not a regular file")
-            if info.file_size > _in.MAX_MEMBER_BYTES:
+            if info.file_size > limits.MAX_MEMBER_BYTES:
                 raise InputError(f"{arch}: refusing member {info.filename!r}: declares {info.file_size} bytes, "
-                                 f"over the {_in.MAX_MEMBER_BYTES >> 30} GiB cap")
-            if info.file_size > _in.RATIO_CHECK_AFTER and info.file_size > _in.MAX_RATIO * max(info.compress_size, 1):
+                                 f"over the {limits.MAX_MEMBER_BYTES >> 30} GiB cap")
+            if info.file_size > limits.RATIO_CHECK_AFTER and info.file_size > limits.MAX_RATIO * max(info.compress_size, 1):
                 raise InputError(f"{arch}: refusing member {info.filename!r}: expands "
                                  f"{info.file_size // max(info.compress_size, 1)}× (decompression bomb?)")
             declared += info.file_size
-        if declared > _in.MAX_TOTAL_BYTES:
-            raise InputError(f"{arch}: refusing archive: declares {declared} bytes, past {_in.MAX_TOTAL_BYTES >> 30} GiB")
-        counter = _in._CountingReader(io.BytesIO())  # type: ignore[arg-type]
+        if declared > limits.MAX_TOTAL_BYTES:
+            raise InputError(f"{arch}: refusing archive: declares {declared} bytes, past {limits.MAX_TOTAL_BYTES >> 30} GiB")
+        counter = CountingReader(io.BytesIO())  # type: ignore[arg-type]
         total = 0
         seen = 0
         for info in infos:
@@ -243,13 +253,13 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
             if info.is_dir() or not name:
                 continue
             seen += info.file_size
-            over = _in.STREAM_BYTES_BIG_INPUT if big or seen > _in.STREAM_BYTES else _in.STREAM_BYTES
+            over = limits.STREAM_BYTES_BIG_INPUT if big or seen > limits.STREAM_BYTES else limits.STREAM_BYTES
             counter.count += info.compress_size  # what zipfile may read for it, at most
             try:
                 with zf.open(info) as fobj:
-                    chunks = _in._capped_chunks(fobj, info.file_size, arch, info.filename, total, counter, tick)
+                    chunks = capped_chunks(fobj, info.file_size, arch, info.filename, total, counter, tick)
                     if spool is not None and info.file_size > over:
-                        got, where = _in._to_spool(spool, arch, info.filename, chunks)
+                        got, where = to_spool(spool, arch, info.filename, chunks)
                         files.append(InputFile(name=name, data=b"", origin=arch, mtime=_zip_mtime(info), path=where,
                                                size=got, spool=spool, depth=depth))
                     else:
@@ -259,9 +269,9 @@ def read_zip(source: BinaryIO | str, arch: str, spool: _Spool | None, big: bool,
             except InputError:
                 raise
             except NotImplementedError as e:
-                raise InputError(f"{arch}: cannot read member {info.filename!r} ({_why(e)})") from None
+                raise InputError(f"{arch}: cannot read member {info.filename!r} ({error_line(e)})") from None
             except (zipfile.BadZipFile, *STREAM_ERRORS) as e:
-                raise InputError(f"{arch}: archive is truncated or corrupt ({_why(e)})") from None
+                raise InputError(f"{arch}: archive is truncated or corrupt ({error_line(e)})") from None
             total += got
     if not files:
         raise InputError(f"{arch}: archive holds no regular files")
@@ -314,7 +324,7 @@ def _zip_mtime(info: zipfile.ZipInfo) -> float | None:
 class Expander:
     """Expand the files of one input: decompress, open archives one level deep (see the module)."""
 
-    def __init__(self, spool: _Spool | None, keep_under: int, big: bool,
+    def __init__(self, spool: Spool | None, keep_under: int, big: bool,
                  progress: Callable[[str, int], Tick | None] | None = None) -> None:
         self.spool = spool
         self.keep_under = keep_under
@@ -339,7 +349,7 @@ class Expander:
         head = f.head(512)
         kind = compression_of(head)
         if kind is not None:
-            tarname = _in.is_archive_name(f.name.lower()) and not f.name.lower().endswith(ZIP_SUFFIXES)
+            tarname = is_archive_name(f.name.lower()) and not f.name.lower().endswith(ZIP_SUFFIXES)
             if tarname or is_tar(_decompressed_head(f, kind)):  # the name may speak for an empty tar
                 return self._archive(f, "tar", prefix_members)
             tick = self.progress(f"decompressing {f.name}", f.nbytes) if self.progress and f.nbytes >= (1 << 20) \
@@ -354,7 +364,7 @@ class Expander:
             name = f.name.lower()
             if name.endswith(ZIP_SUFFIXES):
                 return self._archive(f, "zip", prefix_members)
-            if _in.is_archive_name(name):
+            if is_archive_name(name):
                 return self._archive(f, "tar", prefix_members)
         return [f]
 
@@ -368,14 +378,14 @@ class Expander:
             if kind == "zip":
                 members, skipped = read_zip(src, arch, self.spool, self.big, f.depth + 1, task)
             else:
-                members, skipped = _in.read_archive(None, self.spool, self.big, stream=src, label=arch,
+                members, skipped = tar.read_archive(None, self.spool, self.big, stream=src, label=arch,
                                                     depth=f.depth + 1, tick=task)
         if task is not None and hasattr(task, "done"):
             task.done()
         self.members += len(members)
-        if self.members > _in.MAX_FILES:
-            raise InputError(f"{arch}: refusing archive: more than {_in.MAX_FILES:,} members in all its archives")
-        _in._strip_common_top(members)
+        if self.members > limits.MAX_FILES:
+            raise InputError(f"{arch}: refusing archive: more than {limits.MAX_FILES:,} members in all its archives")
+        tar.strip_common_top(members)
         if prefix_members:
             self.roots.add(f.name)
             for m in members:

@@ -188,9 +188,15 @@ def _headline(doc: dict[str, Any]) -> dict[str, Any]:
         on_lead = [f for f in findings if (f.get("hosts") or [None])[0] == (lead.get("hosts") or [None])[0]]
     else:
         on_lead = findings
-    ranks = sorted({r for f in findings for r in f.get("ranks") or [] if isinstance(r, int)})
+    ranks = sorted({r for f in on_lead for r in f.get("ranks") or [] if isinstance(r, int)})
     gpus = sorted({g for f in on_lead for g in f.get("gpus") or [] if isinstance(g, int)})
-    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus, "hosts": hosts,
+    # the list of findings under the root cause: one entry per rule and title, with the hosts it fired on
+    groups: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for f in findings:
+        g = groups.setdefault((f.get("rule_id"), f.get("title")), {"f": f, "n": 0, "hosts": []})
+        g["n"] += 1
+        g["hosts"] += [h for h in f.get("hosts") or [] if h not in g["hosts"]]
+    return {"root": root, "lead": lead, "ranks": ranks, "gpus": gpus, "hosts": hosts, "groups": list(groups.values()),
             "lead_host": ((lead or {}).get("hosts") or [None])[0] if len(hosts) > 1 else None,
             "worst": min((SEVERITY_RANK.get(f.get("severity"), 9) for f in findings), default=None)}
 
@@ -228,9 +234,16 @@ def findings_view(doc: dict[str, Any], catalog: Any) -> list[dict[str, Any]]:
     ids = {f.get("rule_id") for f in doc.get("findings") or []}
     root = root_finding(doc)  # one finding, even when its rule fired in several server runs
     out = []
+    quoted: dict[tuple[Any, Any], str] = {}  # (file, line) → the finding whose evidence quotes it
     for f in ordered_findings(doc):
+        evidence = []
+        for e in f.get("evidence") or []:
+            key = (e.get("file"), e.get("line"))
+            evidence.append({**e, "quoted_under": quoted.get(key)})  # a line two findings rest on is quoted once
+            quoted.setdefault(key, str(f.get("rule_id")))
         out.append({
             "f": f,
+            "evidence": evidence,
             "rule": rule_info(catalog, str(f.get("rule_id"))),
             "is_root": f is root,
             "consequence_known": f.get("consequence_of") in ids,
@@ -324,6 +337,21 @@ def _distinct_evidence(items: list[tuple[dict, dict]]) -> list[tuple[dict, dict]
     return out
 
 
+def _also_found(findings: list[dict[str, Any]], lead: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The findings besides the lead, one entry per rule (and run, and cause), with every host it fired on."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for f in findings:
+        if f is lead:
+            continue
+        figures = f.get("figures") or {}
+        key = (f.get("severity"), f.get("rule_id"), figures.get("run"), f.get("consequence_of"),
+               figures.get("consequence_of_host"))
+        entry = out.setdefault(key, {"severity": key[0], "rule_id": key[1], "run": key[2], "consequence_of": key[3],
+                                     "consequence_of_host": key[4], "hosts": []})
+        entry["hosts"] += [h for h in f.get("hosts") or [] if h not in entry["hosts"]]
+    return list(out.values())
+
+
 def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = None) -> str:
     """summary.md: at most 25 lines for a ticket; the same input gives the same bytes."""
     doc = normalise_document(doc)
@@ -333,10 +361,12 @@ def render_markdown(doc: dict[str, Any], catalog: Any, tl: Timeline | None = Non
         for e in f.get("evidence") or []:
             evidence.append((f, e))
     fix = launch_fix(doc, tl)
+    head = _headline(doc)
     text = template_env(False).get_template("summary.md.j2").render(
         doc=doc,
-        head=_headline(doc),
+        head=head,
         findings=findings,
+        also=_also_found(findings, head["lead"]),
         evidence=_distinct_evidence(evidence)[:3],
         fix=fix,
         step_groups=report_steps(doc, fix, limit=5),

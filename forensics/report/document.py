@@ -99,9 +99,14 @@ def is_env_setting(flag: str) -> bool:
 
 
 def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
-    """Every remediation flag, once: the root cause's value wins, then severity order."""
+    """Every remediation flag, once: the root cause's value wins, then severity order. A finding that follows
+    from another (an NCCL timeout after a peer was OOM-killed) changes no flag: fixing the cause removes it,
+    and its own remedy (a longer timeout) would only hide the next one."""
     seen: dict[str, FlagRow] = {}
+    ids = {f.get("rule_id") for f in doc.get("findings") or []}
     for f in ordered_findings(doc):
+        if f.get("consequence_of") in ids:
+            continue
         for ch in (f.get("remediation") or {}).get("flags") or []:
             if not ch.get("flag"):
                 continue

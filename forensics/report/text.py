@@ -145,6 +145,10 @@ def figure_label(key: str) -> str:
     return (text[:1].upper() + text[1:] if text else key) + unit
 
 
+#: a snake_case code as findings.json writes it (``scheduler_exception``), not a file or a command
+_CODE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
 def _gib_text(n: float) -> str:
     return f"{n / (1 << 30):,.2f} GiB"
 
@@ -159,6 +163,8 @@ def fmt_figure(key: str, value: Any) -> str:
     '0: 96.00 GiB, 2: 96.00 GiB'
     >>> fmt_figure("ranks", [0, 1, 2])
     '0, 1, 2'
+    >>> fmt_figure("failure_kinds", ["scheduler_exception", "cuda_graph_failed"])
+    'scheduler exception, cuda graph failed'
     """
     is_memory = "bytes" in key
 
@@ -171,8 +177,10 @@ def fmt_figure(key: str, value: Any) -> str:
             return f"{v:g}"
         if isinstance(v, dict):
             return ", ".join(f"{k}: {one(x)}" for k, x in sorted(v.items(), key=lambda kv: str(kv[0])))
-        if isinstance(v, list | tuple):
-            return ", ".join(one(x) for x in v)
+        if isinstance(v, list | tuple):  # a list of records reads as records: "a: 1, b: 2; a: 3, b: 4"
+            return ("; " if any(isinstance(x, dict) for x in v) else ", ").join(one(x) for x in v)
+        if isinstance(v, str) and _CODE.fullmatch(v):  # a code (scheduler_exception) as words
+            return v.replace("_", " ")
         return str(v)
 
     return one(value)

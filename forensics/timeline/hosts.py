@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics.inputs import STREAM_BYTES, looks_binary, read_inputs
+from forensics.inputs import limits, looks_binary, read_inputs
 from forensics.inputs.manifest import validate
 from forensics.model import Facts, HostFacts, Timeline
 from parsers.hostname import stated_hosts
@@ -87,7 +87,7 @@ def _text_heads(files: list[tuple[str, bytes]]) -> str:
 def _manifest_at(folder: Path) -> dict | None:
     for cand in [folder / "manifest.json", *sorted(folder.glob("*/manifest.json"))[:1]]:
         with contextlib.suppress(OSError, ValueError, UnicodeDecodeError, RecursionError):
-            if cand.stat().st_size > STREAM_BYTES:  # too big to be a manifest
+            if cand.stat().st_size > limits.STREAM_BYTES:  # too big to be a manifest
                 continue
             doc = json.loads(cand.read_text(encoding="utf-8"))
             if isinstance(doc, dict) and "artifacts" in doc:

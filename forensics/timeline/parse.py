@@ -193,6 +193,11 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[Piece]:
     return out
 
 
+#: files whose name says what their content is when the content alone cannot (a cgroup file holds a bare
+#: number: Linux Documentation/admin-guide/cgroup-v2.rst, ``memory.max``; cgroup v1 ``memory.limit_in_bytes``)
+NAMED_FORMATS = {"memory.max": "container_limits", "memory.limit_in_bytes": "container_limits"}
+
+
 def hinted_format(hint: str | None, head: str) -> str | None:
     """The manifest's format for a file when its content does not say otherwise, else None.
 
@@ -214,10 +219,10 @@ def parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[Piece], 
     """Parse one file; returns the pieces and the format label for the inventory."""
     snapshot = art.get("snapshot") if art else None
     head = text[: registry.SNIFF_BYTES]
-    fmt = hinted_format(art.get("format") if art else None, head)
+    fmt = hinted_format((art.get("format") if art else None) or NAMED_FORMATS.get(f.name.rsplit("/", 1)[-1]), head)
     if fmt is not None:
         try:
-            return [Piece(_run_parser(fmt, text, f.name, _argv_command(art)), 1, snapshot)], fmt
+            return [Piece(_run_parser(fmt, text, f.name, _argv_command(art) if art else None), 1, snapshot)], fmt
         except NotThisFormat:
             pass  # the manifest's word is a hint; content decides
     best, score = registry.best_format(head)

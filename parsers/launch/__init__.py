@@ -1,5 +1,9 @@
 """SGLang launch commands, wherever they are written down.
 
+Sources: reference/sglang_formats.md §8 (the server flags) and §2, reference/vllm_formats.md §6 (launch
+forms), docker-run(1) and podman-run(1) (the image reference before the command), bash(1) (continuations,
+``VAR=value`` prefixes).
+
 Finds ``python[3] -m sglang.launch_server …`` (also ``sglang_router.launch_server``) and
 ``sglang serve …`` in a shell script (backslash continuations, comments, ``VAR=value`` prefixes,
 ``nohup … > log 2>&1 &``), a ``ps`` line, a NUL-separated ``/proc/PID/cmdline``, a
@@ -143,6 +147,7 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
 
 _DOCKER_RUN_RE = re.compile(r"(?:^|[\s;&|(])(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
 #: what a writer puts where they cut a paste: ``...``, ``…``, ``[...]``, ``[... trimmed ...]``, ``<snip>``, ``(truncated)``
+#: source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 ELISION_RE = re.compile(r"^\s*(?:\.{3,}|…|\[\s*(?:\.{3}|…)[^\]]*\]|<\s*snip\w*\s*>|\(\s*(?:truncated|snip\w*)\s*\))\s*$", re.I)
 
 

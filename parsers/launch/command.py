@@ -1,5 +1,11 @@
 """One launch command line: its words as a shell splits them, the program and the engine it starts,
-its flags by the engine's own names, the environment and container options before it."""
+its flags by the engine's own names, the environment and container options before it.
+
+Sources: bash(1) (QUOTING, REDIRECTION, ``VAR=value`` before a command), docker-run(1) (``--memory`` sizes ``b
+k m g``), reference/vllm_formats.md §6 (the ``vllm/vllm-openai`` image) and reference/sglang_formats.md §8
+(``-m sglang.launch_server``, ``sglang serve``), ps(1) (header names), dynamo launch/dynamo-run/README.md
+(0.1+: ``in=http out=sglang``).
+"""
 
 from __future__ import annotations
 
@@ -20,17 +26,25 @@ LAUNCH_MODULES = ("sglang.launch_server", "sglang_router.launch_server")
 VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 #: NVIDIA Dynamo's engine workers (the SGLang or vLLM arguments follow).
 DYNAMO_MODULES = ("dynamo.sglang", "dynamo.vllm")
+# reference/vllm_formats.md §6 (the ``vllm/vllm-openai:<tag>`` image), docker-run(1) (an image reference:
+# registry/name:tag@digest)
 VLLM_IMAGE_RE = re.compile(r"^(?:[\w.-]+(?::\d+)?/)?vllm/vllm-openai(?::[\w.-]+)?(?:@sha256:[0-9a-f]+)?$")
 
+# bash(1) (``VAR=value`` before a command)
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# reference/sglang_formats.md §8 (``-m sglang.launch_server``, ``sglang serve``), reference/vllm_formats.md §6
+# (``vllm serve``, the API server modules), dynamo launch/dynamo-run/README.md (0.1+: ``dynamo-run in=http
+# out=sglang``)
 ANCHOR_RE = re.compile(r"-m\s+sglang(?:_router)?\.launch_server\b|\bsglang\s+serve\b"
                         r"|\bdynamo(?:-run|\s+run)\s[^\n]*\bout=(?:sglang|vllm)\b|-m\s+dynamo\.(?:sglang|vllm)\b"
                         r"|-m\s+vllm\.entrypoints\.(?:openai\.)?api_server\b|\bvllm\s+serve\b|\bvllm/vllm-openai\b")
 # Tokens that end a simple command in a shell line: redirections, pipes, lists, background. A pasted
 # ``<redacted-A>:5000`` or ``<model-dir>`` is a placeholder for a word, not a redirection.
+# bash(1) (REDIRECTION, pipelines and lists)
 SHELL_STOP_RE = re.compile(r"^(?:\d*>>?|\d*>&\d*-?|&>>?|<<?(?![^<>\s]+>)|\|\|?|&&?|;;?)")
 _WRAPPERS = {"nohup", "exec", "env", "sudo", "time", "stdbuf", "setsid", "nice", "taskset", "numactl"}
 _DOCKER_BINS = {"docker", "podman", "nvidia-docker"}
+# ps(1) (procps header names)
 PS_HEADER_RE = re.compile(r"^\s*(?:PID\s+PPID|USER\s+PID|UID\s+PID)\b")
 
 
@@ -203,6 +217,7 @@ def parse_argv(argv: list[str]) -> dict[str, str | bool]:
 # sizes
 
 
+# docker-run(1) (``--memory``, ``--shm-size``: a number and b, k, m, g)
 _DOCKER_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgtp]?)(?:i?b)?\s*$", re.IGNORECASE)
 _DOCKER_UNIT = {"": 1, "b": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB, "p": 1 << 50}
 
@@ -247,6 +262,7 @@ def strip_comment(line: str) -> str:
     return line
 
 
+# bash(1) (QUOTING: single quotes, double quotes with backslash escapes of \\ " $ ` and newline)
 _SH_WORD_RE = re.compile(r"""(?:[^\s'"\\]++|'[^']*+'|"(?:\\.|[^"\\])*+"|\\.?)++""", re.S)
 _SH_SEG_RE = re.compile(r"""([^\s'"\\]++)|'([^']*+)'|"((?:\\.|[^"\\])*+)"|\\(.?)""", re.S)
 _DQ_ESCAPE_RE = re.compile(r"""\\([\\"$`\n])""")
@@ -321,6 +337,7 @@ def anchor_index(tokens: list[str]) -> tuple[int, int, str, str | None] | None:
     return None
 
 
+# dynamo launch/dynamo-run/README.md (0.1+: ``in=…``, ``out=…``)
 _DYNAMO_IO_RE = re.compile(r"^(?:in|out)=\S+$")
 
 

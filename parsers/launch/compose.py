@@ -1,5 +1,10 @@
 """Launch commands inside compose files and Kubernetes-style YAML: services, their command/entrypoint
-and args, folded and flow forms."""
+and args, folded and flow forms.
+
+Sources: compose-spec spec.md (2.x: ``services:``, ``command``/``entrypoint``, ``mem_limit``), YAML 1.2 (block
+and flow forms), kubernetes staging/src/k8s.io/api/core/v1/types.go (1.x: ``command``/``args`` of a
+container).
+"""
 
 from __future__ import annotations
 
@@ -264,6 +269,8 @@ def _compose_service(lines: list[str], start: int, end: int, ind: int) -> Launch
         confidence="config",
     )
     container_limits(cmd, "compose memory limit")
+    if image:
+        cmd.extra.setdefault("image", image)  # the engine's release, when its tag says (as a manifest's container)
     if gpu_n is not None:
         cmd.gpu_count, cmd.gpu_count_from = gpu_n, "compose device reservation"
     return cmd

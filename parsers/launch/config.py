@@ -1,6 +1,12 @@
 """Launch configurations that are not a shell command line: Kubernetes manifests, ``--config`` recipes,
 Dockerfiles, the Python API, Slurm batch scripts, exported engine variables, and the host limits they set.
 
+Sources: Dockerfile(5) (``FROM``, ``ENV``, ``CMD``, ``ENTRYPOINT``), sbatch(1) (``#SBATCH --mem`` and its
+K/M/G/T suffixes), bash(1) (``export``), sglang python/sglang/srt/entrypoints/engine.py (0.4+:
+``sgl.Engine``), vllm vllm/entrypoints/llm.py (0.2+: ``LLM(...)``), kubernetes
+staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (1.x), reference/sglang_formats.md §8 and
+reference/vllm_formats.md §6.
+
 :mod:`parsers.launch` calls these on the text it is given; each returns
 :class:`parsers.launch.LaunchCommand` objects (``confidence = "config"`` for a file that describes a
 launch, ``"command"`` for code or a command line that performs one) or script context to attach:
@@ -163,7 +169,7 @@ def looks_like_recipe(text: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Dockerfile
+# Dockerfile: Dockerfile(5) (FROM, ENV, CMD, ENTRYPOINT)
 
 _DOCKERFILE_RE = re.compile(r"^\s*FROM\s+\S+", re.IGNORECASE | re.MULTILINE)
 _DF_INSTR_RE = re.compile(r"^\s*(ENV|CMD|ENTRYPOINT)\s+(.*)$", re.IGNORECASE)
@@ -227,7 +233,7 @@ def dockerfile_commands(text: str) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Python API
+# Python API: sglang python/sglang/srt/entrypoints/engine.py (0.4.2+: sgl.Engine), vllm vllm/entrypoints/llm.py (0.2+: LLM)
 
 _PY_IMPORT_RE = re.compile(r"^(?:import|from)\s+(sglang|vllm)\b", re.MULTILINE)
 _PY_CALL_RE = re.compile(r"\b(?:(?:sgl|sglang)\.Engine|Engine|LLM|AsyncEngineArgs|EngineArgs|AsyncLLMEngine\.from_engine_args)"
@@ -288,7 +294,7 @@ def python_api_commands(text: str) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Slurm and exported variables
+# Slurm and exported variables: sbatch(1) (#SBATCH, --mem with K/M/G/T), bash(1) (export)
 
 _SBATCH_RE = re.compile(r"^#SBATCH\s+(.*)$")
 _SLURM_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)

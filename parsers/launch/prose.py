@@ -216,6 +216,8 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
 
 _VALUE = r"(?:\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;()\[\]\"'`<>]{1,200})"
 # "--tp-size 8", "--tp-size=8", "--mem-fraction-static to 0.85", "--tp-size of 8"
+# flag mentions by the engines' own names: reference/sglang_formats.md §8, reference/vllm_formats.md §5.1
+# (parsers/launch/vocab.py lists them)
 _DASHED_RE = re.compile(
     rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)"
     rf"(?!-[A-Za-z-])({_VALUE}))?")
@@ -307,6 +309,8 @@ def _flag_mentions(sentence: str) -> list[tuple[int, int, str, str | bool, str]]
 
 # "on TP8", "a TP-8 deployment", "TP=4"; "tensor parallelism set to 8", "TP size of 4". A bare "TP3" is a rank's
 # label, so the short form needs a size's context and a power of two.
+# the tensor-parallel size of reference/sglang_formats.md §8 (``--tp-size``) and reference/vllm_formats.md §5.1
+# (``-tp``)
 _TP_SHORT_RE = re.compile(r"(?<![\w\[-])TP[-=]?(\d{1,2})\b(?!\])")
 _TP_WORDED_RE = re.compile(r"\b(?:TP|tp|[Tt]ensor[- ]parallel(?:ism)?)(?:[- ](?:size|degree))?\s*(?:(?:is|was)\s+)?"
                            r"(?:=|:|\bof\b|\bis\b|\bwas\b|\bset\s+to\b)\s*(\d{1,3})\b")
@@ -342,19 +346,28 @@ IMPLIES = {
 # ---------------------------------------------------------------------------------------------
 # stated figures
 
-_NUM = r"(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+#: The thousands groups are taken whole (``++``): giving one back leaves a comma, which no unit follows,
+#: and the regex engine backtracked a chain of them quadratically (issue 25)
+_NUM = r"(\d{1,3}(?:,\d{3})++(?:\.\d+)?|\d+(?:\.\d+)?)"
 _UNIT = r"\s*(TiB|GiB|MiB|TB|GB|MB|T|G|M)\b"
 _SIZE = _NUM + _UNIT
+#: A size that opens a pattern is tried only where its number can start (issue 25): not inside a run of
+#: digits (``\d+`` would rescan the run from every digit: the square of a line of digits), except three
+#: digits before a thousands comma ("12,345 GB" read from "2,345"), and not at a three-digit group after
+#: "d," (that group's chain was already tried from its first group) unless the search began inside that
+#: chain (``\G``: a previous match that ended in ``\w*`` may stop mid-number). Each skipped start fails
+#: whenever the start before it failed, so the matches are the old ones (tests/test_regex_rewrites.py).
+_SIZE_START = r"(?:\G|(?<!\d)(?!(?<=\d,)(?<!\G\d{0,2},)\d{3}(?!\d))|(?<=\d)(?=\d{3},))" + _SIZE
 _UNIT_BYTES = {"tib": TIB, "gib": GIB, "mib": MIB, "tb": TIB, "gb": GIB, "mb": MIB, "t": TIB, "g": GIB,
                "m": MIB, "kib": KIB}
 
 _HOST_PATTERNS = [
-    re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:total|installed|physical|system|host|main)\s+)*(?:RAM|DRAM)\b",
+    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:total|installed|physical|system|host|main)\s+)*+(?:RAM|DRAM)\b",
                re.IGNORECASE),
-    re.compile(_SIZE + r"\s+(?:of\s+)?(?:total|installed|physical|system|host|main)\s+(?:memory|RAM)\b",
+    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:total|installed|physical|system|host|main)\s+(?:memory|RAM)\b",
                re.IGNORECASE),
     re.compile(r"\b(?:machine|host|server|node|box|VM|container)\s+(?:with|has|had|have)\s+" + _SIZE, re.IGNORECASE),
-    re.compile(_SIZE + r"[- ](?:RAM\s+)?(?:host|machine|server|node|box)\b", re.IGNORECASE),
+    re.compile(_SIZE_START + r"[- ](?:RAM\s+)?(?:host|machine|server|node|box)\b", re.IGNORECASE),
     re.compile(r"\bout\s+of\s+" + _SIZE + r"\s+total\b", re.IGNORECASE),
 ]
 _HOST_NOT_RE = re.compile(
@@ -365,10 +378,10 @@ _HOST_NOT_RE = re.compile(
 _GPU_NOT_RE = re.compile(r"\b(?:used|usage|allocat\w*|took|taken|consum\w*|occupied|held|hold\w*|request\w*|left|free|"
                          r"remain\w*|cache|kv|weights?|need\w*)\b", re.IGNORECASE)
 _GPU_CAP_PATTERNS = [
-    re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM|device|total)\s+)*(?:memory\s+)?capacity\b", re.IGNORECASE),
+    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM|device|total)\s+)*(?:memory\s+)?capacity\b", re.IGNORECASE),
     re.compile(r"\bcapacity\s+of\s+" + _SIZE, re.IGNORECASE),
-    re.compile(_SIZE + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM)\s+)(?:memory\s+)?(?:each|per\s+GPU)\b", re.IGNORECASE),
-    re.compile(_SIZE + r"\s+(?:GPUs?|cards?|VRAM|HBM\w*)\b"),
+    re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM)\s+)(?:memory\s+)?(?:each|per\s+GPU)\b", re.IGNORECASE),
+    re.compile(_SIZE_START + r"\s+(?:GPUs?|cards?|VRAM|HBM\w*)\b"),
     # a GPU model with its memory: "H100 80GB", "L40S (48 GB each)", "A100-SXM4-80GB"
     re.compile(r"\b(?:[ABHL]\d{2,3}[A-Z]?|GH200|GB200|MI\d{3}X?|L40S?|RTX\s?(?:PRO\s?)?\d{4}\w*)"
                r"(?:[- ](?:SXM\d?|PCIe|NVL))*[- ]*\(?\s*" + _SIZE.replace("|T|G|M", "") + r"(?:\s+each)?\b"),
@@ -377,8 +390,9 @@ _GRAPH_RE = re.compile(r"\b(?:cuda[- ]?)?graphs?\s+(?:(?:were|was|are|is|got|had
                        r"|\bcaptur\w*\s+(?:the\s+)?(?:cuda[- ]?)?graphs?\b", re.IGNORECASE)
 _LEFT_SIZE_RE = re.compile(
     r"(?:\b(?:left|leaving|leaves|remain\w*|avail(?:able)?(?:\s+mem(?:ory)?)?|free(?:\s+(?:GPU\s+)?memory)?)"
-    r"(?:\s+(?:was|is|of|were))?\b\W{0,3}(?:only\s+|just\s+|about\s+|~)?" + _SIZE + r")|(?:" + _SIZE + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
+    r"(?:\s+(?:was|is|of|were))?\b\W{0,3}(?:only\s+|just\s+|about\s+|~)?" + _SIZE + r")|(?:" + _SIZE_START + r"\s+(?:of\s+(?:GPU\s+)?(?:memory\s+)?)?(?:free|left|available|remain\w*|"
     r"(?:was|were)\s+(?:left|free))\b)", re.IGNORECASE)
+# kill(1), pkill(1) (procps)
 _KILL_RE = re.compile(
     r"\b(?:pkill|killall)(?:\s+-[\w-]+)*\s+(?!(?:and|or|the|a|to|with|commands?|would|could|should|will|can|"
     r"might|may|did|does|do|is|was|were|then|first|again|also|only|all|processes|it|them)\b)[\w./*-]+|\bkill\s+-(?:9|KILL|SIGKILL|15|TERM)(?:\s+\d+)+"

@@ -1,5 +1,9 @@
 """A tolerant reader for the YAML people launch servers with, and what the launch parser takes from it.
 
+Sources: YAML 1.2 (block/flow collections, quoted and block scalars, ``---``/``...`` document markers),
+kubernetes staging/src/k8s.io/apimachinery/pkg/api/resource/quantity.go (1.x: ``Ki Mi Gi`` and ``k M G``
+suffixes, ``m``).
+
 PyYAML is not a dependency of the parsers (they import only polars, regex and the stdlib), so this
 reads the subset that Kubernetes manifests, compose files and SGLang/vLLM ``--config`` recipes use:
 block mappings and sequences, flow sequences and simple flow mappings (also over several lines),

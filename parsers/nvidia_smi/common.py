@@ -1,5 +1,9 @@
 """Helpers shared by the four nvidia-smi parsers: placeholders, MiB, bus ids, failure messages.
 
+Sources: reference/system_formats.md §2.1-§2.5 and nvidia-smi(1) (MiB figures, placeholders, the failure
+lines, ``--query-gpu``/``--format``/``-i``), ctime(3) (the timestamp), the PCI bus id
+``domain:bus:device.function``.
+
 nvidia-smi prints every memory figure in MiB (2^20 bytes) in all of its forms (table, CSV, ``-q``,
 ``-q -x``). A value it cannot give is a *placeholder* — ``[N/A]``, ``N/A``, ``[Not Supported]``,
 ``[Insufficient Permissions]``, ``[Unknown Error]``, ``[GPU is lost]``,
@@ -84,6 +88,7 @@ def placeholder(value: str | None) -> str | None:
     return v if v in PLACEHOLDERS else None
 
 
+# reference/system_formats.md §2.1-§2.4 (figures with units: MiB, W, %, C)
 _NUM_UNIT = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([A-Za-z%/()]*)\s*$")
 
 
@@ -127,6 +132,7 @@ def mib_to_bytes(value: str | None, *, unit_known_mib: bool = True) -> int | Non
     return None
 
 
+# the PCI address ``domain:bus:device.function`` as nvidia-smi(1) prints it (8 hex digits of domain in -q, 4 in CSV)
 _BUS_RE = re.compile(r"^(?:([0-9A-Fa-f]{4,8}):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.([0-7]))?$")
 BUS_ID_PATTERN = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?"
 
@@ -144,6 +150,7 @@ def normalize_bus_id(value: str | None) -> str | None:
     return f"{out}.{fn}" if fn is not None else out
 
 
+# ctime(3) (the table's and -q's timestamp)
 _CTIME_RE = re.compile(r"^\s*(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\s+([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d{2}):(\d{2}):(\d{2})\s+(\d{4})\s*$")
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
@@ -174,6 +181,7 @@ _HANDLE_RE = re.compile(
     + r")?:? ?(?P<err>.*?)\s*$"
 )
 _NVML_INIT_RE = re.compile(r"^Failed to initialize NVML: ?(?P<detail>.*?)\s*$")
+# reference/system_formats.md §2.2 (a field the driver does not know fails the whole query)
 _INVALID_FIELD_RE = re.compile(r'^Field "(?P<field>[^"]*)" is not a valid field to query\.?\s*$')
 
 
@@ -296,6 +304,7 @@ def missing_gpu_rows(seen: list[int], *, expected: int | None, line_no: int, why
 
 # --- the command that produced a text ------------------------------------------------------------
 
+# nvidia-smi(1) (``--query-*=``, ``--format=``, ``-i``/``--id``); bash(1) prompt
 _PROMPT_PREFIX_RE = re.compile(r"\s*(?:\S*[$#%>]\s*)?(?:\S*/)?")
 _QUERY_RE = re.compile(r"--query-(?P<what>[a-z-]+)(?:=|\s+)['\"]?(?P<fields>[A-Za-z0-9_.,]+)")
 _FORMAT_RE = re.compile(r"--format(?:=|\s+)['\"]?(?P<fmt>[A-Za-z,]+)")

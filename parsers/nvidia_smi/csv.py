@@ -1,5 +1,9 @@
 """``nvidia-smi --query-gpu=… / --query-compute-apps=… / --query-*=… --format=csv[,noheader][,nounits]``.
 
+Sources: reference/system_formats.md §2.2 and nvidia-smi(1) (``--help-query-gpu``, ``--help-query-compute-
+apps``: field names, ``[MiB]`` units, the ``YYYY/MM/DD HH:MM:SS.fff`` timestamp, ``GPU-``/``MIG-`` UUIDs, bus
+ids).
+
 Real format (driver 590; fields come in the order requested, units in brackets in the header and
 after each value unless ``nounits``; ``noheader`` drops the header line)::
 
@@ -56,6 +60,8 @@ from parsers.schema import NotThisFormat, ParseResult
 
 FORMAT = "nvidia_smi_csv"
 
+# reference/system_formats.md §2.2, nvidia-smi(1) (``--help-query-gpu``: dotted field names with ``[unit]`` headers;
+# ``noheader`` rows of ``index, memory.used``; the ``YYYY/MM/DD HH:MM:SS.fff`` timestamp)
 _FIELD_RE = re.compile(r"^[a-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?: \[[^\]]{1,16}\])?$")
 _KNOWN_PLAIN = frozenset({"index", "name", "uuid", "serial", "count", "pstate", "timestamp", "pid",
                           "hostname", "time"})
@@ -97,6 +103,8 @@ _GPU_ATTRS: list[tuple[str, str, str]] = [  # field, attr, how
 ]
 
 
+# reference/system_formats.md §2.2 (``--query-compute-apps`` cells: GPU-/MIG- UUIDs, bus ids, ``N MiB``), §2.1
+# (model names)
 _UUID_CELL = re.compile(r"^(?:GPU|MIG)-[0-9A-Za-z/-]+$")
 _BUS_CELL = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 _MIB_CELL = re.compile(r"^\d+ ?MiB$")

@@ -1,5 +1,8 @@
 """The short nvidia-smi listings: ``-L`` (GPUs and MIG devices), ``--version``, ``nvlink -s``.
 
+Sources: nvidia-smi(1) (``-L``, ``--version``, ``nvlink -s``) and reference/system_formats.md §2.1 (the model
+names and UUIDs it prints).
+
 ``nvidia-smi -L`` names each GPU's index, model and UUID, and under a GPU in MIG mode its MIG
 devices (R470+ spacing; R450/R460 spell the MIG UUID ``MIG-GPU-<gpu uuid>/<gi>/<ci>``)::
 
@@ -49,6 +52,8 @@ from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 FORMAT = "nvidia_smi_misc"
 
 _MAX = 1024  # these listings' lines are short; longer ones are never matched
+# nvidia-smi(1) (``-L``: ``GPU i: name (UUID: …)``, MIG devices and the R450/R460 ``MIG-GPU-…/gi/ci`` UUID; ``nvlink
+# -s`` links and speeds; ``--version``)
 _GPU_RE = re.compile(r"^\s*GPU (?P<idx>\d+): (?P<name>.*?)\s*(?:\((?P<ids>(?:UUID|S/N|Serial)[^()]*)\))?\s*$")
 _UUID_RE = re.compile(r"UUID:\s*(?P<uuid>[^\s,)]+)")
 _MIG_RE = re.compile(
@@ -56,6 +61,7 @@ _MIG_RE = re.compile(
 _OLD_MIG_UUID_RE = re.compile(r"^MIG-(?P<parent>GPU-[0-9A-Fa-f-]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
 _LINK_RE = re.compile(r"^\s*Link\s+(?P<link>\d+):\s*(?P<value>.*?)\s*$")
 _SPEED_RE = re.compile(r"^(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[GM]B/s)$")
+# nvidia-smi(1) (``--version``: the NVIDIA-SMI, driver and CUDA versions)
 _VERSION_RE = re.compile(
     r"^(?P<label>NVIDIA-SMI version|NVML version|DRIVER version|KMD version|CUDA UMD version|CUDA Version)"
     r"\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)

@@ -1,5 +1,7 @@
 """``nvidia-smi pmon`` (per-process series) and ``nvidia-smi dmon`` (per-GPU series).
 
+Sources: nvidia-smi(1) (``pmon``/``dmon`` and ``-o DT``), reference/system_formats.md §7 (``-`` for no value).
+
 Both print two ``#`` header lines (column names, then units) and one row per process or GPU per
 sample; the headers repeat every few samples. A ``-`` is "no value" (an idle engine, no process) and
 becomes null, never 0. ``-o D``/``-o T``/``-o DT`` put ``Date`` (``YYYYMMDD``) and/or ``Time``

@@ -1,5 +1,7 @@
 """``nvidia-smi -q`` text: the per-GPU ``Key : Value`` report, nested by 4-space indentation.
 
+Sources: reference/system_formats.md §2.3 (the ``-q`` text report) and nvidia-smi(1).
+
 Real format (driver 590; R610+ adds ``KMD Version``/``CUDA UMD Version`` and marks ``Driver
 Version`` deprecated; the colon column is not fixed — the Processes block uses a narrower one)::
 
@@ -72,7 +74,9 @@ FORMAT = "nvidia_smi_q"
 _MAX_Q_LINE = 4096
 _BANNER_RE = re.compile(r"^=+\s*NVSMI LOG\s*=+$")
 _GPU_RE = re.compile(r"^GPU (?P<bus>" + BUS_ID_PATTERN + r")\s*$")
-_KV_RE = re.compile(r"^(?P<indent> *)(?P<key>[^:]*?\S)\s+: ?(?P<value>.*?)\s*$")
+#: The indent and the value are taken whole (issue 25): a key cannot open with a blank, and the value
+#: is everything up to its last non-blank (the lazy ``.*?\s*$`` rescanned the blanks from each one).
+_KV_RE = re.compile(r"^(?P<indent> *+)(?P<key>[^:]*?\S)\s+: ?(?P<value>(?>(?:[^\S\n]*\S)*))\s*$")
 _SECTION_RE = re.compile(r"^(?P<indent> *)(?P<key>\S.*?)\s*$")
 
 

@@ -67,6 +67,7 @@ FORMAT = "nvidia_smi_table"
 #: Table lines are under 130 characters; longer lines are never fed to the regexes below.
 _MAX_TABLE_LINE = 1024
 
+# reference/system_formats.md §2.1 (the default table: header, GPU cells, memory, MIG devices, processes)
 _HEADER_RE = re.compile(
     r"^\|\s*NVIDIA-SMI\s+(?P<smi>\S+)"
     r"(?:\s+(?P<drv_label>Driver|KMD)\s+Version:\s*(?P<drv>\S+))?"
@@ -77,7 +78,9 @@ _GPU_CELL0 = re.compile(r"^\s*(?P<idx>\d+)\s+(?P<name>.*?)\s*(?P<persist>\bOn|\b
 _GPU_CELL1 = re.compile(r"^\s*(?P<bus>" + BUS_ID_PATTERN + r")\s+(?P<disp>\S+)\s*$")
 _L2_CELL0 = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<pwr>\S+)\s*/\s*(?P<cap>\S+)\s*$")
 _MEM_CELL = re.compile(r"^\s*(?P<used>[^\s/]+)\s*/\s*(?P<total>[^\s/]+)\s*$")
+# reference/system_formats.md §2.1 (MIG devices box)
 _MIG_CELL0 = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+|N/A)\s*$")
+# reference/system_formats.md §2.1 (the Processes box: GPU, GI, CI, PID, Type, name, usage)
 _PROC_RE = re.compile(
     r"^\|\s+(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s*(?P<mem>\d+MiB|N/A)\s*\|$"
@@ -92,12 +95,15 @@ _BARE_PROC_RE = re.compile(
 _BARE_HEADING_RE = re.compile(
     r"^\s*(?:GPU\s+(?:GI\s+CI\s+)?PID\s+Type\s+Process name(?:\s+(?:GPU Memory|Usage))?"
     r"|(?:ID\s+ID\s+)?Usage|Processes:(?:\s+GPU Memory)?|=+)\s*$")
+# reference/system_formats.md §2.1 (the process box and its placeholders), §2.5 (failure output)
 _NOPROC_RE = re.compile(r"^\|\s+No running processes found\s+\|$")
 _NOT_SUPPORTED_PROC_RE = re.compile(r"^\|\s+(?P<gpu>\d+)?\s*Not Supported\s+\|$")
 _BOX_TITLE_RE = re.compile(r"^\|\s*(?P<title>Processes|MIG devices):")
 
+#: The memory column is read from a number's first digit: a later one fails as the first did (issue 25)
+# reference/system_formats.md §2.1
 _STRONG = re.compile(
-    r"^\|\s*NVIDIA-SMI\s+\d|^\|\s+\d+\s+.*\|\s+" + BUS_ID_PATTERN + r"\s|\d+MiB\s*/\s*\d+MiB\s*\||"
+    r"^\|\s*NVIDIA-SMI\s+\d|^\|\s+\d+\s+.*\|\s+" + BUS_ID_PATTERN + r"\s|(?<!\d)\d+MiB\s*/\s*\d+MiB\s*\||"
     r"^\|\s+Processes:|^\|\s+No running processes found",
     re.MULTILINE,
 )

@@ -1,5 +1,7 @@
 """``nvidia-smi -q -x``: the XML report (DTD v11 before R535, v12 and later after).
 
+Sources: reference/system_formats.md §2.4 (the ``-q -x`` XML report, its DTD).
+
 Real format (A100, driver 535, DTD v12; values are strings with units, ``N/A`` for placeholders,
 an empty process list is ``<processes />`` or ``<processes>\\n</processes>``)::
 

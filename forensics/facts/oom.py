@@ -1,0 +1,200 @@
+"""What an out-of-memory row says ran out, and the phase the engine was in when it did.
+
+Read once here so that every GPU-memory detector places an OOM the same way (issue 21 item 5):
+
+- :func:`memory_kind`: a message that *looks* like an OOM is not always the GPU's memory. Inductor raises its
+  shared-memory-per-block limit as ``torch.OutOfMemoryError: out of resource: …`` and an allocator request over
+  1 EB is a size computed wrongly (failure_messages.md §1.5, §7); Triton's ``Triton Error [CUDA]: out of memory``
+  and DeepGEMM's ``CUDA driver error (…): 2 (CUDA_ERROR_OUT_OF_MEMORY, out of memory)`` are real device OOMs at
+  kernel load that carry no figures (§7). The exception line is classified by ``parsers.failures.classify``,
+  the one table of those messages.
+- :func:`oom_phase`: where in the engine's life the OOM happened, from the best evidence the input holds —
+  the traceback's frames (failure_messages.md §2.2 "look at the frames"; SGLang's ``load_model``/``weight_loader``,
+  ``init_memory_pool``, ``cuda_graph_runner``/``capture``, ``forward_extend``/``forward_decode``; vLLM's
+  ``profile_run``/``_dummy_run``, ``_warmup_sampler``, ``capture_model``; vllm_formats.md §3.5), else the
+  lifecycle record or batch line just before it in the same run (sglang_formats.md §2: ``Load weight begin``,
+  ``Capture cuda graph begin``, ``Prefill batch``/``Decode batch``; vllm_formats.md §3.5 item 2: the last
+  start-up line seen tells the phase that died).
+
+>>> memory_kind({"kind": "scheduler_exception", "attrs": '{"exception_type": "RuntimeError", '
+...              '"exception_message": "Triton Error [CUDA]: out of memory"}'})
+'device'
+>>> memory_kind({"kind": "scheduler_exception", "attrs": '{"exception_type": "torch.OutOfMemoryError", '
+...              '"exception_message": "out of resource: triton_mm_4 Required: 98304 Hardware limit:65536"}'})
+'workspace'
+>>> phase_of_frames([("m/model_runner.py", "forward_extend"), ("m/linear.py", "forward")])
+'prefill'
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from forensics.facts.rows import Row, attrs, before
+from parsers.failures import classify, stage_of_frames
+
+#: rows that report an allocation failure of their own
+OOM_KINDS = ("cuda_oom", "cuda_error_oom", "cuda_graph_failed")
+
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+_EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: ?)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b.*)$", re.M)
+
+#: functions that name a phase, in the order one phase runs inside another: graph capture and warm-up run the
+#: model through ``_dummy_run`` as profiling does, and every phase ends in some ``forward``; so the phase named
+#: first here wins, wherever its frame is in the traceback
+_PHASE_FRAMES = (
+    ("sampler_warmup", re.compile(r"^(?:_warmup_sampler|_dummy_sampler_run|_dummy_pooler_run)$")),
+    ("graph_capture", re.compile(r"capture")),
+    ("warmup", re.compile(r"^(?:compile_or_warm_up_model|warmup_model|_warmup\w*|warm_up\w*)$")),
+    ("memory_pool", re.compile(r"^(?:init_memory_pool|profile_max_num_token|_allocate_kv_cache\w*|initialize_kv_cache\w*|"
+                               r"_init_cache|initialize_cache|_create_buffers|init_kv_buffer)$")),
+    ("profile", re.compile(r"^(?:profile_run|_dummy_run|determine_num_available_blocks|determine_available_memory)$")),
+    ("weight_load", re.compile(r"^(?:load_model|load_weights|weight_loader\w*|_load_weights\w*|"
+                               r"process_weights_after_loading|load_checkpoint\w*)$")),
+    # SGLang 0.1–0.2's ModelTpServer: forward_fill_batch / forward_decode_batch
+    ("prefill", re.compile(r"^(?:forward_extend\w*|forward_fill_batch|run_prefill\w*|forward_prefill\w*|"
+                           r"get_new_batch_prefill)$")),
+    ("decode", re.compile(r"^(?:forward_decode\w*|run_decode\w*|update_running_batch|forward_idle)$")),
+)
+#: the phase a run is in after a lifecycle record or batch line that means the same in both engines
+#: (sglang_formats.md §2, vllm_formats.md §3.5); the records between weights and serving come in an order of each
+#: engine's own (SGLang sizes its pool before capture and logs the sizing after it; vLLM profiles after loading),
+#: so after those nothing is concluded here and the engine's parser's own ``during`` decides
+_PHASE_AFTER = {
+    "weight_load_begin": "weight_load", "cuda_graph_begin": "graph_capture", "capture_progress": "graph_capture",
+    "prefill_batch": "prefill", "decode_batch": "decode", "server_ready": "serving", "engine_metrics": "serving",
+    "weight_load_end": None, "kv_sizing": None, "kv_memory": None, "memory_profile": None, "kv_cache_allocated": None,
+    "memory_pool_end": None, "cuda_graph_end": None,
+}
+#: SGLang's own order (``ModelRunner.initialize``: ``load_model`` → ``init_memory_pool`` → ``init_cublas`` /
+#: ``init_attention_backend`` / kernel warm-up → ``init_cuda_graphs``; sglang_formats.md §2): after ``Load weight
+#: end`` the pool is being set up; after ``KV Cache is allocated`` / ``Memory pool end`` the next memory is outside
+#: the static pool — attention workspaces and the capture — so an OOM there is capture's
+_SGLANG_PHASE_AFTER = {"weight_load_end": "memory_pool", "kv_cache_allocated": "graph_capture",
+                       "memory_pool_end": "graph_capture"}
+
+
+def _exception_lines(row: Row) -> list[str]:
+    """The exception lines a row holds: its parsed exception, then every exception line of its text (a chained
+    traceback, "During handling of the above exception…", holds several)."""
+    a = attrs(row)
+    out = [f"{a['exception_type']}: {a.get('exception_message') or ''}"] if a.get("exception_type") else []
+    out += _EXC_END_RE.findall((row.get("text") or "")[:20000])
+    if not out and a.get("message"):
+        out.append(str(a["message"]))
+    return out
+
+
+#: when a row's exception lines disagree, the more specific reading wins: a nonsense size or a kernel's
+#: shared-memory limit is what that message is, whatever else the traceback holds
+_KIND_ORDER = ("bogus", "workspace", "host_pinned", "device")
+
+
+def _kind_of(found: tuple | None, a: dict) -> str | None:
+    if found is None:
+        return None
+    fkind, _cols, fa = found
+    if fkind == "failure":
+        return "workspace" if fa.get("failure") == "workspace" else None
+    if fa.get("bogus_size") or a.get("bogus_size"):
+        return "bogus"
+    if fa.get("host_pinned") or a.get("host_pinned"):
+        return "host_pinned"
+    return "device" if fkind in ("cuda_oom", "cuda_error_oom") else None
+
+
+def memory_kind(row: Row) -> str | None:
+    """What ran out according to an OOM-shaped row: ``device`` (the GPU's memory), ``host_pinned`` (host memory
+    being pinned), ``workspace`` (a kernel's shared-memory or workspace limit: not the GPU's memory), ``bogus``
+    (a request over 1 EB: a size computed wrongly), or None when the row reports no running-out at all."""
+    a = attrs(row)
+    kind = row.get("kind")
+    if kind in ("cuda_oom", "cuda_error_oom"):
+        return _kind_of((kind, {}, a), a)
+    if kind == "failure" and a.get("failure") == "workspace":
+        return "workspace"
+    if kind not in ("scheduler_exception", "exception", "failure", "cuda_graph_failed"):
+        return None
+    kinds = {_kind_of(classify(line), a) for line in _exception_lines(row)[:8]}
+    return next((k for k in _KIND_ORDER if k in kinds), None)
+
+
+def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
+    """The phase a traceback's (path, function) frames pass through: the outermost phase any frame names."""
+    funcs = {func for _path, func in frames}
+    for phase, rx in _PHASE_FRAMES:
+        if any(rx.search(f) for f in funcs):
+            return phase
+    stage = stage_of_frames(frames)
+    # not its graph_capture: a file name (``cuda_graph_runner.py``) also holds the replay of every decode step
+    return stage if stage in ("memory_pool", "weight_load", "forward") else None
+
+
+_TRACEBACK_KINDS = ("scheduler_exception", "exception", "failure", "cuda_graph_failed")
+
+
+def enclosing_traceback(run: list[Row], row: Row) -> Row | None:
+    """The traceback row (an engine's exception record) whose lines hold ``row`` (an OOM line inside it)."""
+    line = row.get("line") or 0
+    for tb in run:
+        if tb is not row and tb.get("kind") in _TRACEBACK_KINDS and tb.get("file") == row.get("file") \
+                and tb.get("line_end") and (tb.get("line") or 0) <= line <= tb["line_end"]:
+            return tb
+    return None
+
+
+def _frames_of(run: list[Row], row: Row) -> list[tuple[str, str]]:
+    """The row's traceback frames, else those of the traceback row whose lines hold it (an OOM line inside it)."""
+    frames = _FRAME_RE.findall(row.get("text") or "")
+    if frames:
+        return frames
+    tb = enclosing_traceback(run, row)
+    return _FRAME_RE.findall(tb.get("text") or "") if tb is not None else []
+
+
+def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
+    """The phase an OOM happened in and what placed it: ``weight_load``, ``memory_pool`` (KV pool sizing or
+    allocation), ``profile`` (vLLM's profiling run), ``graph_capture``, ``sampler_warmup``, ``warmup``,
+    ``prefill``, ``decode``, ``forward`` or ``serving`` (a batch of unknown kind); (None, "") when nothing does."""
+    frames = _frames_of(run, row)
+    phase = phase_of_frames(frames) if frames else None
+    if phase and phase != "forward":
+        return phase, "the traceback's frames"
+    prior = [r for r in run if r.get("kind") in _PHASE_AFTER and r is not row and before(r, row)]
+    # the same rank's records when it has any (ranks load and capture side by side; batch lines are the first
+    # rank's only), then the same file's (the same process's log) last one; across files the last by time
+    if row.get("rank") is not None and any(r.get("rank") == row.get("rank") for r in prior):
+        prior = [r for r in prior if r.get("rank") == row.get("rank")]
+    same = [r for r in prior if r.get("file") == row.get("file")]
+    last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
+    after = None
+    if last is not None:
+        after = _PHASE_AFTER[last["kind"]] or (_SGLANG_PHASE_AFTER.get(last["kind"]) if last.get("source") == "sglang"
+                                               else None)
+    if phase == "forward":  # a forward pass of a batch: the batch line before it says which kind
+        return (after, "the batch line before it") if after in ("prefill", "decode") else ("forward", "the traceback's frames")
+    if after is not None:
+        return after, f"the {last['kind'].replace('_', ' ')} line before it"
+    during = attrs(row).get("during")  # the engine parser's own reading of its start-up records
+    during = {"load": "weight_load", "kv_alloc": "memory_pool"}.get(during, during)
+    if during not in (None, "init"):
+        return during, "the start-up line before it"
+    return None, ""
+
+
+def _stamp(r: Row) -> float:
+    ts = r.get("ts")
+    return ts.timestamp() if isinstance(ts, datetime) else float("-inf")
+
+
+#: OOM rows placed per run: each placement reads the run once, so a flood of OOM lines is placed by its first ones
+PLACE_AT_MOST = 16
+
+
+def place_ooms(run: list[Row], ooms: list[Row]) -> dict[int, tuple[str | None, str]]:
+    """:func:`oom_phase` of the first :data:`PLACE_AT_MOST` OOM rows, by ``id(row)`` (the rest stay unplaced)."""
+    return {id(r): oom_phase(run, r) for r in ooms[:PLACE_AT_MOST]}
+
+#: phases of start-up before anything is served: an OOM there is the weights' or a pool's, not serving headroom
+STARTUP_PHASES = ("weight_load", "memory_pool", "profile")

@@ -1,0 +1,144 @@
+"""The start-up stages a server's ranks reach, in order, and what each waits on — per rank, per node.
+
+A server comes up through stages each rank logs in order (sglang_formats.md §3: ``Init torch distributed
+begin`` → ``Load weight begin/end`` → ``KV Cache is allocated`` → ``Capture cuda graph begin/end`` → the HTTP
+server → the warm-up request → ``The server is fired up and ready to roll!``; vllm_formats.md §2: weights,
+memory profiling, KV cache, graph capture, ``init engine … took``, the API server). Several of these stages wait
+on something outside the rank: distributed initialisation on every rank of every node reaching the rendezvous;
+loading on the weights' storage and, after it, on the other ranks at the post-load barrier; profiling, capture
+and the warm-up request on collectives across the ranks. The detectors read where each rank and each node got
+to from here (stalled starts, collective timeouts placed by the stage before them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from forensics.facts.rows import Row, attrs, rank_label, rows
+from forensics.model import Timeline
+
+_RANKS = "the other ranks"
+#: kind → (order, the stage, what it waits on). Order: later stages are larger.
+STAGES: dict[str, tuple[int, str, str]] = {
+    "dist_init_begin": (10, "distributed initialisation",
+                        "every rank of every node reaching the rendezvous (--dist-init-addr, the TCPStore on node "
+                        "rank 0) and NCCL's communicator set-up"),
+    "nccl_info": (15, "the NCCL communicator's set-up and first collective",
+                  "every rank joining the communicator over the network or the GPUs' peer-to-peer path"),
+    "dist_init_end": (20, "the start of the weight load", "the weights' storage"),
+    "weight_load_begin": (30, "loading the weights",
+                          "the weights' storage (the model path: a network filesystem or object store that stalled, a "
+                          "host short of page cache)"),
+    "weight_load_end": (40, "the post-load barrier and memory profiling",
+                        f"{_RANKS} finishing their load (free memory is all-reduced over the ranks before the KV "
+                        "pool is sized)"),
+    "memory_profile": (45, "memory profiling", "a dummy forward over all ranks (its collectives)"),
+    "kv_memory": (50, "the KV cache's allocation", f"{_RANKS}' collectives"),
+    "kv_sizing": (50, "the KV cache's allocation and CUDA graph capture", f"{_RANKS}' collectives"),
+    "kv_cache_allocated": (50, "the KV pool's set-up", f"{_RANKS}' collectives"),
+    "memory_pool_end": (55, "the set-up of CUDA graph capture", f"{_RANKS}' collectives"),
+    "cuda_graph_begin": (60, "CUDA graph capture",
+                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
+    "capture_progress": (60, "CUDA graph capture",
+                         "each captured batch's collectives across the ranks (custom all-reduce, NCCL over P2P)"),
+    "cuda_graph_end": (70, "the warm-up and the HTTP server's start",
+                       "the warm-up request's forward: the first collectives of serving"),
+    "hicache_alloc": (72, "the host cache's allocation", "pinning host memory"),
+    "uvicorn": (75, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "http_access": (76, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
+    "prefill_batch": (78, "the warm-up request's decode", "the warm-up's decode steps: collectives across the ranks"),
+}
+#: the first requests of an offline run (vLLM's ``Processed prompts`` bar)
+REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
+#: the stage of a front-end that waits for its engine cores before any of their lines (vllm_formats.md §3.6: the
+#: engine cores' start-up, which the front-end cannot see into)
+ENGINE_CORES = (5, "the engine cores' start-up (none of their stage lines is in the input)",
+                "the engine cores loading the weights (the weights' storage) and, with several nodes, the other "
+                "nodes' engine cores")
+#: rows that say the run got to serve (idle afterwards is health)
+SERVING = ("server_ready", "decode_batch", "engine_metrics")
+#: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
+#: → a ``Prefill batch`` on TP0 → ready): more than that is traffic, so the server was serving
+WARMUP_BATCHES, WARMUP_REQUESTS = 1, 2
+#: stages every rank logs (sglang_formats.md §3 "every rank"; vLLM's workers' load and KV lines, §2): only these
+#: compare ranks — capture bars and the warm-up are rank 0's alone
+EVERY_RANK = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_load_end", "kv_cache_allocated",
+              "memory_pool_end", "kv_memory")
+
+
+def stage_of(row: Row) -> tuple[int, str, str] | None:
+    """(order, stage, what it waits on) of a row that marks a stage, else None."""
+    kind = row.get("kind") or ""
+    if kind == "progress_bar" and attrs(row).get("label") == "Processed prompts":
+        return REQUESTS
+    if kind == "progress_bar":
+        return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
+    if kind == "version" and attrs(row).get("component") == "nccl":
+        # ``sglang/vLLM is using nccl==X`` (pynccl's communicator created, inside distributed initialisation:
+        # sglang_formats.md §3 "nccl", vllm_formats.md §3.6): the communicator's set-up across the ranks
+        return STAGES["nccl_info"]
+    return STAGES.get(kind)
+
+
+def served(run: list[Row]) -> bool:
+    """The run reached ready or served traffic beyond SGLang's one warm-up request."""
+    kinds = [r.get("kind") for r in run]
+    return (any(k in SERVING for k in kinds) or kinds.count("prefill_batch") > WARMUP_BATCHES
+            or kinds.count("http_access") > WARMUP_REQUESTS)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The furthest stage one rank (or one node) logged: the stage, what it waits on, and the row that says so."""
+
+    order: int
+    stage: str
+    waits_on: str
+    row: Row
+
+
+def _key(row: Row) -> tuple:
+    return (row.get("file") or "", row.get("line") or 0)
+
+
+def furthest(run: list[Row]) -> Reached | None:
+    """The furthest stage any row of the run marks (the latest such row among equals)."""
+    staged = [(st, r) for r in run if (st := stage_of(r)) is not None]
+    if not staged:
+        return None
+    st, row = max(staged, key=lambda sr: (sr[0][0], _key(sr[1])))
+    return Reached(st[0], st[1], st[2], row)
+
+
+def furthest_in(tl: Timeline) -> Reached | None:
+    """The furthest stage the engine lines of one host's evidence mark (a host view: one node of the server)."""
+    return furthest([r for r in rows(tl, *STAGES, "progress_bar", "version") if r.get("source") in ("sglang", "vllm")])
+
+
+def reached_by_rank(run: list[Row]) -> dict[str, Reached]:
+    """Each rank's furthest stage among those every rank logs, by its label (``TP3``, ``PP1 TP0``)."""
+    last: dict[str, Reached] = {}
+    for r in run:
+        st, rank = stage_of(r), rank_label(r)
+        if st is None or rank is None or r.get("kind") not in EVERY_RANK:
+            continue
+        if rank not in last or st[0] >= last[rank].order:
+            last[rank] = Reached(st[0], st[1], st[2], r)
+    return dict(sorted(last.items()))
+
+
+def ranks_behind(run: list[Row]) -> dict[str, Reached]:
+    """Ranks whose furthest stage is behind the furthest rank's: the ones the others wait on."""
+    last = reached_by_rank(run)
+    if len(last) < 2:
+        return {}
+    top = max(v.order for v in last.values())
+    return {k: v for k, v in last.items() if v.order < top}
+
+
+def nodes_behind(reached: dict[str, Reached]) -> dict[str, Reached]:
+    """Of each node's furthest stage (host → :class:`Reached`), the nodes behind the furthest node."""
+    if len(reached) < 2:
+        return {}
+    top = max(v.order for v in reached.values())
+    return {h: v for h, v in sorted(reached.items()) if v.order < top}
