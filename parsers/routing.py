@@ -53,6 +53,8 @@ def gates() -> list[Gate]:
     ]
 
 
+#: Python's regex syntax for look-arounds ``(?=`` ``(?!`` ``(?<=`` ``(?<!`` and possessive quantifiers
+#: ``*+`` ``++`` ``?+`` ``}+``, as cpython Lib/re/_parser.py (3.11) reads them.
 _LOOKAROUND = re.compile(r"\(\?(?:<?[=!])")
 _POSSESSIVE = re.compile(r"(?<!\\)([*+?}])\+")
 
