@@ -188,6 +188,10 @@ _WORKER_DIED = re.compile(
     r"|RayWorkerProc rank=(\d+) died unexpectedly"
     r"|Engine core proc (\S+) died unexpectedly"
     r"|Engine core process (\S+) died unexpectedly"
+    # vllm vllm/engine/multiprocessing/client.py::run_heartbeat_loop (V0 MQLLMEngineClient, 0.6-0.10): psutil finds
+    # the engine process gone (or a zombie) without an RPCError from it, logged as ``RuntimeError('Engine process
+    # (pid N) died.')`` — the same death from outside as V1's ``Engine core proc … died unexpectedly``
+    r"|Engine process \(pid (\d+)\) died\b"
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
@@ -996,7 +1000,7 @@ class _Parser:
             return False
         m = _WORKER_DIED.search(s)
         if m:
-            name = m.group(1) or m.group(3) or m.group(7) or m.group(8)
+            name = m.group(1) or m.group(3) or m.group(7) or m.group(8) or ("MQLLMEngine" if m.group(9) else None)
             code = m.group(2) or m.group(5)
             cols: dict[str, Any] = {}
             rk = re.search(r"(\d+)$", name or "") if name and name.startswith(("VllmWorker", "Worker")) else None
@@ -1005,7 +1009,7 @@ class _Parser:
             elif rk:
                 cols["tp_rank"] = int(rk.group(1))
             emit("rank_dead", {**base, **cols}, {"process_name": name, "exit_code": _int(code),
-                                                 "worker_pid": _int(m.group(4))}, code=_int(code))
+                                                 "worker_pid": _int(m.group(4) or m.group(9))}, code=_int(code))
             return True
         if _RAY_OOM.search(s):
             emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
