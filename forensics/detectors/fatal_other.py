@@ -225,6 +225,14 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                 "(one ran out of memory while loading, crashed, or a node was slow)", True,
                 ["Read the logs of the other ranks and nodes: the first one that failed (an OOM while loading, a "
                  "traceback, an OOM kill in dmesg) is the cause; a slow node needs a longer --dist-timeout.", *generic])
+    if kind == "watchdog_timeout" and a.get("component", "Scheduler") != "Scheduler":
+        # sglang srt/utils/watchdog.py (0.5.7+): ``{debug_name} watchdog timeout (…)`` for a CPU-side process
+        secs = row.get("seconds")
+        return (f"the {a['component']} watchdog fired{f' after {secs:g} s' if secs else ''}: that process (CPU "
+                "side, no GPU step) stopped making progress and SGLang took the server down", True,
+                [f"py-spy dump --pid <{a['component']} pid>: it shows where that process is stuck (a tokenizer or "
+                 "detokenizer call on a huge input or output, a blocked socket, a held lock); the GPU ranks are not "
+                 "the cause.", *generic])
     if kind == "watchdog_timeout":
         secs = row.get("seconds")
         return (f"the scheduler watchdog fired{f' after {secs:g} s' if secs else ''}: a forward pass or a collective "

@@ -44,7 +44,10 @@ _STEP_CALLS = ("execute_model", "sample_tokens")
 def _stuck_dumps(run: list[Row]) -> list[Row]:
     dumps = [r for r in of_kind(run, "notice") if attrs(r).get("message_id") == "watchdog_debug"
              and "Scheduler debug info" in (r.get("text") or "")]
-    hard = [r for r in of_kind(run, "watchdog_timeout") if not attrs(r).get("soft")]
+    # only the scheduler's watchdog counts forward passes; the same ProcessWatchdog guards the tokenizer and
+    # detokenizer managers and the DP controller (sglang srt/utils/watchdog.py, 0.5.7+), whose stall is no step's
+    hard = [r for r in of_kind(run, "watchdog_timeout") if not attrs(r).get("soft")
+            and attrs(r).get("component", "Scheduler") == "Scheduler"]
     return dumps + hard
 
 
