@@ -146,7 +146,10 @@ _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum nu
 _TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
                            r" the available KV cache memory \(" + _NUM + r" ?Gi?B\)")
 _ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
-_NO_CACHE = re.compile(r"No available memory for the cache blocks")
+# the second wording: vllm vllm/v1/core/kv_cache_utils.py::_auto_fit_max_model_len (0.14+, ``--max-model-len -1/auto``):
+# not one token of KV fits after the weights and activations, the same refusal under auto-fit
+_NO_CACHE = re.compile(r"No available memory for the cache blocks"
+                       r"|Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token")
 _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
                       r" enough KV cache space.*?(?:total_num_cumulative_preemption=(\d+))?$")
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
@@ -728,7 +731,7 @@ class _Parser:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
-                                "EngineDeadError", "NCCL error", "swap space",
+                                "Cannot auto-fit max_model_len", "EngineDeadError", "NCCL error", "swap space",
                                 "Error in memory profiling", "on startup is less than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
@@ -1177,7 +1180,7 @@ _SNIFF_STRONG = (
     "GPU KV cache size:", "Maximum concurrency for", "Available KV cache memory:", "Memory profiling results: total_gpu_memory",
     "the current vLLM instance can use", "is larger than the maximum number of tokens that can be stored in KV cache",
     "KV cache is needed, which is larger than the available KV cache memory", "preempted by PreemptionMode",
-    "No available memory for the cache blocks", "Avg prompt throughput:", "EngineCore failed to start",
+    "No available memory for the cache blocks", "Cannot auto-fit max_model_len", "Avg prompt throughput:", "EngineCore failed to start",
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
     "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
     "Task was killed due to the node running low on memory",
