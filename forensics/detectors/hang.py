@@ -188,9 +188,19 @@ def _what(row: Row) -> str:
 _RPC_STEP = re.compile(r"RPC call to (execute_model|sample_tokens) timed out")
 
 
+#: the Ray executor's step (vllm vllm/v1/executor/ray_distributed_executor.py, 0.8+: ``ray.get(ref,
+#: timeout=RAY_CGRAPH_get_timeout)``, logged as ``RAY_CGRAPH_get_timeout is set to N``): Ray's compiled graph raises
+#: ``RayChannelTimeoutError`` naming the timeout when a worker's output never arrives — the same unanswered step
+_RAY_STEP = re.compile(r"increase RAY_CGRAPH_get_timeout which is currently (\d+) seconds")
+
+
 def _step_timeout(row: Row) -> str | None:
-    m = _RPC_STEP.search(str(attrs(row).get("exception_message") or row.get("text") or ""))
-    return m.group(1) if m else None
+    text = str(attrs(row).get("exception_message") or row.get("text") or "")
+    m = _RPC_STEP.search(text)
+    if m:
+        return m.group(1)
+    ray = _RAY_STEP.search(text)
+    return f"a Ray compiled-graph step, past RAY_CGRAPH_get_timeout = {ray.group(1)} s" if ray else None
 
 
 def _sglang(tl: Timeline) -> list[Finding]:
