@@ -939,6 +939,12 @@ class _Scanner:
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
+                if "EADDRINUSE" in exc.group(0) or "ddress already in use" in exc.group(0):
+                    # the c10d store raised inside init_torch_distributed that its port is taken
+                    # (failure_messages.md §4.6, ``The server socket has failed to listen … EADDRINUSE``)
+                    port = classify_failure(exc.group(0))
+                    if port is not None and port[2].get("failure") == "port_in_use":
+                        attrs.update(failure="port_in_use", port=port[2].get("port"))
             if kind == "kv_exhausted":
                 facts = kv_exhausted_facts("\n".join(body))
                 facts.pop("phase") if "phase" in attrs else None  # the header said it already
