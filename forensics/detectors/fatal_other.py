@@ -87,6 +87,8 @@ def _is_fatal(row: Row) -> bool:
         return False
     if row.get("kind") == "failure" and (failure_class(row) not in FATAL_CLASSES or client_side(row)):
         return False
+    if row.get("kind") == "watchdog_timeout" and attrs(row).get("soft"):
+        return False  # sglang srt/utils/watchdog.py (0.5.7+): a soft watchdog only dumps, it sends no SIGQUIT
     # '# ' lines are notes pasted around an excerpt, never an SGLang record
     return not (row.get("text") or "").lstrip().startswith("#")
 
