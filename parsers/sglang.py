@@ -672,7 +672,9 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
         return _ev("kv_exhausted", attrs={"phase": "decode", "reason": "oom_after_retract"})
     if "Not enough host memory" in msg:
         return _host_insufficient(msg)
-    if "Not enough memory. Please try to increase --mem-fraction-static" in msg:
+    # 0.1.x spelled it "Not enought memory." (sglang python/sglang/srt/managers/router/model_runner.py::init_memory_pool)
+    if "Not enough memory. Please try to increase --mem-fraction-static" in msg \
+            or "Not enought memory. Please try to increase --mem-fraction-static" in msg:
         mf = _MEM_FRACTION.search(msg)
         return _ev("not_enough_memory", {"ratio": _float(mf.group(1)) if mf else None})
     if "Loaded weights leave no GPU memory for the KV cache" in msg:
