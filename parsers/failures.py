@@ -617,7 +617,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
     if _PEER_EXITED.search(head):
         return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
-    if _STORE.search(head):
+    # the store's server side that cannot bind (``The server socket has failed to listen … name: EADDRINUSE``,
+    # failure_messages.md §4.6 row 2) is a taken port, not a rendezvous that timed out: read by _PORT below
+    if _STORE.search(head) and not _PORT.search(head):
         j = _JOINED.search(head)
         return "failure", {"count": _int(j.group(1)) if j else None}, {
             "failure": "store_timeout", "world_size": _int(j.group(2)) if j else None, "message": msg[:2000]}

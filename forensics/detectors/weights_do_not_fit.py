@@ -105,7 +105,8 @@ def detect(tl: Timeline) -> list[Finding]:
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
                      + ((f"; raise it to {new:.2f}" if f is not None else f"; raise --mem-fraction-static to {new:.2f}")
                         if flags
-                        else "; raise it (the log lacks the weight-load memory lines that say how far)"
+                        else ("; raise it" if f is not None else "; raise --mem-fraction-static")
+                        + " (the log lacks the weight-load memory lines that say how far)"
                         if minimum is None and hits
                         else "; more GPUs, quantisation or a smaller model are needed")
                      + "."),
