@@ -6,6 +6,8 @@
     python bench/run.py --bundle             # also `report` on the same set as a .tar.zst bundle
     python bench/run.py --bundle gz          # … as a .tar.gz
     python bench/run.py --giant-line 200MB   # `report` on a log that is one 200 MB line: peak RSS
+    python bench/run.py --small-files        # also a 200,000-line input of many short mixed files
+    python bench/run.py --profile            # also the top five entries of `timeline`'s profile
 
 For each size it generates (once, cached under bench/_data/) a synthetic multi-rank SGLang log
 set — 8 rank logs with every line kind in realistic proportions (mostly Decode/Prefill batch
@@ -13,7 +15,9 @@ lines and HTTP access lines, the start-up lifecycle, retractions, an OOM traceba
 process log, free/nvidia-smi snapshots and a kernel log — then, with a warm page cache, times
 `grep -c` over the files, `forensics timeline` and `forensics report`, and prints wall time,
 the ratio to grep and the peak RSS of each child. Finally `forensics report` on the seed bundle.
-Ratios are what to compare across machines; absolute seconds are this machine's.
+Ratios are what to compare across machines; absolute seconds are this machine's. On a shared machine
+every round measures grep right before the contenders and the median of ``--repeat`` rounds (3) is
+printed: the ratios of one round, not seconds from different moments, are what the medians are of.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,8 +188,15 @@ def files_of(d: Path) -> list[str]:
     return sorted(str(p) for p in d.rglob("*") if p.is_file() and p.name != ".complete")
 
 
+#: CPU seconds (user + system) of the last child :func:`timed` ran: on a machine others share, the ratio of
+#: CPU times moves far less with their load than the ratio of wall times.
+last_cpu = 0.0
+
+
 def timed(argv: list[str]) -> tuple[float, int, int]:
-    """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code."""
+    """Run argv; return wall seconds, peak RSS of the child in bytes, and its exit code (its CPU seconds
+    in :data:`last_cpu`)."""
+    global last_cpu
     # stdout and stderr go to files: GNU grep stops at the first match when stdout is /dev/null, and a
     # pipe nobody reads while we wait could fill up
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as errf:
@@ -195,6 +207,7 @@ def timed(argv: list[str]) -> tuple[float, int, int]:
         errf.seek(0)
         err = errf.read().decode(errors="replace")
     rc = os.waitstatus_to_exitcode(status)
+    last_cpu = usage.ru_utime + usage.ru_stime
     if rc not in (0, 1):
         print(f"  ! {' '.join(argv[:3])} … exited {rc}: {err.strip().splitlines()[-1:] }", file=sys.stderr)
     return wall, usage.ru_maxrss * 1024, rc
@@ -202,6 +215,61 @@ def timed(argv: list[str]) -> tuple[float, int, int]:
 
 def forensics_cmd() -> list[str]:
     return [sys.executable, "-m", "forensics.cli"]
+
+
+def small_files(lines: int = 200_000, seed: int = 11) -> Path:
+    """A folder (made once under bench/_data/) of many short files of mixed kinds, ``lines`` in all: short
+    SGLang rank logs with start-up and a few batch lines, kernel logs, free and nvidia-smi snapshots,
+    tracebacks pasted into notes. Many small members cost what one big log does not: per-file sniffing,
+    the auxiliary readers' set-up, one frame per file."""
+    dest = DATA / f"small-{lines}"
+    if (dest / ".complete").exists():
+        return dest
+    DATA.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=DATA))
+    rng = random.Random(seed)
+    t0 = 1_763_630_042.0
+    done = i = 0
+    while done < lines:
+        kind = i % 5
+        if kind == 0:
+            body = _startup(i % 8, t0) + _rank_body(i % 8, rng.randint(8_000, 40_000), rng, t0 + 300)
+        elif kind == 1:
+            body = [f"[{k * 0.37 + i:12.6f}] usb 1-{k % 4}: new high-speed USB device number {k}" for k in range(rng.randint(40, 200))]
+        elif kind == 2:
+            body = ["index, memory.used [MiB], memory.total [MiB]", *(f"{g}, {93000 + g} MiB, 97887 MiB" for g in range(8))]
+        elif kind == 3:
+            body = ["               total        used        free      shared  buff/cache   available",
+                    f"Mem:    482000000000 {40 + i % 9}0000000000 4000000000 0 1000000000 4100000000",
+                    "Swap:              0           0           0"]
+        else:
+            body = [f"note {i}: the server fell over after the upgrade", *OOM_TAIL, "we restarted it with --tp 8"]
+        (tmp / f"f{i:05d}.{['log', 'dmesg', 'csv', 'txt', 'md'][kind]}").write_text("\n".join(body) + "\n")
+        done += len(body)
+        i += 1
+    (tmp / ".complete").write_text("ok\n")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return dest
+
+
+def top_of_profile(d: Path, n: int = 5) -> list[str]:
+    """The ``n`` entries of `forensics timeline`'s cProfile with the most time of their own, on ``d``."""
+    import pstats
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = f"{tmp}/t.prof"
+        subprocess.run([sys.executable, "-m", "cProfile", "-o", prof, "-m", "forensics.cli", "timeline", str(d),
+                        "-o", f"{tmp}/t.parquet", "-q"], check=False, capture_output=True)
+        stats = pstats.Stats(prof)
+        total = stats.total_tt  # type: ignore[attr-defined]
+        rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:n]  # type: ignore[attr-defined]
+    out = []
+    for (path, line, fn), (_cc, _nc, tt, ct, _callers) in rows:
+        where = fn if path == "~" else f"{Path(path).name}:{line}({fn})"
+        out.append(f"{tt:7.2f}s {100 * tt / total:5.1f}%  (cum {ct:6.2f}s)  {where}")
+    return out
 
 
 def giant_logs(size: int) -> list[Path]:
@@ -257,6 +325,10 @@ def main() -> int:
                     help="also time `forensics report` on the set packed as a .tar.zst (default) or .tar.gz bundle")
     ap.add_argument("--giant-line", metavar="SIZE", nargs="?", const="200MB",
                     help="only time `forensics report` on a log that is one SIZE-byte line (default 200MB)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per size; the medians are printed (default 3)")
+    ap.add_argument("--small-files", action="store_true",
+                    help="also time a 200,000-line input of many short mixed files")
+    ap.add_argument("--profile", action="store_true", help="also print the top five entries of timeline's profile")
     args = ap.parse_args()
     if args.giant_line:
         return giant_line(parse_size(args.giant_line))
@@ -264,7 +336,11 @@ def main() -> int:
     ready = all((DATA / f"set-{t}" / ".complete").exists() for t in sizes)
     if args.bundle:
         ready = ready and all((DATA / f"set-{t}.tar.{args.bundle}").exists() for t in sizes)
+    if args.small_files:
+        ready = ready and (DATA / "small-200000" / ".complete").exists()
     if not ready:
+        if args.small_files:
+            small_files()
         for total in sizes:
             d = dataset(total)
             if args.bundle:
@@ -273,22 +349,34 @@ def main() -> int:
         os.execv(sys.executable, [sys.executable, *sys.argv])
     rows = []
     bundles = []
-    for total in sizes:
-        d = dataset(total)
+    inputs = [(dataset(total), f"{total / (1 << 30):.2f}GB") for total in sizes]
+    if args.small_files:
+        inputs.append((small_files(), "200k lines"))
+    for d, label in inputs:
         files = files_of(d)
         nbytes = sum(os.path.getsize(f) for f in files)
         for f in files:  # warm the page cache so every contender reads from memory
             with open(f, "rb") as fh:
                 while fh.read(1 << 24):
                     pass
-        g_wall, g_rss, _ = timed(["grep", "-c", "-e", "TP", *files])
-        with tempfile.TemporaryDirectory() as tmp:
-            t_wall, t_rss, _ = timed([*forensics_cmd(), "timeline", str(d), "-o", f"{tmp}/t.parquet", "-q"])
-            if args.no_report:
-                r_wall, r_rss = float("nan"), 0
-            else:
-                r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(d), "-o", f"{tmp}/r", "-q"])
-        rows.append((nbytes, g_wall, g_rss, t_wall, t_rss, r_wall, r_rss))
+        rounds = []
+        for _ in range(max(1, args.repeat)):  # grep right before each contender: the same load on both
+            with tempfile.TemporaryDirectory() as tmp:
+                g_wall, _g_rss, _ = timed(["grep", "-c", "-e", "TP", "-r", str(d)])
+                g_cpu = max(last_cpu, 1e-3)
+                t_wall, t_rss, _ = timed([*forensics_cmd(), "timeline", str(d), "-o", f"{tmp}/t.parquet", "-q"])
+                t_cpu = last_cpu
+                if args.no_report:
+                    g2_wall, g2_cpu, r_wall, r_cpu, r_rss = g_wall, g_cpu, float("nan"), float("nan"), 0
+                else:
+                    g2_wall, _g_rss, _ = timed(["grep", "-c", "-e", "TP", "-r", str(d)])
+                    g2_cpu = max(last_cpu, 1e-3)
+                    r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(d), "-o", f"{tmp}/r", "-q"])
+                    r_cpu = last_cpu
+            rounds.append((g_wall, t_wall, t_wall / g_wall, t_rss, r_wall, r_wall / g2_wall, r_rss,
+                           t_cpu / g_cpu, r_cpu / g2_cpu))
+        med = [statistics.median(r[k] for r in rounds) for k in range(9)]
+        rows.append((label, nbytes, *med, max(r[3] for r in rounds), max(r[6] for r in rounds)))
         if args.bundle:
             b = bundle_of(d, args.bundle)
             with open(b, "rb") as fh:  # warm, as the files were
@@ -306,10 +394,17 @@ def main() -> int:
     except Exception as e:  # the bench still reports the big runs
         print(f"seed bundle: not run ({e})", file=sys.stderr)
 
-    print(f"{'input':>10} {'grep -c':>9} {'timeline':>9} {'×grep':>7} {'RSS':>8} {'report':>9} {'×grep':>7} {'RSS':>8}")
-    for nbytes, g, _grss, t, trss, r, rrss in rows:
-        print(f"{nbytes / (1 << 30):>8.2f}GB {g:>8.2f}s {t:>8.2f}s {t / g:>6.1f}× {trss / (1 << 20):>6.0f}MB "
-              f"{r:>8.2f}s {r / g:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
+    print(f"median of {max(1, args.repeat)} round(s); ×grep: the round's own wall-time ratio (cpu: of CPU "
+          "seconds); RSS: the highest peak")
+    print(f"{'input':>10} {'bytes':>8} {'grep -c':>9} {'timeline':>9} {'×grep':>7} {'cpu×':>7} {'RSS':>8} "
+          f"{'report':>9} {'×grep':>7} {'cpu×':>7} {'RSS':>8}")
+    for label, nbytes, g, t, tx, _t_rss, r, rx, _r_rss, tcx, rcx, trss, rrss in rows:
+        print(f"{label:>10} {nbytes / (1 << 20):>6,.0f}MB {g:>8.2f}s {t:>8.2f}s {tx:>6.1f}× {tcx:>6.1f}× "
+              f"{trss / (1 << 20):>6.0f}MB {r:>8.2f}s {rx:>6.1f}× {rcx:>6.1f}× {rrss / (1 << 20):>6.0f}MB")
+    if args.profile:
+        print(f"timeline's profile on {inputs[0][1]}, top five by own time:")
+        for line in top_of_profile(inputs[0][0]):
+            print("  " + line)
     for nbytes, b, wall, rss in bundles:
         print(f"{nbytes / (1 << 30):>8.2f}GB as {b.name} ({b.stat().st_size / (1 << 20):,.0f} MB): "
               f"forensics report {wall:.2f}s, peak RSS {rss / (1 << 20):.0f} MB")

@@ -138,17 +138,19 @@ def scan(raw: bytes | bytearray) -> Scanned:
         _pool = ThreadPoolExecutor(1, thread_name_prefix="bulkscan")
     line0 = raw.count(b"\n", 0, mid)
     second = _pool.submit(_scan_part, lib, raw, mid, n, line0)
-    first = _scan_part(lib, raw, 0, mid, 0)
+    first = _scan_part(lib, raw, 0, mid, 0, line0)  # the first half's line ends are counted already
     rest = second.result()
     return Scanned(n_lines=first.n_lines + rest.n_lines,
                    rows={k: pa.chunked_array([first.rows[k], rest.rows[k]]) for k in first.rows},
                    other_line=first.other_line + rest.other_line, other_spans=first.other_spans + rest.other_spans)
 
 
-def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, line0: int) -> Scanned:
-    """Read raw[start:end] (whole lines); its lines are numbered from line0, its spans are in raw."""
+def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, line0: int,
+               line_ends: int | None = None) -> Scanned:
+    """Read raw[start:end] (whole lines); its lines are numbered from line0, its spans are in raw.
+    ``line_ends``: how many ``\\n`` it holds, when the caller counted them."""
     n = end - start
-    cap = raw.count(b"\n", start, end) + 2
+    cap = (raw.count(b"\n", start, end) if line_ends is None else line_ends) + 2
     bm = cap // 8 + 1
     cap_attrs = n + 4096  # a batch line's JSON is about as long as the line; retried bigger if not
     whole = pa.py_buffer(raw)  # bytes or bytearray, no copy; its address is where the C side reads

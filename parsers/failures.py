@@ -26,8 +26,10 @@ everything else, with ``attrs.failure`` naming the class (see :data:`CLASSES`).
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -615,7 +617,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
     if _PEER_EXITED.search(head):
         return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
-    if _STORE.search(head):
+    # the store's server side that cannot bind (``The server socket has failed to listen … name: EADDRINUSE``,
+    # failure_messages.md §4.6 row 2) is a taken port, not a rendezvous that timed out: read by _PORT below
+    if _STORE.search(head) and not _PORT.search(head):
         j = _JOINED.search(head)
         return "failure", {"count": _int(j.group(1)) if j else None}, {
             "failure": "store_timeout", "world_size": _int(j.group(2)) if j else None, "message": msg[:2000]}
@@ -752,8 +756,13 @@ def stops_at_allocation(text: str) -> bool:
     return bool(_ALLOCATION.search("\n".join(tail)))
 
 
-def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
-    """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines."""
+def parse(text: str, path: str = "", command: str | None = None,
+          candidates: Iterable[int] | None = None) -> ParseResult:
+    """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines.
+
+    ``candidates``: 0-based indices (as ``text.splitlines()`` numbers them) of a superset of the lines
+    :data:`TRIGGER` matches (``parsers.routing``): the lines between them are not stepped through.
+    """
     lines = text.splitlines()
     rows: list[dict[str, Any]] = []
     i = 0
@@ -778,9 +787,24 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             recognized += last - first + 1
         loose_frames.clear()
     # which lines can hold a failure at all: one vectorised pass (polars' regex engine) for a long text
-    maybe = pl.Series(lines, dtype=pl.Utf8).str.contains(_TRIGGER.pattern).to_list() if n > 2000 else None
+    cand = sorted(set(candidates)) if candidates is not None else None
+    cset = set(cand) if cand is not None else None
+    ci = 0
+    maybe = pl.Series(lines, dtype=pl.Utf8).str.contains(_TRIGGER.pattern).to_list() if n > 2000 and cand is None else None
     while i < n:
-        if not (maybe[i] if maybe is not None else _TRIGGER.search(lines[i])):
+        if cand is not None and not loose_frames:
+            # nothing open: the lines up to the next candidate would each just be passed over
+            ci = bisect.bisect_left(cand, i, ci)
+            if ci == len(cand):
+                break
+            i = cand[ci]
+            if i >= n:
+                break
+        if cset is not None:
+            trigger = i in cset and _TRIGGER.search(lines[i])
+        else:
+            trigger = maybe[i] if maybe is not None else _TRIGGER.search(lines[i])
+        if not trigger:
             if loose_frames and lines[i][:1].isspace():
                 loose[1] = i  # the source line shown under a frame
             else:
@@ -872,4 +896,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n, recognized=recognized)
 
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom", "populate_fault", "strip_prefix"]
+#: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
+TRIGGER = _TRIGGER
+
+__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
+           "populate_fault", "strip_prefix"]

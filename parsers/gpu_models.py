@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from .schema import ParseResult
@@ -72,14 +73,22 @@ def capacity_of(name: str) -> int | None:
     return int(round(gib * GIB)) if gib else None
 
 
-def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
+def parse(text: str, path: str = "", command: str | None = None,
+          candidates: Iterable[tuple[int, str]] | None = None) -> ParseResult:
     """One ``gpu_model`` row per line that names a GPU model with a known capacity.
 
     One scan of the whole text finds the lines that may name a GPU (a long log names none on almost
-    every line); only those lines are read for a model's name.
+    every line); only those lines are read for a model's name. ``candidates``: (0-based index, text) of
+    a superset of the lines :data:`PREFILTER` matches, found already (``parsers.routing``): the text is
+    then not scanned again.
     """
     rows: list[dict[str, Any]] = []
     n_lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    if candidates is not None:
+        for i, line in candidates:
+            if _PREFILTER.search(line):
+                _read_line(i + 1, line.rstrip("\r"), rows)
+        return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n_lines, recognized=0)
     line_no, counted_to, next_line_start = 1, 0, 0
     for hit in _PREFILTER.finditer(text):
         if hit.start() < next_line_start:  # this line was read already
@@ -90,14 +99,22 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         end = text.find("\n", hit.start())
         end = len(text) if end < 0 else end
         next_line_start = end + 1
-        line = text[start:end].rstrip("\r")
-        if not _NEEDLE.search(line):
-            continue
-        for m in _NAME.finditer(line):
-            cap = capacity_of(m.group(0))
-            if cap is None:
-                continue
-            rows.append({"line": line_no, "kind": "gpu_model", "total_bytes": cap, "text": line[:500],
-                         "attrs": {"model": m.group(0).strip(), "stated_size": bool(m.group("size"))}})
-            break
+        _read_line(line_no, text[start:end].rstrip("\r"), rows)
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=n_lines, recognized=0)
+
+
+def _read_line(line_no: int, line: str, rows: list[dict[str, Any]]) -> None:
+    """The row of one line the prefilter flagged, if it names a model of known capacity."""
+    if not _NEEDLE.search(line):
+        return
+    for m in _NAME.finditer(line):
+        cap = capacity_of(m.group(0))
+        if cap is None:
+            continue
+        rows.append({"line": line_no, "kind": "gpu_model", "total_bytes": cap, "text": line[:500],
+                     "attrs": {"model": m.group(0).strip(), "stated_size": bool(m.group("size"))}})
+        return
+
+
+#: The gate of the name search, public for ``parsers.routing``.
+PREFILTER = _PREFILTER

@@ -64,15 +64,26 @@ def sniffers() -> dict[str, Callable[[str], float]]:
     return {fmt: mod.sniff for fmt, mod in parsers().items()}
 
 
+#: The last head sniffed and its scores: a file's head is asked about two or three times in a row
+#: (the manifest's hint, then the best format), and every sniffer reads up to 64 KiB.
+_last: tuple[str, tuple[Callable[[str], float], ...], dict[str, float]] | None = None
+
+
 def sniff_scores(head: str) -> dict[str, float]:
     """Every parser's score for this text head; a sniffer that fails scores 0."""
+    global _last
     head = head[:SNIFF_BYTES]
+    fns = sniffers()
+    key = tuple(fns.values())
+    if _last is not None and _last[1] == key and _last[0] == head:
+        return dict(_last[2])
     scores = {}
-    for fmt, fn in sniffers().items():
+    for fmt, fn in fns.items():
         try:
             scores[fmt] = float(fn(head))
         except Exception:  # a sniffer must never take the whole read down
             scores[fmt] = 0.0
+    _last = (head, key, dict(scores))
     return scores
 
 

@@ -83,9 +83,16 @@ COLUMNS: tuple[str, ...] = tuple(EVENT_SCHEMA)
 MAX_UNRECOGNIZED_EXAMPLES = 20
 
 
+_EMPTY: pl.DataFrame | None = None
+
+
 def empty_frame() -> pl.DataFrame:
-    """A frame with the event schema and no rows."""
-    return pl.DataFrame(schema=EVENT_SCHEMA)
+    """A frame with the event schema and no rows (a clone of one made once: building the schema's 38
+    columns costs ~0.6 ms, and every small file asks for several)."""
+    global _EMPTY
+    if _EMPTY is None:
+        _EMPTY = pl.DataFrame(schema=EVENT_SCHEMA)
+    return _EMPTY.clone()
 
 
 #: One encoder for every row: ``json.dumps`` with keyword arguments builds a new encoder per call.

@@ -672,7 +672,9 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
         return _ev("kv_exhausted", attrs={"phase": "decode", "reason": "oom_after_retract"})
     if "Not enough host memory" in msg:
         return _host_insufficient(msg)
-    if "Not enough memory. Please try to increase --mem-fraction-static" in msg:
+    # 0.1.x spelled it "Not enought memory." (sglang python/sglang/srt/managers/router/model_runner.py::init_memory_pool)
+    if "Not enough memory. Please try to increase --mem-fraction-static" in msg \
+            or "Not enought memory. Please try to increase --mem-fraction-static" in msg:
         mf = _MEM_FRACTION.search(msg)
         return _ev("not_enough_memory", {"ratio": _float(mf.group(1)) if mf else None})
     if "Loaded weights leave no GPU memory for the KV cache" in msg:
@@ -939,6 +941,12 @@ class _Scanner:
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
+                if "EADDRINUSE" in exc.group(0) or "ddress already in use" in exc.group(0):
+                    # the c10d store raised inside init_torch_distributed that its port is taken
+                    # (failure_messages.md §4.6, ``The server socket has failed to listen … EADDRINUSE``)
+                    port = classify_failure(exc.group(0))
+                    if port is not None and port[2].get("failure") == "port_in_use":
+                        attrs.update(failure="port_in_use", port=port[2].get("port"))
             if kind == "kv_exhausted":
                 facts = kv_exhausted_facts("\n".join(body))
                 facts.pop("phase") if "phase" in attrs else None  # the header said it already

@@ -84,6 +84,8 @@ def waiting_in(frames: list[str]) -> str:
     return "running"
 
 
+#: The strings one of which every text this reader reads holds, public for ``parsers.routing``.
+NEEDLES = _NEEDLES
 _VLLM_NEEDLES = ("Dumping input data", "V1 LLM engine (v", "Dumping scheduler output", "SchedulerOutput(", "SchedulerStats(")
 
 

@@ -146,7 +146,10 @@ _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum nu
 _TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
                            r" the available KV cache memory \(" + _NUM + r" ?Gi?B\)")
 _ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
-_NO_CACHE = re.compile(r"No available memory for the cache blocks")
+# the second wording: vllm vllm/v1/core/kv_cache_utils.py::_auto_fit_max_model_len (0.14+, ``--max-model-len -1/auto``):
+# not one token of KV fits after the weights and activations, the same refusal under auto-fit
+_NO_CACHE = re.compile(r"No available memory for the cache blocks"
+                       r"|Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token")
 _PREEMPT = re.compile(r"Sequence group (\S+) is preempted by (?:PreemptionMode\.)?(\w+) mode because there is not"
                       r" enough KV cache space.*?(?:total_num_cumulative_preemption=(\d+))?$")
 _SWAP_ABORT = re.compile(r"Aborted due to the lack of CPU swap space")
@@ -188,6 +191,10 @@ _WORKER_DIED = re.compile(
     r"|RayWorkerProc rank=(\d+) died unexpectedly"
     r"|Engine core proc (\S+) died unexpectedly"
     r"|Engine core process (\S+) died unexpectedly"
+    # vllm vllm/engine/multiprocessing/client.py::run_heartbeat_loop (V0 MQLLMEngineClient, 0.6-0.10): psutil finds
+    # the engine process gone (or a zombie) without an RPCError from it, logged as ``RuntimeError('Engine process
+    # (pid N) died.')`` — the same death from outside as V1's ``Engine core proc … died unexpectedly``
+    r"|Engine process \(pid (\d+)\) died\b"
 )
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
@@ -724,7 +731,7 @@ class _Parser:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
-                                "EngineDeadError", "NCCL error", "swap space",
+                                "Cannot auto-fit max_model_len", "EngineDeadError", "NCCL error", "swap space",
                                 "Error in memory profiling", "on startup is less than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
@@ -996,7 +1003,7 @@ class _Parser:
             return False
         m = _WORKER_DIED.search(s)
         if m:
-            name = m.group(1) or m.group(3) or m.group(7) or m.group(8)
+            name = m.group(1) or m.group(3) or m.group(7) or m.group(8) or ("MQLLMEngine" if m.group(9) else None)
             code = m.group(2) or m.group(5)
             cols: dict[str, Any] = {}
             rk = re.search(r"(\d+)$", name or "") if name and name.startswith(("VllmWorker", "Worker")) else None
@@ -1005,7 +1012,7 @@ class _Parser:
             elif rk:
                 cols["tp_rank"] = int(rk.group(1))
             emit("rank_dead", {**base, **cols}, {"process_name": name, "exit_code": _int(code),
-                                                 "worker_pid": _int(m.group(4))}, code=_int(code))
+                                                 "worker_pid": _int(m.group(4) or m.group(9))}, code=_int(code))
             return True
         if _RAY_OOM.search(s):
             emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
@@ -1173,7 +1180,7 @@ _SNIFF_STRONG = (
     "GPU KV cache size:", "Maximum concurrency for", "Available KV cache memory:", "Memory profiling results: total_gpu_memory",
     "the current vLLM instance can use", "is larger than the maximum number of tokens that can be stored in KV cache",
     "KV cache is needed, which is larger than the available KV cache memory", "preempted by PreemptionMode",
-    "No available memory for the cache blocks", "Avg prompt throughput:", "EngineCore failed to start",
+    "No available memory for the cache blocks", "Cannot auto-fit max_model_len", "Avg prompt throughput:", "EngineCore failed to start",
     "EngineCore encountered a fatal error", "vLLM is using nccl==", "Graph capturing finished in",
     "init engine (profile, create kv cache", "(RayWorkerVllm pid=", "killed by SIGKILL by OOM killer",
     "Task was killed due to the node running low on memory",

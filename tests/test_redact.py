@@ -265,3 +265,41 @@ def test_redact_frame_batch_rows_keep_numbers_and_lose_secrets():
     assert got[:20] == [numeric] * 20
     assert all("REDACTED" in v for v in got[20:]), got[20:]
     assert sum(counts.values()) == 4
+
+
+@given(st.lists(st.sampled_from(_PLAIN_FRAGMENTS + _FRAGMENTS), min_size=1, max_size=8).map("".join))
+@settings(max_examples=150, deadline=None)
+def test_columns_searched_whole_redact_as_row_by_row(secret_row):
+    """A small frame's column is searched as one string first (clean: skipped); with or without that
+    shortcut, the same rows change the same way and the counts agree."""
+    import polars as pl
+
+    import forensics.redact as redact
+
+    batch = "[2025-11-20 11:02:41 TP0] Decode batch, #running-req: 41, #token: 199472, token usage: 0.90"
+    text = [batch] * 500
+    attrs = ['{"running_req": 41, "token": 199472, "token_usage": 0.9}'] * 500
+    text[123], attrs[432] = secret_row, json.dumps({"args": secret_row})
+    df = pl.DataFrame({"kind": ["decode_batch"] * 500, "text": text, "attrs": attrs})
+    fast, fast_counts = redact.redact_frame(df)
+    clean, clean_counts = redact.redact_frame(df.with_columns(text=pl.lit(batch), attrs=pl.lit(attrs[0])))
+    assert clean_counts == {} and clean.equals(df.with_columns(text=pl.lit(batch), attrs=pl.lit(attrs[0])))
+    old = redact._JOINED_ROWS
+    redact._JOINED_ROWS = 0  # off: the row-by-row path alone
+    try:
+        slow, slow_counts = redact.redact_frame(df)
+    finally:
+        redact._JOINED_ROWS = old
+    assert fast.equals(slow) and fast_counts == slow_counts
+
+
+def test_an_authorization_header_in_a_row_with_special_characters_is_redacted():
+    """'Authorization: Basic …' holds neither 'bearer' nor a key word: the full prefilter must still send a
+    row that holds it (and '=', so the plain prefilter is not the one asked) to the rules."""
+    import polars as pl
+
+    from forensics.redact import redact_frame
+
+    row = "curl -H 'Authorization: Basic dXNlcjpwYXNzd29yZA==' http://api"
+    out, counts = redact_frame(pl.DataFrame({"text": [row, "x=1"]}))
+    assert "dXNlcjpwYXNzd29yZA" not in out["text"][0] and sum(counts.values()) == 1

@@ -189,6 +189,8 @@ _AFTER_WORDS = [
     ("parsers.launch.prose._HOST_PATTERNS[4]", "out of ", "000,"),
     ("parsers.launch.prose._GPU_CAP_PATTERNS[1]", "capacity of ", "000,"),
     ("parsers.launch.prose._LEFT_SIZE_RE", "left ", "000,"),
+    ("parsers.launch.prose._GPU_CAP_PATTERNS[4]", "H100", "-SXM"),
+    ("parsers.launch.prose._GPU_CAP_PATTERNS[4]", "H100", " "),
 ]
 
 

@@ -87,6 +87,8 @@ def _is_fatal(row: Row) -> bool:
         return False
     if row.get("kind") == "failure" and (failure_class(row) not in FATAL_CLASSES or client_side(row)):
         return False
+    if row.get("kind") == "watchdog_timeout" and attrs(row).get("soft"):
+        return False  # sglang srt/utils/watchdog.py (0.5.7+): a soft watchdog only dumps, it sends no SIGQUIT
     # '# ' lines are notes pasted around an excerpt, never an SGLang record
     return not (row.get("text") or "").lstrip().startswith("#")
 
@@ -225,6 +227,14 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
                 "(one ran out of memory while loading, crashed, or a node was slow)", True,
                 ["Read the logs of the other ranks and nodes: the first one that failed (an OOM while loading, a "
                  "traceback, an OOM kill in dmesg) is the cause; a slow node needs a longer --dist-timeout.", *generic])
+    if kind == "watchdog_timeout" and a.get("component", "Scheduler") != "Scheduler":
+        # sglang srt/utils/watchdog.py (0.5.7+): ``{debug_name} watchdog timeout (…)`` for a CPU-side process
+        secs = row.get("seconds")
+        return (f"the {a['component']} watchdog fired{f' after {secs:g} s' if secs else ''}: that process (CPU "
+                "side, no GPU step) stopped making progress and SGLang took the server down", True,
+                [f"py-spy dump --pid <{a['component']} pid>: it shows where that process is stuck (a tokenizer or "
+                 "detokenizer call on a huge input or output, a blocked socket, a held lock); the GPU ranks are not "
+                 "the cause.", *generic])
     if kind == "watchdog_timeout":
         secs = row.get("seconds")
         return (f"the scheduler watchdog fired{f' after {secs:g} s' if secs else ''}: a forward pass or a collective "

@@ -44,7 +44,10 @@ _STEP_CALLS = ("execute_model", "sample_tokens")
 def _stuck_dumps(run: list[Row]) -> list[Row]:
     dumps = [r for r in of_kind(run, "notice") if attrs(r).get("message_id") == "watchdog_debug"
              and "Scheduler debug info" in (r.get("text") or "")]
-    hard = [r for r in of_kind(run, "watchdog_timeout") if not attrs(r).get("soft")]
+    # only the scheduler's watchdog counts forward passes; the same ProcessWatchdog guards the tokenizer and
+    # detokenizer managers and the DP controller (sglang srt/utils/watchdog.py, 0.5.7+), whose stall is no step's
+    hard = [r for r in of_kind(run, "watchdog_timeout") if not attrs(r).get("soft")
+            and attrs(r).get("component", "Scheduler") == "Scheduler"]
     return dumps + hard
 
 
@@ -185,9 +188,19 @@ def _what(row: Row) -> str:
 _RPC_STEP = re.compile(r"RPC call to (execute_model|sample_tokens) timed out")
 
 
+#: the Ray executor's step (vllm vllm/v1/executor/ray_distributed_executor.py, 0.8+: ``ray.get(ref,
+#: timeout=RAY_CGRAPH_get_timeout)``, logged as ``RAY_CGRAPH_get_timeout is set to N``): Ray's compiled graph raises
+#: ``RayChannelTimeoutError`` naming the timeout when a worker's output never arrives — the same unanswered step
+_RAY_STEP = re.compile(r"increase RAY_CGRAPH_get_timeout which is currently (\d+) seconds")
+
+
 def _step_timeout(row: Row) -> str | None:
-    m = _RPC_STEP.search(str(attrs(row).get("exception_message") or row.get("text") or ""))
-    return m.group(1) if m else None
+    text = str(attrs(row).get("exception_message") or row.get("text") or "")
+    m = _RPC_STEP.search(text)
+    if m:
+        return m.group(1)
+    ray = _RAY_STEP.search(text)
+    return f"a Ray compiled-graph step, past RAY_CGRAPH_get_timeout = {ray.group(1)} s" if ray else None
 
 
 def _sglang(tl: Timeline) -> list[Finding]:

@@ -133,6 +133,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
         ooms = [(r, f) for r, f in ooms if f]
         hidden = [(r, h) for r in of_kind(run, "cuda_oom") if not foreign_processes(r) and (h := held_unlisted(r))]
         busy = [r for r in of_kind(run, "failure") if failure_class(r) in ("gpu_busy", "port_in_use")]
+        busy += [r for r in of_kind(run, "scheduler_exception") if _port_taken(r)]  # raised in a rank's traceback
         # memory others held explains a memory failure only (a config error at start-up is no collision)
         failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
@@ -156,7 +157,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
                         f"{fmt_gib(before[1]['avail_bytes'])} of {fmt_gib(measured_capacity(tl, run))})")
         if any(failure_class(r) == "gpu_busy" for r in busy):
             what.append("GPUs were not idle before the run")
-        if any(failure_class(r) == "port_in_use" for r in busy):
+        if any(_port_taken(r) for r in busy):
             what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
         listed = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
                   if p.get("used_bytes")] if before or hidden else []
@@ -202,6 +203,13 @@ def _collisions(tl: Timeline) -> list[Finding]:
 PORT_WAIT_CI_S = 120
 #: process states of a holder that is still alive (psutil's status names): running, or stuck in teardown
 _ALIVE = {"running", "sleeping", "disk-sleep", "stopped"}
+
+
+def _port_taken(row: Row) -> bool:
+    """A port already bound: the failure line's class, or a scheduler's traceback that ended in it (the c10d store
+    that cannot listen, failure_messages.md §4.6)."""
+    return failure_class(row) == "port_in_use" or (row.get("kind") == "scheduler_exception"
+                                                   and attrs(row).get("failure") == "port_in_use")
 
 
 def _port_wait_flags(busy: list[Row]) -> list[FlagChange]:

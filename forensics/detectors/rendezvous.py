@@ -111,6 +111,9 @@ def _never_met(tl: Timeline) -> list[Finding]:
     store = [r for r in store if "monitoredBarrier" not in (r.get("text") or "")]
     # a peer's connection closed or reset: the ranks had met (SGL-NCCL-009 reads it)
     store = [r for r in store if not _PEER_GONE.search(r.get("text") or "")]
+    # the store's server could not bind its port (``… failed to listen … name: EADDRINUSE``, failure_messages.md
+    # §4.6): another process holds it, which the port rules read (class port_in_use), not a rendezvous that timed out
+    store = [r for r in store if "EADDRINUSE" not in _failure_line(r)]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []

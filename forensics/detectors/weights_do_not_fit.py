@@ -129,7 +129,8 @@ def detect(tl: Timeline) -> list[Finding]:
                         + (" as SGLang advises (how far is not in the log: no weight-load memory lines)"
                            if minimum is None else "")
                         if flags
-                        else "; raise it (the log lacks the weight-load memory lines that say how far)"
+                        else ("; raise it" if f is not None else "; raise --mem-fraction-static")
+                        + " (the log lacks the weight-load memory lines that say how far)"
                         if minimum is None and hits
                         else "; more GPUs, quantisation or a smaller model are needed")
                      + "."),

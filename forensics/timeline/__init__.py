@@ -42,7 +42,7 @@ from forensics.timeline.parse import (
     stack_rows,
     to_members,
 )
-from parsers import bulkscan, pasted, registry
+from parsers import bulkscan, pasted, registry, routing
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 
 Progress = Callable[[str], None]
@@ -61,6 +61,9 @@ EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
 
 
+#: Texts from this size on are routed (parsers.routing): below it, a few polars calls cost more than the
+#: readers' own scans of the text.
+ROUTE_CHARS = 1 << 20
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
 def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
@@ -505,7 +508,11 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
             artifact.lines = n_lines
             from forensics.timeline.envelope_rows import read_enveloped
 
-            pieces, label = read_enveloped(f, text, art, facts, tz) or parse_file(f, text, art)
+            enveloped = read_enveloped(f, text, art, facts, tz)
+            pieces, label = enveloped or parse_file(f, text, art)
+            # one pass tells the readers below which lines they can use (a text with envelopes: each
+            # reader reads the peeled text as before)
+            routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
             artifact.format = label
             recognized = 0
             examples: list[tuple[int, str]] = []
@@ -520,19 +527,20 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                                               "command": piece.command, "lines": res.lines})
                 fr = shift(res.events, piece.start_line, piece.snapshot)
                 parts.append(resolve_time(fr, facts, tz, capture))
-            cmds = embedded_launches(text, f.name, parts)
+            cmds = embedded_launches(text, f.name, parts, routes)
             if cmds is not None:
                 parts.append(resolve_time(cmds, facts, tz, capture))
             from parsers import gpu_models
 
-            models = gpu_models.parse(text, f.name).events  # a GPU named anywhere: its capacity, when nothing measured it
+            # a GPU named anywhere: its capacity, when nothing measured it
+            models = gpu_models.parse(text, f.name, candidates=routes.for_lines("gpu_models") if routes else None).events
             if models.height:
                 parts.append(resolve_time(models, facts, tz, capture))
-            stacks, stack_lines = stack_rows(text, f.name, parts)  # py-spy stacks, vLLM's input dump
+            stacks, stack_lines = stack_rows(text, f.name, parts, routes)  # py-spy stacks, vLLM's input dump
             if stacks is not None:
                 parts.append(stacks)
                 recognized += len(stack_lines)
-            extra, newly = failure_rows(text, f.name, parts)
+            extra, newly = failure_rows(text, f.name, parts, routes)
             newly = newly | stack_lines
             if extra is not None:
                 parts.append(resolve_time(extra, facts, tz, capture))

@@ -12,6 +12,7 @@ import polars as pl
 
 from forensics.inputs import InputFile, looks_binary
 from parsers import registry
+from parsers.routing import Routes
 from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult
 
 
@@ -58,11 +59,15 @@ def read_binary(f: InputFile) -> tuple[ParseResult | None, str | None, str | Non
         return None
 
 
-def stack_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+def stack_rows(text: str, name: str, parts: list[pl.DataFrame],
+               routes: Routes | None = None) -> tuple[pl.DataFrame | None, set[int]]:
     """Stack and input dumps in a text (parsers.stack_dumps), stamped with the record before them (the
-    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read."""
+    ``Pyspy dump for PID`` line that introduced the tool's unstamped output), and the lines they newly read.
+    ``routes``: the text's (parsers.routing), when it was routed."""
     from parsers import stack_dumps
 
+    if routes is not None and not routes.maybe("stack_dumps"):
+        return None, set()
     found = stack_dumps.parse(text, name).events  # four substring tests when the text holds neither dump
     if found.is_empty():
         return None, set()
@@ -283,10 +288,16 @@ REPORTED_FAILURE_KINDS = frozenset({
 _UNREAD_KINDS = ("log",)
 
 
-def _scan_failures(text: str, name: str) -> pl.DataFrame:
-    """The failure scan of a text, through its envelopes when it has any (lines mapped back to the file's)."""
+def _scan_failures(text: str, name: str, routes: Routes | None = None) -> pl.DataFrame:
+    """The failure scan of a text, through its envelopes when it has any (lines mapped back to the file's).
+    ``routes``: the routes of a text known to have no envelope (parsers.routing): only its candidate
+    lines are looked at."""
     from parsers import envelopes, failures
 
+    if routes is not None:
+        lines = routes.for_lines("failures")
+        cand = [i for i, _ in lines] if lines is not None and routes.plain_breaks else None
+        return failures.parse(text, name, candidates=cand).events
     peeled = envelopes.peel(text)
     if peeled is None:
         return failures.parse(text, name).events
@@ -303,11 +314,14 @@ def _scan_failures(text: str, name: str) -> pl.DataFrame:
     return pl.concat(frames, how="vertical") if frames else failures.parse("", name).events
 
 
-def embedded_launches(text: str, name: str, parts: list[pl.DataFrame]) -> pl.DataFrame | None:
+def embedded_launches(text: str, name: str, parts: list[pl.DataFrame],
+                      routes: Routes | None = None) -> pl.DataFrame | None:
     """Launch commands inside a text its own parser read as something else (a ticket whose traceback made it
     a log, a log that echoes its command): the configuration counts wherever it is written."""
     from parsers import launch
 
+    if routes is not None and not routes.maybe("launch"):
+        return None
     if any(p.height and p.get_column("kind").is_in(["launch_command"]).any() for p in parts):
         return None
     if not launch.mentions_launch(text):
@@ -319,23 +333,30 @@ def embedded_launches(text: str, name: str, parts: list[pl.DataFrame]) -> pl.Dat
     return found if found.height else None
 
 
-def failure_rows(text: str, name: str, parts: list[pl.DataFrame]) -> tuple[pl.DataFrame | None, set[int]]:
+def failure_rows(text: str, name: str, parts: list[pl.DataFrame],
+                 routes: Routes | None = None) -> tuple[pl.DataFrame | None, set[int]]:
     """Failure lines of ``text`` that its parsers did not already report, and the lines they newly read.
+    ``routes``: given for a text known to have no envelope, its routes (parsers.routing).
 
     Every text read whole is scanned (``parsers.failures``): a traceback pasted into a ticket, a CUDA
     error in a log whose format is otherwise unknown, an OOM line between records. A row is kept when
     no parsed record of a failure kind covers its line; it takes the run of the record before it, so it
     joins that server run.
     """
-    found = _scan_failures(text, name)
+    found = _scan_failures(text, name, routes)
     if found.is_empty():
         return None, set()
     parsed = pl.concat([p.select("line", "line_end", "kind", "run") for p in parts], how="vertical") \
         if parts else pl.DataFrame(schema={"line": pl.Int64, "line_end": pl.Int64, "kind": pl.Utf8, "run": pl.Int32})
+    # which of the found rows' lines parsed rows cover: only rows that span several lines or start on one
+    # of those lines can (a long log's hundreds of thousands of one-line batch rows are not stepped through)
+    wanted = {x for a, b in found.select("line", "line_end").iter_rows() for x in range(a, b + 1)}
+    spans = parsed.select("line", pl.col("line_end").fill_null(pl.col("line")).alias("end"), "kind")
+    near = spans.filter((pl.col("end") > pl.col("line")) | pl.col("line").is_in(sorted(wanted)))
     reported: set[int] = set()
     read: set[int] = set()
-    for line, end, kind in parsed.select("line", "line_end", "kind").iter_rows():
-        span = range(int(line), int(end if end is not None else line) + 1)
+    for line, end, kind in near.iter_rows():
+        span = range(int(line), int(end) + 1)
         if kind in REPORTED_FAILURE_KINDS:
             reported.update(span)
         if kind not in _UNREAD_KINDS:

@@ -382,9 +382,11 @@ _GPU_CAP_PATTERNS = [
     re.compile(r"\bcapacity\s+of\s+" + _SIZE, re.IGNORECASE),
     re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:GPU|HBM|VRAM)\s+)(?:memory\s+)?(?:each|per\s+GPU)\b", re.IGNORECASE),
     re.compile(_SIZE_START + r"\s+(?:GPUs?|cards?|VRAM|HBM\w*)\b"),
-    # a GPU model with its memory: "H100 80GB", "L40S (48 GB each)", "A100-SXM4-80GB"
+    # a GPU model with its memory: "H100 80GB", "L40S (48 GB each)", "A100-SXM4-80GB". A model name carries at most
+    # three form words (SXM, PCIe, NVL): bounded, so a run of them costs linear time, and the blanks before the
+    # figure taken whole (the figure starts with a digit, which no blank, dash or parenthesis can be)
     re.compile(r"\b(?:[ABHL]\d{2,3}[A-Z]?|GH200|GB200|MI\d{3}X?|L40S?|RTX\s?(?:PRO\s?)?\d{4}\w*)"
-               r"(?:[- ](?:SXM\d?|PCIe|NVL))*[- ]*\(?\s*" + _SIZE.replace("|T|G|M", "") + r"(?:\s+each)?\b"),
+               r"(?:[- ](?:SXM\d?|PCIe|NVL)){0,3}[- ]*+\(?\s*+" + _SIZE.replace("|T|G|M", "") + r"(?:\s+each)?\b"),
 ]
 _GRAPH_RE = re.compile(r"\b(?:cuda[- ]?)?graphs?\s+(?:(?:were|was|are|is|got|had\s+been)\s+)?captur\w*"
                        r"|\bcaptur\w*\s+(?:the\s+)?(?:cuda[- ]?)?graphs?\b", re.IGNORECASE)
