@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .proc_titles import process_identity
 from .schema import ParseResult
 
 FORMAT = "stack_dumps"
@@ -51,9 +52,6 @@ MAX_THREADS = 2000
 _PROCESS_RE = re.compile(r"^Process (\d{1,10}): (.{0,300})$")
 _THREAD_RE = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((active|idle|active\+gil|gil)\)(?:: "([^"]{0,200})")?')
 _FRAME_RE = re.compile(r"^\s{2,}(\S.{0,300}?) \(([^()]{1,300}):(\d+)\)\s*$")
-# the TP rank in an engine's process title: ``sglang::scheduler_TP3``, ``…_DP1_TP1_EP1_PP0``, ``VLLM::Worker_PP1_TP3``
-# (parsers/proc_titles.py's sources); ``_`` joins the ranks, so the number ends at a non-digit, not a word boundary
-_TP_RE = re.compile(r"(?<![A-Za-z])TP(\d{1,6})(?!\d)")
 # the torch.distributed collectives (pytorch torch/distributed/distributed_c10d.py (2.x)), CUDA synchronisation
 # (``.item``, ``synchronize``) and the blocking calls an idle worker waits in
 # (any frame in distributed_c10d.py is one of its collectives or point-to-point calls: send, recv, isend, …)
@@ -168,12 +166,12 @@ def _stack_rows(text: str) -> list[dict[str, Any]]:
             pos = nl + 1 if nl >= 0 else len(text)
         if not frames:
             continue
-        tp = _TP_RE.search(comm or "")
+        tp = process_identity(None, comm).get("tp_rank")  # the engine's title: sglang::scheduler_DP1_TP1_EP1_PP0
         thread, state, tid = tm.group(3) or tm.group(1), tm.group(2), tm.group(1)
-        who = f"TP{tp.group(1)}" if tp else (f"pid {pid}" if pid is not None else "a process")
+        who = f"TP{tp}" if tp is not None else (f"pid {pid}" if pid is not None else "a process")
         rows.append({
             "line": first, "line_end": last, "kind": "pyspy_stack", "pid": pid, "comm": comm,
-            "tp_rank": int(tp.group(1)) if tp else None, "rank": f"TP{tp.group(1)}" if tp else None,
+            "tp_rank": tp, "rank": f"TP{tp}" if tp is not None else None,
             "text": f"{who} {thread} ({state}) in {frames[0]}" + (f" ← {frames[1]}" if len(frames) > 1 else ""),
             "attrs": {"thread": thread, "thread_id": tid, "state": state, "frames": frames, "top_frame": frames[0],
                       "waiting_in": waiting_in(frames), "process": comm},

@@ -232,3 +232,13 @@ def test_kubernetes_container_command_plus_args():
     a = attrs_of(r)
     assert a["flags"] == {"--model-path": "/models/m", "--tp-size": "8"}
     assert (r.events["line"][0], r.events["line_end"][0]) == (9, 14)
+
+
+def test_compose_flow_command_keeps_a_nested_flow_item_whole():
+    """A flow item that is itself a flow mapping (YAML 1.2 §7.4) is one argv word, its commas included."""
+    text = ("services:\n  vllm:\n    image: vllm/vllm-openai:v0.11.0\n"
+            '    command: ["--model", "acme/m", "--tensor-parallel-size", "2", "--kv-transfer-config",\n'
+            "              {kv_connector: OffloadingConnector, kv_role: kv_both}]\n")
+    a = attrs_of(launch.parse(text))
+    assert a["flags"]["--tensor-parallel-size"] == "2"
+    assert a["flags"]["--kv-transfer-config"] == "{kv_connector: OffloadingConnector, kv_role: kv_both}"

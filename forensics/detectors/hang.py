@@ -56,14 +56,19 @@ def detect(tl: Timeline) -> list[Finding]:
     return found or _blocked_stacks(tl)
 
 
+def _collective_timeouts(tl: Timeline) -> list[Row]:
+    """The rows saying a collective timed out (the watchdog's line, or a failure the parsers read as one)."""
+    return [r for r in rows(tl, "nccl_watchdog", "failure")
+            if "collective_timeout" in (attrs(r).get("event"), attrs(r).get("failure"))]
+
+
 def _blocked_stacks(tl: Timeline) -> list[Finding]:
     """Ranks whose dumped main thread waits inside a torch.distributed call, when no line of the engine's or
     PyTorch's says the step hung (a collective timeout has its own rules, which cite the same stacks)."""
     blocked = [r for r in main_threads(tl) if attrs(r).get("waiting_in") == "collective"]
     if not blocked:
         return []
-    if any("collective_timeout" in (attrs(r).get("event"), attrs(r).get("failure"))
-           for r in rows(tl, "nccl_watchdog", "failure")):
+    if _collective_timeouts(tl):
         return []
     who = sorted({f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else f"pid {r.get('pid')}" for r in blocked})
     ranks = sorted({int(r["tp_rank"]) for r in blocked if r.get("tp_rank") is not None})
@@ -105,9 +110,7 @@ def _heartbeat(tl: Timeline) -> list[Finding]:
     if not hits:
         return []
     first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))
-    timeouts = [r for r in rows(tl, "nccl_watchdog", "failure") if "collective_timeout" in
-                (attrs(r).get("event"), attrs(r).get("failure")) and before(r, first)]
-    if timeouts:
+    if any(before(r, first) for r in _collective_timeouts(tl)):
         return []  # the watchdog stuck while it tore down a collective that had timed out: that timeout's rule reads it
     ranks = sorted({x for x in (rank_of(r) if rank_of(r) is not None else attrs(r).get("rank") for r in hits)
                     if x is not None})

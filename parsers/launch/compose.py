@@ -27,6 +27,7 @@ from parsers.launch.command import (
     strip_comment,
     tokenize,
 )
+from parsers.launch.yaml_recipe import split_flow
 from parsers.units import k8s_quantity
 
 
@@ -102,22 +103,7 @@ def _split_flow(s: str) -> list[str]:
     """Items of a YAML flow sequence ``[a, "b c", 'd']``."""
     inner = s.strip()
     inner = inner[1:-1] if inner.startswith("[") and inner.endswith("]") else inner.strip("[]")
-    items, cur, quote = [], [], ""
-    for ch in inner:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-            cur.append(ch)
-        elif ch == ",":
-            items.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    items.append("".join(cur))
-    return [_unquote_yaml(x) for x in items if x.strip()]
+    return [_unquote_yaml(x) for x in split_flow(inner)]
 
 
 def _yaml_value(lines: list[str], i: int, indent: int, first: str) -> tuple[list[str], int]:

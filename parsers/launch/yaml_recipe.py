@@ -101,7 +101,8 @@ def scalar(s: str) -> str | None:
     return s
 
 
-def _split_flow(inner: str) -> list[str]:
+def split_flow(inner: str) -> list[str]:
+    """Items of a YAML flow collection's inside (``a, "b, c", [d, e]``), each stripped, quotes kept."""
     items, cur, quote, depth = [], [], "", 0
     for ch in inner:
         if quote:
@@ -130,10 +131,10 @@ def flow(text: str, line: int) -> Node:
     """A flow collection ``[a, b]`` / ``{k: v}`` (nested ones too), or a scalar."""
     t = _strip_comment(text.strip())
     if t.startswith("[") and t.endswith("]"):
-        return Node([flow(x, line) for x in _split_flow(t[1:-1])], line, line)
+        return Node([flow(x, line) for x in split_flow(t[1:-1])], line, line)
     if t.startswith("{") and t.endswith("}"):
         out: dict[str, Node] = {}
-        for item in _split_flow(t[1:-1]):
+        for item in split_flow(t[1:-1]):
             m = _KEY_RE.match(item + (" " if item.endswith(":") else ""))
             if m:
                 key = m.group(1) if m.group(1) is not None else (m.group(2) if m.group(2) is not None else m.group(3))
