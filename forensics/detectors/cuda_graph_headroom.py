@@ -315,7 +315,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     summary = (
         (f"A worker died in the forward pass while serving{f' on GPU {gpus[0]}' if gpus else ''} (its error line is "
          "cut from the input; most likely CUDA out of memory): " if message_lost else
-         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: ")
+         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: " if phase_known or phase else
+         f"CUDA out of memory{f' on GPU {gpus[0]}' if gpus else ''}, read as an OOM while serving (the lines around "
+         "it, which would place it, are not in the input): ")
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
@@ -346,7 +348,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     if phase:
         actions.insert(0, f"The OOM happened in a {phase} forward (placed by {placed_by}).")
     actions.append("Not the opposite problem: 'Not enough memory … increase --mem-fraction-static' at start-up "
-                   "means the weights do not fit (SGL-GPU-004); this crash happened after a successful start.")
+                   "means the weights do not fit (SGL-GPU-004); "
+                   + ("this crash happened after a successful start." if phase_known or phase else
+                      "if this OOM came while the weights were loading, that is the fix instead."))
     ev = [oom, *([head_row] if head_row else []), *([last_prefill] if last_prefill else []),
           *cfg.evidence_rows("mem_fraction_static")]
     ev += of_kind(run, "sigquit")[:1]
