@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import furthest, served
@@ -120,7 +121,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
         fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
-        out.append(tag_run(_finding(fatal, run), ref))
+        out.append(tag_run(_finding(fatal, run, tl), ref))
     out += _vllm_deaths(tl, [*findings, *out])
     leftover = _unexplained_lines(tl, [*findings, *out])
     if leftover:
@@ -263,9 +264,15 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
         return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
-        return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
-                ["Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
-                 "capture is what fails; report the error with the SGLang and driver versions.", *generic])
+        said = str(a.get("message") or "").strip()[:200]
+        return ((f"CUDA-graph capture failed: {said}" if said else
+                 "CUDA-graph capture failed and SGLang printed no error with it (the exception it wrapped had an "
+                 "empty message)"), bool(said),
+                [("Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
+                  "capture is what fails; report the error with the SGLang and driver versions." if said else
+                  "What failed is not in the log (no OOM text, no CUDA error): the first rank's full traceback, or one "
+                  "run with CUDA_LAUNCH_BLOCKING=1, names it; report it with the SGLang and driver versions."),
+                 *generic])
     if kind == "subprocess_crashed":
         return (f"the {a.get('name') or 'sub'}process crashed" + (f" (exit code {row['code']})" if row.get("code") is not None
                                                                    else ""), True, generic)
@@ -314,16 +321,42 @@ def during_capture(lead: Row, run: list[Row]) -> bool:
     return not any(r.get("kind") == "cuda_graph_end" and r["line"] > last for r in same)
 
 
-def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
+def _torch_compile_flag(tl: Timeline | None, run: list[Row]) -> FlagChange | None:
+    """Remove --enable-torch-compile when the launch set it and the capture died of something that is no OOM.
+
+    SGLang compiles the model inside the capture (sglang cuda_graph_runner.py, 0.3+: ``patch_model(…,
+    enable_compile=bs in compile_bs)`` for batch sizes up to --torch-compile-max-bs), so a compiler or Inductor
+    failure surfaces as a capture failure; its own capture-failure advice lists "disable torch compile by not using
+    --enable-torch-compile" (sglang_formats.md §2, graph capture failure row). Dropping it keeps the graphs.
+    """
+    if tl is None:
+        return None
+    cfg = server_config(tl, run)
+    if not cfg.enabled("enable_torch_compile"):
+        return None
+    return FlagChange("--enable-torch-compile", "(set)", "(remove)",
+                      "SGLang compiles the model inside the CUDA-graph capture (batch sizes up to "
+                      "--torch-compile-max-bs), so a compile failure shows as a capture failure; without it the graphs "
+                      "are still captured, only not compiled — try this before giving up the graphs")
+
+
+def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
     flags = []
     if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
-        words += " while CUDA graphs were being captured"
-        flags.append(FlagChange("--disable-cuda-graph", None, "true",
-                                "the server died during CUDA-graph capture of something that is no OOM: run once "
-                                "without graphs to confirm the capture path is what fails (slower decode), then "
-                                "report the kernel"))
+        if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
+            words += " while CUDA graphs were being captured"
+        if (compile_flag := _torch_compile_flag(tl, run)) is not None:
+            # the cheaper step first; giving up the graphs is what to try only if the capture still fails
+            flags.append(compile_flag)
+            actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "
+                       "the capture path is what fails (slower decode); report the kernel.", *actions]
+        else:
+            flags.append(FlagChange("--disable-cuda-graph", None, "true",
+                                    "the server died during CUDA-graph capture of something that is no OOM: run once "
+                                    "without graphs to confirm the capture path is what fails (slower decode), then "
+                                    "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
