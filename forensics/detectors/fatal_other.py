@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable
 
 from forensics.facts.launch import server_config
+from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import furthest, served
@@ -307,9 +308,27 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     return "a child process failed and SGLang sent SIGQUIT to tear the server down", False, generic
 
 
+#: CUDA's own errors for an operation a stream capture forbids (CUDA runtime API, cudaErrorStreamCaptureUnsupported
+#: and cudaErrorStreamCaptureInvalidated): raised only while a graph is being captured
+_CAPTURE_ONLY_RE = re.compile(r"operation not permitted when stream is capturing|"
+                              r"operation failed due to a previous error during capture")
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+
+
+def _capture_frames(lead: Row, run: list[Row]) -> list[tuple[str, str]]:
+    """The frames of ``lead`` and of the tracebacks chained to it (the same file, "During handling of the above
+    exception…" follows within a few lines) when one of them places the failure in graph capture."""
+    chained = [r for r in run if r.get("file") == lead.get("file") and r.get("kind") in FATAL_KINDS
+               and 0 <= (r.get("line") or 0) - (lead.get("line_end") or lead.get("line") or 0) <= 6]
+    frames = [f for r in (lead, *chained) for f in _FRAME_RE.findall((r.get("text") or "")[:20000])]
+    return frames if phase_of_frames(frames) == "graph_capture" else []
+
+
 def during_capture(lead: Row, run: list[Row]) -> bool:
     """Did ``lead`` happen while CUDA graphs were being captured (after a capture began, before it ended)?"""
     if attrs(lead).get("during") == "graph_capture" or lead.get("kind") == "cuda_graph_failed":
+        return True
+    if _CAPTURE_ONLY_RE.search(lead.get("text") or "") or _capture_frames(lead, run):
         return True
     same = [r for r in run if r.get("file") == lead.get("file") and (r.get("line") or 0) < (lead.get("line") or 0)]
     loaded = [r for r in same if r.get("kind") == "weight_load_end"]
@@ -340,6 +359,27 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row]) -> FlagChange | Non
                       "are still captured, only not compiled — try this before giving up the graphs")
 
 
+def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:
+    """--disable-custom-all-reduce when the capture died inside the custom all-reduce.
+
+    SGLang's custom all-reduce (sglang srt/distributed/device_communicators/custom_all_reduce.py, 0.3+; the same in
+    vLLM) registers every captured graph's buffers with its peers over CUDA IPC when a capture ends
+    (``register_graph_buffers``); a failure there (``invalid argument`` from the IPC handles) is that kernel's, and
+    --disable-custom-all-reduce hands the all-reduce to NCCL, which needs no such registration.
+    """
+    frames = [f for r in (lead, *run) if r.get("file") == lead.get("file")
+              for f in _FRAME_RE.findall((r.get("text") or "")[:20000])] + (
+        [tuple(str(attrs(lead).get("innermost_frame") or "").split(":", 1))] if attrs(lead).get("innermost_frame") else [])
+    if not any("custom_all_reduce" in path or func == "register_graph_buffers" for path, *rest in frames
+               for func in (rest or [""])):
+        return None
+    if tl is not None and server_config(tl, run).enabled("disable_custom_all_reduce"):
+        return None
+    return FlagChange("--disable-custom-all-reduce", None, "true",
+                      "the capture died inside the custom all-reduce, which registers each captured graph's buffers "
+                      "with its peers over CUDA IPC; with it off NCCL does the all-reduce and nothing is registered")
+
+
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
@@ -347,7 +387,11 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
     if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
         if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
             words += " while CUDA graphs were being captured"
-        if (compile_flag := _torch_compile_flag(tl, run)) is not None:
+        if (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
+            flags.append(ar_flag)
+            actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
+                       "confirms the capture path is what fails (slower decode).", *actions]
+        elif (compile_flag := _torch_compile_flag(tl, run)) is not None:
             # the cheaper step first; giving up the graphs is what to try only if the capture still fails
             flags.append(compile_flag)
             actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "

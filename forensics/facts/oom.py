@@ -45,7 +45,9 @@ _EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: ?)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?
 #: first here wins, wherever its frame is in the traceback
 _PHASE_FRAMES = (
     ("sampler_warmup", re.compile(r"^(?:_warmup_sampler|_dummy_sampler_run|_dummy_pooler_run)$")),
-    ("graph_capture", re.compile(r"capture")),
+    # the custom all-reduce registers the graphs' buffers at the end of each capture and nowhere else (sglang
+    # srt/distributed/device_communicators/custom_all_reduce.py ``capture()``; vllm the same file)
+    ("graph_capture", re.compile(r"capture|^register_graph_buffers$")),
     ("warmup", re.compile(r"^(?:compile_or_warm_up_model|warmup_model|_warmup\w*|warm_up\w*)$")),
     ("memory_pool", re.compile(r"^(?:init_memory_pool|profile_max_num_token|_allocate_kv_cache\w*|initialize_kv_cache\w*|"
                                r"_init_cache|initialize_cache|_create_buffers|init_kv_buffer)$")),
