@@ -57,6 +57,8 @@ FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+#: the custom all-reduce named in a capture error's own text (SGLang's capture-hint markers, see below)
+_CUSTOM_AR_RE = re.compile(r"custom_all_reduce|custom all-reduce|cudaipc", re.IGNORECASE)
 
 
 def innermost_frame(text: str) -> tuple[str, str] | None:
@@ -365,13 +367,17 @@ def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> F
     SGLang's custom all-reduce (sglang srt/distributed/device_communicators/custom_all_reduce.py, 0.3+; the same in
     vLLM) registers every captured graph's buffers with its peers over CUDA IPC when a capture ends
     (``register_graph_buffers``); a failure there (``invalid argument`` from the IPC handles) is that kernel's, and
-    --disable-custom-all-reduce hands the all-reduce to NCCL, which needs no such registration.
+    --disable-custom-all-reduce hands the all-reduce to NCCL, which needs no such registration. SGLang's own capture
+    hint says the same from the error's text (sglang python/sglang/srt/model_executor/cuda_graph_backend_utils/
+    __init__.py, 2026: markers ``custom_all_reduce``, ``custom all-reduce``, ``cudaipc`` → "The failure came from
+    custom all-reduce sharing buffers between GPUs through CUDA IPC, not from a GPU memory shortage").
     """
     frames = [f for r in (lead, *run) if r.get("file") == lead.get("file")
               for f in _FRAME_RE.findall((r.get("text") or "")[:20000])] + (
         [tuple(str(attrs(lead).get("innermost_frame") or "").split(":", 1))] if attrs(lead).get("innermost_frame") else [])
-    if not any("custom_all_reduce" in path or func == "register_graph_buffers" for path, *rest in frames
-               for func in (rest or [""])):
+    in_frames = any("custom_all_reduce" in path or func == "register_graph_buffers" for path, *rest in frames
+                    for func in (rest or [""]))
+    if not in_frames and not _CUSTOM_AR_RE.search((lead.get("text") or "")[:20000]):
         return None
     if tl is not None and server_config(tl, run).enabled("disable_custom_all_reduce"):
         return None
