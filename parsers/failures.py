@@ -718,8 +718,17 @@ def holder_figures(text: str, attrs: dict[str, Any]) -> None:
         attrs["holder_pid"] = _int(pid.group(1))
 
 
+def _draft_worker_frames(frames: list[tuple[str, str]]) -> bool:
+    """A speculative draft worker being built (sglang srt/speculative/*_worker.py ``__init__``, the scheduler's
+    ``init_draft_worker`` / ``launch_draft_worker``): its load and pool come after the target's, in the same process."""
+    return any(("/speculative/" in p and "worker" in p.rsplit("/", 1)[-1] and fn == "__init__") or "draft_worker" in fn
+               for p, fn in frames)
+
+
 def _during(frames: list[tuple[str, str]]) -> str | None:
     """The start-up stage or phase a traceback's frames pass through, most specific last."""
+    if _draft_worker_frames(frames):
+        return "draft_init"
     funcs = " ".join(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in frames)
     for stage, needles in (
         # register_graph_buffers: the custom all-reduce registers the captured graphs' buffers at the end of each
