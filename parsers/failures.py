@@ -722,11 +722,22 @@ def holder_figures(text: str, attrs: dict[str, Any]) -> None:
         attrs["holder_pid"] = _int(pid.group(1))
 
 
+def _draft_worker_frames(frames: list[tuple[str, str]]) -> bool:
+    """A speculative draft worker being built (sglang srt/speculative/*_worker.py ``__init__``, the scheduler's
+    ``init_draft_worker`` / ``launch_draft_worker``): its load and pool come after the target's, in the same process."""
+    return any(("/speculative/" in p and "worker" in p.rsplit("/", 1)[-1] and fn == "__init__") or "draft_worker" in fn
+               for p, fn in frames)
+
+
 def _during(frames: list[tuple[str, str]]) -> str | None:
     """The start-up stage or phase a traceback's frames pass through, most specific last."""
+    if _draft_worker_frames(frames):
+        return "draft_init"
     funcs = " ".join(f"{p.rsplit('/', 1)[-1]}:{fn}" for p, fn in frames)
     for stage, needles in (
-        ("graph_capture", ("capture", "cuda_graph_runner", "graph_runner")),
+        # register_graph_buffers: the custom all-reduce registers the captured graphs' buffers at the end of each
+        # capture (sglang srt/distributed/device_communicators/custom_all_reduce.py ``capture()``), nowhere else
+        ("graph_capture", ("capture", "cuda_graph_runner", "graph_runner", "register_graph_buffers")),
         ("memory_pool", ("init_memory_pool", "profile_max_num_token", "memory_pool", "KVCache", "ReqToTokenPool",
                          "_allocate_kv_cache", "initialize_kv_cache", "determine_available_memory", "profile_run")),
         ("weight_load", ("load_model", "load_weights", "weight_loader", "model_loader")),
@@ -811,6 +822,8 @@ def parse(text: str, path: str = "", command: str | None = None,
         if not trigger:
             if loose_frames and lines[i][:1].isspace():
                 loose[1] = i  # the source line shown under a frame
+            elif loose_frames and is_elision(strip_prefix(lines[i])):
+                pass  # a cut mark between the frames and their error keeps them open, without joining the span
             else:
                 flush_loose()
             i += 1

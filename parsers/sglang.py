@@ -194,6 +194,11 @@ _EMBEDDABLE = frozenset({
 _MULTILINE = frozenset({
     "scheduler_exception", "cuda_graph_failed", "kv_exhausted", "cuda_error_oom", "init_failed", "log",
 })
+#: A rank's records that close its target model's memory set-up. SGLang builds the target's worker first (load_model →
+#: init_memory_pool → capture) and the speculative draft's (EAGLE/MTP/standalone) after it in the same process, which
+#: logs its own ``Load weight begin/end`` (sglang managers/scheduler.py 0.4+: ``self.tp_worker`` before
+#: ``self.draft_worker``): a load line after one of these is the draft's.
+_POOL_KINDS = ("kv_cache_allocated", "memory_pool_end", "cuda_graph_begin", "cuda_graph_end")
 #: The phase a rank is in after each lifecycle record (the "during" of a later bare CUDA OOM).
 _PHASE_OF_KIND = {
     "weight_load_begin": "weight_load", "weight_load_end": "init", "cuda_graph_begin": "graph_capture",
@@ -850,6 +855,7 @@ class _Scanner:
         self.rec: _Record | None = None
         self.prev_row: dict[str, Any] | None = None
         self.phase_by_rank: dict[str | None, str] = {}
+        self.pool_seen: set[tuple[int, str | None]] = set()  # (run, rank) whose target model set up its pool
         self.ts_cache: dict[str, datetime | None] = {}
         self.label_cache: dict[str, dict[str, Any]] = {}
         self.unrecognized_examples: list[tuple[int, str]] = []
@@ -970,8 +976,11 @@ class _Scanner:
         if row["kind"] != "cuda_oom" or row["attrs"].get("during"):
             return
         during = None
+        drafting = self.phase_by_rank.get(row.get("rank") if row.get("rank") is not None else "*") == "draft_init"
         if "graph failed" in line or rec is not None and rec.saw_capture:
             during = "graph_capture"
+        elif drafting:
+            during = "draft_init"  # the draft's own load or pool, after the target's pool took its share
         elif rec is not None and rec.saw_load:
             during = "weight_load"
         elif rec is not None and rec.saw_forward:
@@ -986,6 +995,13 @@ class _Scanner:
     def _track_phase(self, row: dict[str, Any]) -> None:
         kind = row["kind"]
         phase = _PHASE_OF_KIND.get(kind)
+        key = (self.run, row.get("rank"))
+        if kind in _POOL_KINDS:
+            self.pool_seen.add(key)
+        elif kind in ("weight_load_begin", "weight_load_end") and key in self.pool_seen:
+            # a load after this rank's pool: the speculative draft's own worker (see _POOL_KINDS)
+            row["attrs"]["draft"] = True
+            phase = "draft_init"
         if phase:
             self.phase_by_rank[row.get("rank")] = phase
             self.phase_by_rank["*"] = phase

@@ -34,6 +34,15 @@ def _row(kind: str, line: int, text: str = "", file: str = "a.log", **attrs) -> 
     ([("controller/tp_worker.py", "forward_step"), ("controller/tp_worker.py", "forward_decode_batch")], "decode"),
     ([("controller/tp_worker.py", "forward_step"), ("controller/tp_worker.py", "forward_fill_batch")], "prefill"),
     ([("x/engine.py", "serve"), ("x/util.py", "helper")], None),
+    # the speculative draft's worker being built: its load and pool come after the target's, whatever they are
+    ([("srt/managers/scheduler.py", "__init__"), ("srt/speculative/eagle_worker.py", "__init__"),
+      ("srt/model_executor/model_runner.py", "init_memory_pool"), ("mem_cache/memory_pool.py", "_create_buffers")],
+     "draft_init"),
+    ([("srt/managers/scheduler.py", "launch_draft_worker"), ("srt/model_executor/model_runner.py", "load_model")],
+     "draft_init"),
+    # ... but the same worker serving is a decode like any other
+    ([("srt/speculative/eagle_worker.py", "forward_batch_generation"), ("srt/speculative/eagle_worker.py", "draft"),
+      ("srt/model_executor/model_runner.py", "forward_decode")], "decode"),
 ])
 def test_phase_of_frames(frames: list[tuple[str, str]], phase: str | None) -> None:
     assert phase_of_frames(frames) == phase

@@ -264,6 +264,18 @@ def test_frames_without_header_or_message_are_a_cut_traceback() -> None:
     assert failures.parse('  File "/x/a.py", line 1, in f\n    g()\n').events.height == 0  # one frame is no traceback
 
 
+def test_a_cut_mark_between_headless_frames_and_their_error_keeps_them_together() -> None:
+    """A user's own cut ('<snip>', '...') between the frames and the exception line: the frames still place it."""
+    rows = failures.parse('  File "/y/sglang/srt/model_executor/cuda_graph_runner.py", line 40, in capture\n'
+                          "    with graph_capture() as ctx:\n"
+                          '  File "/y/sglang/srt/distributed/device_communicators/custom_all_reduce.py", line 9, in '
+                          "register_graph_buffers\n"
+                          "<snip>\n"
+                          "RuntimeError: CUDA error: invalid argument\n").events
+    (r,) = [json.loads(a) for a in rows["attrs"].to_list()]
+    assert r["during"] == "graph_capture" and r["innermost_frame"] == "custom_all_reduce.py:register_graph_buffers"
+
+
 @pytest.mark.parametrize("text, asked, limit", [
     ("The input (9120 tokens) is longer than the model's context length (8192 tokens).", 9120, 8192),
     # a JSON error body pasted with its escape kept

@@ -123,6 +123,17 @@ def test_recipe_nested_under_server_args() -> None:
     assert "--name" not in a["flags"]
 
 
+def test_disaggregated_recipe_is_one_launch_per_role_in_file_order() -> None:
+    """srt-slurm/Dynamo-style ``prefill:``/``decode:`` sections: each role's own fraction, not one of them for both."""
+    cmds = of_kind(parsed("recipe_disaggregated_prefill_decode.yaml"), "launch_command")
+    assert [c["a"]["flags"]["--disaggregation-mode"] for c in cmds] == ["prefill", "decode"]
+    prefill, decode = (c["a"]["flags"] for c in cmds)
+    assert prefill["--mem-fraction-static"] == "0.82" and prefill["--tp-size"] == "4"
+    assert decode["--mem-fraction-static"] == "0.93" and decode["--cuda-graph-max-bs"] == "256"
+    assert "--chunked-prefill-size" not in decode and "--model-path" not in decode
+    assert [(c["line"], c["line_end"]) for c in cmds] == [(4, 7), (9, 12)]
+
+
 def test_yaml_that_is_not_a_recipe() -> None:
     text = "name: ci\non: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    port: 8000\n"
     assert launch.sniff(text) < 0.5

@@ -651,3 +651,20 @@ def test_comment_line_quoting_a_failure_is_not_that_failure():
     res = sglang.parse(text, "x.log")
     assert res.events["kind"].to_list() == ["weight_load_end"]
     assert res.unrecognized == 1 and res.unrecognized_examples[0][0] == 1
+
+
+def test_a_load_after_the_same_ranks_pool_is_the_speculative_drafts() -> None:
+    """The draft worker loads after the target's pool in the same process: its load lines are marked, and a bare OOM
+    after them is placed in the draft's set-up, not in the target's weight load."""
+    rs = rows("[2025-12-02 07:41:10 TP0] Load weight begin. avail mem=46.10 GB\n"
+              "[2025-12-02 07:41:55 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=30.05 GB\n"
+              "[2025-12-02 07:41:56 TP1] Memory pool end. avail mem=7.40 GB\n"
+              "[2025-12-02 07:41:56 TP0] Memory pool end. avail mem=7.33 GB\n"
+              "[2025-12-02 07:41:58 TP0] Load weight begin. avail mem=7.31 GB\n"
+              "[2025-12-02 07:41:58 TP1] Load weight begin. avail mem=7.38 GB\n"
+              "[2025-12-02 07:42:03 TP0] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+              "GPU 0 has a total capacity of 47.50 GiB of which 1.10 GiB is free.\n")
+    loads = [r for r in rs if r["kind"] == "weight_load_begin"]
+    assert [bool(r["attrs"].get("draft")) for r in loads] == [False, True, True]
+    (oom,) = [r for r in rs if r["kind"] == "cuda_oom"]
+    assert oom["attrs"]["during"] == "draft_init"

@@ -89,8 +89,10 @@ def detect(tl: Timeline) -> list[Finding]:
         oom_rows = of_kind(run, "cuda_oom", "cuda_error_oom")
         placed = place_ooms(run, oom_rows)
         # (not ROCm's HSA out-of-resources, which is also a queue or thread limit: failure_messages.md §3)
-        pool = [r for r in oom_rows if _stage(run, r) == "memory_pool"
-                or (placed.get(id(r), (None, ""))[0] == "memory_pool" and not attrs(r).get("unreliable"))]
+        # (not the speculative draft's own pool, set up after the target's took its share: SGL-GPU-014)
+        pool = [r for r in oom_rows if placed.get(id(r), (None, ""))[0] != "draft_init"
+                and (_stage(run, r) == "memory_pool"
+                     or (placed.get(id(r), (None, ""))[0] == "memory_pool" and not attrs(r).get("unreliable")))]
         if huge:
             out.append(tag_run(_huge(cfg, huge, ctx, requests), ref))
         elif failed and ctx is not None and ctx >= LONG_CONTEXT:

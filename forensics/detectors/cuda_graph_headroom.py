@@ -1,8 +1,10 @@
-"""SGL-GPU-001/002/003: too little GPU memory left outside ``--mem-fraction-static``.
+"""SGL-GPU-001/002/003/014: too little GPU memory left outside ``--mem-fraction-static``.
 
 Sources: SGL-GPU-001, SGL-GPU-002 and SGL-GPU-003 read reference/sglang_formats.md §3 (``Capture cuda graph
 end … avail mem``) and §5 (what ``--mem-fraction-static`` leaves outside the static pool), and the allocator
-OOM of reference/failure_messages.md §1.1.
+OOM of reference/failure_messages.md §1.1. SGL-GPU-014 reads the same OOM placed in the speculative draft
+worker's set-up: sglang managers/scheduler.py (0.4+: the target's worker, then ``self.draft_worker``) and
+sglang issue #6875 / PR #28855 (the draft's weights and pool were not counted in the fraction).
 
 SGLang gives ``f`` × the pre-load free memory of each GPU to weights + KV pool; CUDA graphs,
 activations and NCCL buffers live in the rest. Seed phase 2: f = 0.93 left 0.82 GB after graph
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 
-from forensics.facts.gpu import gpu_capacity
+from forensics.facts.gpu import gpu_capacity, target_load_rows
 from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
@@ -67,7 +69,7 @@ def _sizes_from_text(text: str) -> tuple[int | None, int | None]:
 
 
 def _gpu_memory(tl: Timeline, run: list[Row], ooms: list[Row]) -> tuple[float | None, str]:
-    pre = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
+    pre = [r["avail_bytes"] for r in target_load_rows(run, "weight_load_begin") if r.get("avail_bytes")]
     if pre:
         return float(min(pre)), "free memory before the weights were loaded (what the fraction multiplies)"
     return gpu_capacity(tl, run, ooms)
@@ -152,6 +154,9 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     placed = place_ooms(run, ooms)
     # the frames, or SGLang's own start-up order (after "Load weight end" the pool is being set up)
     ooms = [r for r in ooms if placed.get(id(r), (None, ""))[0] not in STARTUP_PHASES]
+    draft = [r for r in ooms if placed.get(id(r), (None, ""))[0] == "draft_init"]
+    if draft:
+        return _draft_oom(tl, cfg, run, draft)
     capture_fail = [r for r in ooms if r.get("kind") == "cuda_graph_failed" or attrs(r).get("during") == "graph_capture"
                     or placed.get(id(r), (None, ""))[0] == "graph_capture"
                     or "Capture cuda graph failed" in (r.get("text") or "") or lost_message_stage(r) == "graph_capture"]
@@ -170,6 +175,72 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
         # a fragment: the OOM without the start-up around it. Serving OOMs are by far the common case; say so.
         return _serving_oom(tl, cfg, run, ooms, phase_known=False, placed=placed)
     return None
+
+
+def _draft_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row]) -> Finding:
+    """SGL-GPU-014: the speculative draft's weights or KV pool did not fit beside the target's static pool.
+
+    SGLang sizes the target's KV pool from the memory free before the target loaded (``--mem-fraction-static`` of
+    it), then builds the draft worker in the same process; until the draft was counted in that budget (sglang PR
+    #23862 / #28855, 2026: "count speculative draft weights against --mem-fraction-static"; issue #6875) the draft's
+    weights, pool and graphs had only the headroom left outside the target's pool. So the fix is the same direction
+    as a serving OOM: a smaller target pool (lower fraction), not more of it.
+    """
+    oom, tried, free_at = _oom_sizes(ooms)
+    gpu, gpu_how = _gpu_memory(tl, run, ooms)
+    f = cfg.num("mem_fraction_static")
+    f_assumed = None
+    if f is None:
+        f_assumed, f_how = assumed_mem_fraction(cfg)
+        f = f_assumed
+    flags: list[FlagChange] = []
+    new = None
+    shortfall = max(tried - free_at, 0.0) if tried is not None and free_at is not None else None
+    if gpu is not None:
+        new, freed = corrected_fraction(f, shortfall=shortfall or 0.0, gpu_bytes=gpu)
+        flags = _flag(cfg, new, f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − "
+                                f"({fmt_gib(shortfall or 0.0)} the draft's allocation lacked + "
+                                f"{fmt_gib(margin_bytes(gpu))} margin) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}; the "
+                                "draft's remaining layers may need more: watch its 'Memory pool end' line")
+    reasons = []
+    if f_assumed is not None:
+        reasons.append(f"--mem-fraction-static not in the input: assumed {f_assumed:g} ({f_how})")
+    if gpu is None:
+        reasons.append("the GPU's memory is unknown")
+    draft_lines = [r for r in target_rows_excluded(run)][:1]
+    gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
+    return make_finding(
+        "SGL-GPU-014",
+        summary=(f"CUDA ran out of memory while SGLang set up the speculative draft model{f' on GPU {gpus[0]}' if gpus else ''}"
+                 + (f" (an allocation of {fmt_gib(tried)} with {fmt_gib(free_at)} free)" if tried is not None
+                    and free_at is not None else "")
+                 + ": the target's weights and KV pool had already taken their share under --mem-fraction-static"
+                 + f" {f:g}" + (" (assumed)" if f_assumed is not None else "")
+                 + ", and the draft's weights and pool only had what was left outside it."
+                 + (f" Lower --mem-fraction-static to {new:.2f}." if flags else "")),
+        evidence=[oom, *draft_lines, *cfg.evidence_rows("mem_fraction_static"),
+                  *[tb for tb in (enclosing_traceback(run, oom),) if tb is not None]],
+        confidence="medium" if not reasons else "low",
+        confidence_reason="; ".join(reasons) or None,
+        ranks=[x for x in (rank_of(oom),) if x is not None],
+        gpus=gpus,
+        figures={"mem_fraction_static": f, "failed_allocation_bytes": int(tried) if tried is not None else None,
+                 "free_at_failure_bytes": int(free_at) if free_at is not None else None,
+                 "gpu_memory_bytes": int(gpu) if gpu else None, "corrected_mem_fraction_static": new},
+        flags=flags,
+        actions=["Or upgrade: SGLang releases that count the draft in --mem-fraction-static size the target's pool "
+                 "around it.",
+                 "Or make the draft cheaper: fewer --speculative-num-draft-tokens / --speculative-eagle-topk, or a "
+                 "smaller draft model.",
+                 "Not the weights-do-not-fit problem: raising --mem-fraction-static gives the target's pool more and "
+                 "leaves the draft less."],
+    )
+
+
+def target_rows_excluded(run: list[Row]) -> list[Row]:
+    """The draft's own load lines (the ones :func:`forensics.facts.gpu.target_load_rows` leaves out)."""
+    kept = {id(r) for k in ("weight_load_begin", "weight_load_end") for r in target_load_rows(run, k)}
+    return [r for r in of_kind(run, "weight_load_begin", "weight_load_end") if id(r) not in kept]
 
 
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
@@ -315,7 +386,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     summary = (
         (f"A worker died in the forward pass while serving{f' on GPU {gpus[0]}' if gpus else ''} (its error line is "
          "cut from the input; most likely CUDA out of memory): " if message_lost else
-         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: ")
+         f"CUDA out of memory while serving{f' on GPU {gpus[0]}' if gpus else ''}: " if phase_known or phase else
+         f"CUDA out of memory{f' on GPU {gpus[0]}' if gpus else ''}, read as an OOM while serving (the lines around "
+         "it, which would place it, are not in the input): ")
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
@@ -346,7 +419,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     if phase:
         actions.insert(0, f"The OOM happened in a {phase} forward (placed by {placed_by}).")
     actions.append("Not the opposite problem: 'Not enough memory … increase --mem-fraction-static' at start-up "
-                   "means the weights do not fit (SGL-GPU-004); this crash happened after a successful start.")
+                   "means the weights do not fit (SGL-GPU-004); "
+                   + ("this crash happened after a successful start." if phase_known or phase else
+                      "if this OOM came while the weights were loading, that is the fix instead."))
     ev = [oom, *([head_row] if head_row else []), *([last_prefill] if last_prefill else []),
           *cfg.evidence_rows("mem_fraction_static")]
     ev += of_kind(run, "sigquit")[:1]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from forensics.facts.launch import server_config
+from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, furthest, served
@@ -55,6 +57,8 @@ FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+#: the custom all-reduce named in a capture error's own text (SGLang's capture-hint markers, see below)
+_CUSTOM_AR_RE = re.compile(r"custom_all_reduce|custom all-reduce|cudaipc", re.IGNORECASE)
 
 
 def innermost_frame(text: str) -> tuple[str, str] | None:
@@ -120,7 +124,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
         fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
-        out.append(tag_run(_finding(fatal, run), ref))
+        out.append(tag_run(_finding(fatal, run, tl), ref))
     out += _vllm_deaths(tl, [*findings, *out])
     leftover = _unexplained_lines(tl, [*findings, *out])
     if leftover:
@@ -263,9 +267,15 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
         return words, said, [*(told[1] if told else []), *generic]
     if kind == "cuda_graph_failed":
-        return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
-                ["Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
-                 "capture is what fails; report the error with the SGLang and driver versions.", *generic])
+        said = str(a.get("message") or "").strip()[:200]
+        return ((f"CUDA-graph capture failed: {said}" if said else
+                 "CUDA-graph capture failed and SGLang printed no error with it (the exception it wrapped had an "
+                 "empty message)"), bool(said),
+                [("Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
+                  "capture is what fails; report the error with the SGLang and driver versions." if said else
+                  "What failed is not in the log (no OOM text, no CUDA error): the first rank's full traceback, or one "
+                  "run with CUDA_LAUNCH_BLOCKING=1, names it; report it with the SGLang and driver versions."),
+                 *generic])
     if kind == "subprocess_crashed":
         return (f"the {a.get('name') or 'sub'}process crashed" + (f" (exit code {row['code']})" if row.get("code") is not None
                                                                    else ""), True, generic)
@@ -300,9 +310,27 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     return "a child process failed and SGLang sent SIGQUIT to tear the server down", False, generic
 
 
+#: CUDA's own errors for an operation a stream capture forbids (CUDA runtime API, cudaErrorStreamCaptureUnsupported
+#: and cudaErrorStreamCaptureInvalidated): raised only while a graph is being captured
+_CAPTURE_ONLY_RE = re.compile(r"operation not permitted when stream is capturing|"
+                              r"operation failed due to a previous error during capture")
+_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
+
+
+def _capture_frames(lead: Row, run: list[Row]) -> list[tuple[str, str]]:
+    """The frames of ``lead`` and of the tracebacks chained to it (the same file, "During handling of the above
+    exception…" follows within a few lines) when one of them places the failure in graph capture."""
+    chained = [r for r in run if r.get("file") == lead.get("file") and r.get("kind") in FATAL_KINDS
+               and 0 <= (r.get("line") or 0) - (lead.get("line_end") or lead.get("line") or 0) <= 6]
+    frames = [f for r in (lead, *chained) for f in _FRAME_RE.findall((r.get("text") or "")[:20000])]
+    return frames if phase_of_frames(frames) == "graph_capture" else []
+
+
 def during_capture(lead: Row, run: list[Row]) -> bool:
     """Did ``lead`` happen while CUDA graphs were being captured (after a capture began, before it ended)?"""
     if attrs(lead).get("during") == "graph_capture" or lead.get("kind") == "cuda_graph_failed":
+        return True
+    if _CAPTURE_ONLY_RE.search(lead.get("text") or "") or _capture_frames(lead, run):
         return True
     same = [r for r in run if r.get("file") == lead.get("file") and (r.get("line") or 0) < (lead.get("line") or 0)]
     loaded = [r for r in same if r.get("kind") == "weight_load_end"]
@@ -314,16 +342,71 @@ def during_capture(lead: Row, run: list[Row]) -> bool:
     return not any(r.get("kind") == "cuda_graph_end" and r["line"] > last for r in same)
 
 
-def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
+def _torch_compile_flag(tl: Timeline | None, run: list[Row]) -> FlagChange | None:
+    """Remove --enable-torch-compile when the launch set it and the capture died of something that is no OOM.
+
+    SGLang compiles the model inside the capture (sglang cuda_graph_runner.py, 0.3+: ``patch_model(…,
+    enable_compile=bs in compile_bs)`` for batch sizes up to --torch-compile-max-bs), so a compiler or Inductor
+    failure surfaces as a capture failure; its own capture-failure advice lists "disable torch compile by not using
+    --enable-torch-compile" (sglang_formats.md §2, graph capture failure row). Dropping it keeps the graphs.
+    """
+    if tl is None:
+        return None
+    cfg = server_config(tl, run)
+    if not cfg.enabled("enable_torch_compile"):
+        return None
+    return FlagChange("--enable-torch-compile", "(set)", "(remove)",
+                      "SGLang compiles the model inside the CUDA-graph capture (batch sizes up to "
+                      "--torch-compile-max-bs), so a compile failure shows as a capture failure; without it the graphs "
+                      "are still captured, only not compiled — try this before giving up the graphs")
+
+
+def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:
+    """--disable-custom-all-reduce when the capture died inside the custom all-reduce.
+
+    SGLang's custom all-reduce (sglang srt/distributed/device_communicators/custom_all_reduce.py, 0.3+; the same in
+    vLLM) registers every captured graph's buffers with its peers over CUDA IPC when a capture ends
+    (``register_graph_buffers``); a failure there (``invalid argument`` from the IPC handles) is that kernel's, and
+    --disable-custom-all-reduce hands the all-reduce to NCCL, which needs no such registration. SGLang's own capture
+    hint says the same from the error's text (sglang python/sglang/srt/model_executor/cuda_graph_backend_utils/
+    __init__.py, 2026: markers ``custom_all_reduce``, ``custom all-reduce``, ``cudaipc`` → "The failure came from
+    custom all-reduce sharing buffers between GPUs through CUDA IPC, not from a GPU memory shortage").
+    """
+    frames = [f for r in (lead, *run) if r.get("file") == lead.get("file")
+              for f in _FRAME_RE.findall((r.get("text") or "")[:20000])] + (
+        [tuple(str(attrs(lead).get("innermost_frame") or "").split(":", 1))] if attrs(lead).get("innermost_frame") else [])
+    in_frames = any("custom_all_reduce" in path or func == "register_graph_buffers" for path, *rest in frames
+                    for func in (rest or [""]))
+    if not in_frames and not _CUSTOM_AR_RE.search((lead.get("text") or "")[:20000]):
+        return None
+    if tl is not None and server_config(tl, run).enabled("disable_custom_all_reduce"):
+        return None
+    return FlagChange("--disable-custom-all-reduce", None, "true",
+                      "the capture died inside the custom all-reduce, which registers each captured graph's buffers "
+                      "with its peers over CUDA IPC; with it off NCCL does the all-reduce and nothing is registered")
+
+
+def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
     flags = []
     if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
-        words += " while CUDA graphs were being captured"
-        flags.append(FlagChange("--disable-cuda-graph", None, "true",
-                                "the server died during CUDA-graph capture of something that is no OOM: run once "
-                                "without graphs to confirm the capture path is what fails (slower decode), then "
-                                "report the kernel"))
+        if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
+            words += " while CUDA graphs were being captured"
+        if (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
+            flags.append(ar_flag)
+            actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
+                       "confirms the capture path is what fails (slower decode).", *actions]
+        elif (compile_flag := _torch_compile_flag(tl, run)) is not None:
+            # the cheaper step first; giving up the graphs is what to try only if the capture still fails
+            flags.append(compile_flag)
+            actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "
+                       "the capture path is what fails (slower decode); report the kernel.", *actions]
+        else:
+            flags.append(FlagChange("--disable-cuda-graph", None, "true",
+                                    "the server died during CUDA-graph capture of something that is no OOM: run once "
+                                    "without graphs to confirm the capture path is what fails (slower decode), then "
+                                    "report the kernel"))
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from forensics.facts.gpu import gpu_holders
+from forensics.facts.gpu import gpu_holders, target_load_rows
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -109,7 +109,7 @@ def held_before_load(tl: Timeline, run: list[Row]) -> tuple[int, Row] | None:
     total = measured_capacity(tl, run)
     # each rank's first load: a draft model's (speculative decoding) loads after the target's weights took memory
     first: dict[object, Row] = {}
-    for r in of_kind(run, "weight_load_begin"):
+    for r in target_load_rows(run, "weight_load_begin"):
         if r.get("avail_bytes"):
             first.setdefault(rank_of(r), r)
     if not total or not first:

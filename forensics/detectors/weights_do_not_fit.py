@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 
+from forensics.facts.gpu import target_load_rows
 from forensics.facts.launch import server_config
-from forensics.facts.oom import enclosing_traceback
+from forensics.facts.oom import enclosing_traceback, oom_phase
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -52,8 +53,8 @@ def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, s
         m = attrs(r).get("minimum_fraction")
         if isinstance(m, int | float):
             return float(m), "the minimum SGLang names"
-    begin = [r["avail_bytes"] for r in of_kind(run, "weight_load_begin") if r.get("avail_bytes")]
-    end = [r["avail_bytes"] for r in of_kind(run, "weight_load_end") if r.get("avail_bytes") is not None]
+    begin = [r["avail_bytes"] for r in target_load_rows(run, "weight_load_begin") if r.get("avail_bytes")]
+    end = [r["avail_bytes"] for r in target_load_rows(run, "weight_load_end") if r.get("avail_bytes") is not None]
     if begin and end:
         pre, post = min(begin), min(end)
         return 1 - post / pre, f"1 − {fmt_gib(post)} free after weights ÷ {fmt_gib(pre)} before"
@@ -75,11 +76,13 @@ def detect(tl: Timeline) -> list[Finding]:
         # and a forced --max-total-tokens then allocates a pool the GPU does not have
         hits += [r for r in of_kind(run, "kv_sizing") if attrs(r).get("warning") == "max_total_tokens_above_profiled"
                  and r.get("tokens") is not None and r["tokens"] <= 0]
-        load_oom = [r for r in of_kind(run, "cuda_oom") if attrs(r).get("during") in ("weight_load", "load")]
+        # (not the speculative draft's own load, after the target's pool took its share: SGL-GPU-014)
+        target = [r for r in of_kind(run, "cuda_oom") if oom_phase(run, r)[0] != "draft_init"]
+        load_oom = [r for r in target if attrs(r).get("during") in ("weight_load", "load")]
         if not load_oom and not has_kind(run, "weight_load_end", "cuda_graph_end"):
             # a CUDA OOM before the weights finished loading: the model does not fit these GPUs
             started = has_kind(run, "weight_load_begin")
-            load_oom = of_kind(run, "cuda_oom") if started else []
+            load_oom = target if started else []
         if not hits and not load_oom:
             continue
         cfg = server_config(tl, run)

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
-from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import of_kind
 from forensics.model import Timeline
+
+#: a rank's lines that end its target model's start-up memory: after them a "Load weight begin/end" is a draft's
+_POOL_KINDS = ("kv_cache_allocated", "memory_pool_end", "cuda_graph_begin", "cuda_graph_end")
+
+
+def target_load_rows(run: list[Row], kind: str) -> list[Row]:
+    """The ``weight_load_begin`` / ``weight_load_end`` rows of the served (target) model, not a draft's.
+
+    With speculative decoding SGLang builds the target's worker first (load_model → init_memory_pool → capture)
+    and then, in the same process, the draft worker (EAGLE/MTP/standalone), which loads its own weights and logs
+    its own ``Load weight begin/end`` with the memory the target's pool left (sglang managers/scheduler.py 0.4+:
+    ``self.tp_worker`` before ``self.draft_worker``; sglang_formats.md §2). A load line that follows the same
+    rank's pool or capture line in the same file is therefore the draft's: its ``avail mem`` is not what the GPU
+    had before anything loaded, nor what ``--mem-fraction-static`` multiplies.
+    """
+    pools = of_kind(run, *_POOL_KINDS)
+    out = []
+    for r in of_kind(run, kind):
+        after_pool = bool(attrs(r).get("draft")) or any(p.get("file") == r.get("file") and rank_of(p) == rank_of(r)
+                         and (p.get("line") or 0) < (r.get("line") or 0) for p in pools)
+        if not after_pool:
+            out.append(r)
+    return out
 
 
 def gpu_capacity(tl: Timeline, run: list[Row], ooms: list[Row] | None = None) -> tuple[float | None, str]:

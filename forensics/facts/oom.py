@@ -11,7 +11,8 @@ Read once here so that every GPU-memory detector places an OOM the same way (iss
 - :func:`oom_phase`: where in the engine's life the OOM happened, from the best evidence the input holds —
   the traceback's frames (failure_messages.md §2.2 "look at the frames"; SGLang's ``load_model``/``weight_loader``,
   ``init_memory_pool``, ``cuda_graph_runner``/``capture``, ``forward_extend``/``forward_decode``; vLLM's
-  ``profile_run``/``_dummy_run``, ``_warmup_sampler``, ``capture_model``; vllm_formats.md §3.5), else the
+  ``profile_run``/``_dummy_run``, ``_warmup_sampler``, ``capture_model``; vllm_formats.md §3.5; a speculative
+  draft worker's construction, ``draft_init``), else the
   lifecycle record or batch line just before it in the same run (sglang_formats.md §2: ``Load weight begin``,
   ``Capture cuda graph begin``, ``Prefill batch``/``Decode batch``; vllm_formats.md §3.5 item 2: the last
   start-up line seen tells the phase that died).
@@ -45,7 +46,9 @@ _EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: ?)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?
 #: first here wins, wherever its frame is in the traceback
 _PHASE_FRAMES = (
     ("sampler_warmup", re.compile(r"^(?:_warmup_sampler|_dummy_sampler_run|_dummy_pooler_run)$")),
-    ("graph_capture", re.compile(r"capture")),
+    # the custom all-reduce registers the graphs' buffers at the end of each capture and nowhere else (sglang
+    # srt/distributed/device_communicators/custom_all_reduce.py ``capture()``; vllm the same file)
+    ("graph_capture", re.compile(r"capture|^register_graph_buffers$")),
     ("warmup", re.compile(r"^(?:compile_or_warm_up_model|warmup_model|_warmup\w*|warm_up\w*)$")),
     ("memory_pool", re.compile(r"^(?:init_memory_pool|profile_max_num_token|_allocate_kv_cache\w*|initialize_kv_cache\w*|"
                                r"_init_cache|initialize_cache|_create_buffers|init_kv_buffer)$")),
@@ -120,8 +123,18 @@ def memory_kind(row: Row) -> str | None:
     return next((k for k in _KIND_ORDER if k in kinds), None)
 
 
+#: the speculative draft's worker being built (sglang srt/speculative/eagle_worker.py, multi_layer_eagle_worker.py,
+#: standalone_worker.py … ``__init__``; the scheduler's ``init_draft_worker``/``launch_draft_worker``): whatever it loads or allocates comes
+#: after the target's static pool took its share, so it is the draft's start-up, not the target's
+def _draft_frames(frames: list[tuple[str, str]]) -> bool:
+    return any(("/speculative/" in path and "worker" in path.rsplit("/", 1)[-1] and func == "__init__")
+               or "draft_worker" in func for path, func in frames)
+
+
 def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
     """The phase a traceback's (path, function) frames pass through: the outermost phase any frame names."""
+    if _draft_frames(frames):
+        return "draft_init"
     funcs = {func for _path, func in frames}
     for phase, rx in _PHASE_FRAMES:
         if any(rx.search(f) for f in funcs):
@@ -157,6 +170,8 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     """The phase an OOM happened in and what placed it: ``weight_load``, ``memory_pool`` (KV pool sizing or
     allocation), ``profile`` (vLLM's profiling run), ``graph_capture``, ``sampler_warmup``, ``warmup``,
     ``prefill``, ``decode``, ``forward`` or ``serving`` (a batch of unknown kind); (None, "") when nothing does."""
+    if attrs(row).get("during") == "draft_init":  # the engine parser saw the draft's own load lines before it
+        return "draft_init", "the draft model's load line before it"
     frames = _frames_of(run, row)
     phase = phase_of_frames(frames) if frames else None
     if phase and phase != "forward":
@@ -169,6 +184,8 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     same = [r for r in prior if r.get("file") == row.get("file")]
     last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
     after = None
+    if last is not None and attrs(last).get("draft"):  # the speculative draft's own load line (parsers/sglang.py)
+        return "draft_init", "the draft model's load line before it"
     if last is not None:
         after = _PHASE_AFTER[last["kind"]] or (_SGLANG_PHASE_AFTER.get(last["kind"]) if last.get("source") == "sglang"
                                                else None)

@@ -17,7 +17,7 @@ launch, ``"command"`` for code or a command line that performs one) or script co
   launcher ``kubernetes``.
 * a recipe: a YAML mapping of server arguments (``mem-fraction-static: 0.95``, ``tp: 8``, snake case
   too), flat or under ``server_args:``/``engine_args:``…; only names in :mod:`parsers.launch.vocab`;
-  launcher ``config``.
+  launcher ``config``. A disaggregated recipe's ``prefill:`` and ``decode:`` sections are one launch each.
 * a Dockerfile: ``ENV K=V`` / ``ENV K V``, ``CMD``/``ENTRYPOINT`` in JSON or shell form; launcher
   ``dockerfile``.
 * the Python API: ``sgl.Engine(…)``, ``sglang.Engine(…)``, ``Engine(…)`` after ``from sglang import``,
@@ -117,9 +117,10 @@ def _command_from_argv(argv: list[str], line: int, line_end: int, launcher: str,
 # recipes
 
 
-def recipe_flags(doc: launch_yaml.Node) -> tuple[dict[str, str | bool], dict[str, str], str | None, int, int] | None:
+def recipe_flags(doc: launch_yaml.Node, mappings: list[launch_yaml.Node] | None = None,
+                 ) -> tuple[dict[str, str | bool], dict[str, str], str | None, int, int] | None:
     """(flags, spellings, engine, first line, last line) of a mapping of server arguments, or None."""
-    for mapping in reversed(launch_yaml.recipe_mappings(doc)):
+    for mapping in reversed(mappings if mappings is not None else launch_yaml.recipe_mappings(doc)):
         items = mapping.value
         keys = [k for k in items if isinstance(k, str)]
         known = [k for k in keys if vocab.known(k)]
@@ -143,19 +144,27 @@ def recipe_flags(doc: launch_yaml.Node) -> tuple[dict[str, str | bool], dict[str
 
 
 def recipe_commands(text: str) -> list[Any]:
+    """One launch per recipe; a disaggregated recipe (``prefill:`` / ``decode:`` sections) is one launch per role,
+    in file order, each with the ``--disaggregation-mode`` its section names."""
     launch = _launch()
     out = []
+    lines = text.split("\n")
     for doc in launch_yaml.load(text):
-        got = recipe_flags(doc)
-        if not got:
-            continue
-        flags, spellings, engine, first, last = got
-        scan = launch.FlagScan(flags=dict(flags), spellings=spellings)
-        lines = text.split("\n")
-        out.append(launch.LaunchCommand(line=first, line_end=last, argv=[], launcher="config",
-                                        text="\n".join(lines[first - 1:last]), scan=scan,
-                                        engine=engine or "sglang", confidence="config",
-                                        extra={} if engine else {"engine_assumed": True}))
+        roles = [(role, got) for role, mapping in launch_yaml.role_mappings(doc)
+                 if (got := recipe_flags(doc, [mapping]))]
+        for role, got in roles or [(None, recipe_flags(doc))]:
+            if not got:
+                continue
+            flags, spellings, engine, first, last = got
+            if role:
+                flags = {**flags, "--disaggregation-mode": flags.get("--disaggregation-mode") or role}
+            scan = launch.FlagScan(flags=dict(flags), spellings=spellings)
+            extra: dict[str, Any] = {} if engine else {"engine_assumed": True}
+            if role:
+                extra["disaggregation_role"] = role
+            out.append(launch.LaunchCommand(line=first, line_end=last, argv=[], launcher="config",
+                                            text="\n".join(lines[first - 1:last]), scan=scan,
+                                            engine=engine or "sglang", confidence="config", extra=extra))
     return out
 
 
@@ -163,7 +172,9 @@ def looks_like_recipe(text: str) -> bool:
     """A YAML mapping most of whose keys are server arguments (and no shell, no manifest)."""
     if launch_yaml.is_k8s(text) or re.search(r"^\s*(?:services|command|entrypoint)\s*:", text, re.MULTILINE):
         return False
-    keys = re.findall(r"^\s{0,4}([A-Za-z][\w-]*)\s*:(?:\s|$)", text, re.MULTILINE)
+    # a disaggregation role's section name is no argument, nor an unknown key
+    keys = [k for k in re.findall(r"^\s{0,4}([A-Za-z][\w-]*)\s*:(?:\s|$)", text, re.MULTILINE)
+            if k not in launch_yaml.ROLE_SECTIONS]
     known = [k for k in keys if vocab.known(k)]
     return len(known) >= 2 and len(known) * 2 >= len(keys)
 

@@ -66,6 +66,7 @@ hicache-mem-layout hicache-storage-backend enable-memory-saver allow-auto-trunca
 swa-full-tokens-ratio disaggregation-mode skip-server-warmup enable-p2p-check triton-attention-reduce-in-fp32
 num-continuous-decode-steps json-model-override-args lora-paths max-loras-per-batch mm-attention-backend
 tokenizer-worker-num is-embedding skip-tokenizer-init enable-cache-report log-requests config
+moe-runner-backend fp4-gemm-backend moe-dense-tp-size enable-dp-lm-head disaggregation-transfer-backend
 """
 
 VLLM_ONLY = """

@@ -468,6 +468,21 @@ RECIPE_SECTIONS = ("server_args", "server-args", "engine_args", "engine-args", "
                    "server")
 
 
+#: sections of a prefill/decode-disaggregated recipe, one server per role (SGLang's ``--disaggregation-mode
+#: prefill|decode``, sglang python/sglang/srt/server_args.py 0.4.6+; the layout of NVIDIA srt-slurm and Dynamo
+#: recipes: ``prefill:`` / ``decode:`` mappings of server arguments side by side)
+ROLE_SECTIONS = ("prefill", "decode")
+
+
+def role_mappings(doc: Node) -> list[tuple[str, Node]]:
+    """(role, mapping) of each disaggregation role section directly under the document, in file order."""
+    if not isinstance(doc.value, dict):
+        return []
+    found = [(key, child) for key, child in doc.value.items()
+             if key in ROLE_SECTIONS and isinstance(child.value, dict)]
+    return sorted(found, key=lambda kv: kv[1].line)
+
+
 def recipe_mappings(doc: Node) -> list[Node]:
     """The mapping itself and those nested one level under a section name that holds arguments."""
     if not isinstance(doc.value, dict):
