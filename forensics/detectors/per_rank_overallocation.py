@@ -390,23 +390,33 @@ def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostMemo
     _lo, hi = version_window(tl)
     flags: list[FlagChange] = []
     new_gb = None
+    reserve_words = ""
     if only_have is not None:
         if split:
             per_rank = only_have
             why = f"SGLang {version} already divides the host budget by the ranks: 'only have' {fmt_gb(only_have)} is per rank"
-        elif hi and hi <= (0, 4, 9):
+        elif (hi and hi <= (0, 4, 9)) or requested <= only_have:
             per_rank = (only_have - SGLANG_RESERVE) / ranks
-            why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory on SGLang ≤ 0.4.9 "
-                   f"(no reserve subtracted): ({fmt_gb(only_have)} − {fmt_gb(SGLANG_RESERVE)} reserve) ÷ {ranks} ranks")
+            # SGLang ≤ 0.4.9 printed psutil's available memory and compared the request with it less its 10 GiB
+            # reserve (reference/sglang_formats.md, HiCache check table); a refusal of less than "only have" can
+            # only come from that form, whatever version the input states
+            how = ("on SGLang ≤ 0.4.9" if hi and hi <= (0, 4, 9) else
+                   f"(a refusal of {fmt_gb(requested)} against {fmt_gb(only_have)} 'free' means the message is "
+                   "SGLang ≤ 0.4.9's, printed before the check's reserve is taken off)")
+            why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory {how}: "
+                   f"({fmt_gb(only_have)} − {fmt_gb(SGLANG_RESERVE)} reserve) ÷ {ranks} ranks")
+            reserve_words = f" less SGLang's {fmt_gb(SGLANG_RESERVE)} reserve"
         else:
             per_rank = only_have / ranks
             why = f"every rank measures the whole host: {fmt_gb(only_have)} ÷ {ranks} ranks"
         new_gb = largest_hicache_gb(per_rank, False)
-        if new_gb >= 1:
+        if new_gb * 1e9 >= requested:  # the pool was refused: a size at or above it cannot be the fix
+            new_gb = None
+        if new_gb and new_gb >= 1:
             flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size") or f"{requested / 1e9:g}",
                                     str(new_gb), f"{why} = {fmt_gb(per_rank)} → {new_gb} GB"))
     summary = (f"A scheduler refused its HiCache host pool: requested {fmt_gb(requested)} per rank, only "
-               f"{fmt_gb(only_have)} available to it. " + (f"Set --hicache-size {new_gb}." if new_gb else ""))
+               f"{fmt_gb(only_have)} available to it{reserve_words}. " + (f"Set --hicache-size {new_gb}." if new_gb else ""))
     return make_finding(
         "SGL-HOST-002",
         summary=summary,
