@@ -43,7 +43,6 @@ from typing import Any
 import regex as re
 
 from parsers.elision import is_elision
-from parsers.transcript import is_prose
 from parsers.launch import vocab
 from parsers.launch.command import (
     ANCHOR_RE,
@@ -75,6 +74,7 @@ from parsers.launch.compose import (
     split_lines,
 )
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
+from parsers.transcript import is_prose
 
 FORMAT = "launch"
 def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str]]:
