@@ -143,3 +143,17 @@ def test_oom_killer_victim_decides_severity_and_links_to_the_overallocation():
     assert got["SGL-HOST-004"].severity == "critical"
     assert got["SGL-HOST-004"].consequence_of == "SGL-HOST-001"
     assert "Follows from SGL-HOST-001" in got["SGL-HOST-004"].summary
+
+
+def test_limit_is_named_where_the_launch_states_it():
+    """A Kubernetes limit read from the launch row is named as such, not as Docker's --memory."""
+    launch = {"kind": "launch_command", "source": "launch", "file": "deploy.yaml",
+              "attrs": {"argv": ["python3", "-m", "sglang.launch_server", "--tp", "4", "--hicache-size", "50"],
+                        "flags": {"--tp": "4", "--hicache-size": "50", "--enable-hierarchical-cache": True},
+                        "engine": "sglang", "launcher": "kubernetes", "confidence": "command",
+                        "container_memory_bytes": 150 * GIB,
+                        "container_memory_from": "kubernetes resources.limits.memory"}}
+    tl = timeline(_args(tp_size=4, hicache_size=50, enable_hierarchical_cache=True), launch)
+    f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
+    assert "kubernetes resources.limits.memory" in f.summary
+    assert "--memory" not in f.summary

@@ -240,7 +240,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     size_for_pow2 = pow2 in ("yes", "likely") or only_if_pow2
     new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
     plain_gb = largest_hicache_gb(per_rank_budget, False)
-    stated = attrs(host.limit_row).get("limit_from") if host.limit_row is not None else None
+    # where the limit was stated: a limit row says it as limit_from, a launch row as container_memory_from
+    stated = (attrs(host.limit_row).get("limit_from") or attrs(host.limit_row).get("container_memory_from")
+              if host.limit_row is not None else None)
     # the capacity's name, and where it is stated after its figure: "memory limit 400.00 GiB (resources.limits.memory)"
     is_limit = bool(host.limit and capacity == host.limit)
     cap_name = "memory limit" if is_limit else "host total"
