@@ -76,6 +76,14 @@ def detect(tl: Timeline) -> list[Finding]:
                                         + (f"is {fmt_gib(shm)}" if shm else "is Docker's 64 MiB default")
                                         + "; NCCL and the server's IPC segments need gigabytes on a multi-GPU host"))
             break
+    else:
+        if direct:
+            # no launch says where it ran: a /dev/shm too small for NCCL's segments is almost always a container's
+            # tmpfs (Docker's default is 64 MiB; a host's /dev/shm is half its RAM), so the fix is the container's
+            flags.append(FlagChange("--shm-size", None, SUGGESTED_SHM,
+                                    "if the server runs in a container: Docker gives /dev/shm 64 MiB unless told "
+                                    "otherwise (docker-run(1) --shm-size; compose shm_size; a memory-backed emptyDir "
+                                    "in Kubernetes); NCCL and the server's IPC segments need gigabytes"))
     df = [r for r in direct if attrs(r).get("df_use_pct") is not None]
     died = [r for r in hits if r not in direct]
     what = []
@@ -94,6 +102,10 @@ def detect(tl: Timeline) -> list[Finding]:
                         "file in /dev/shm that is unlinked only on a graceful shutdown: a crashed run's region stays "
                         "(a restarted container creates another under a new name), so a tmpfs sized for one region "
                         "cannot back the next.")
+    # the exception a detail line was printed under (NCCL's "Last error:" inside a DistBackendError) is this failure
+    enclosing = [x for x in rows(tl, "scheduler_exception") for h in direct
+                 if x.get("file") == h.get("file") and x.get("line") is not None and h.get("line") is not None
+                 and int(x["line"]) < int(h["line"]) <= int(x.get("line_end") or x["line"])]
     return [make_finding(
         "SGL-HOST-006",
         summary=(_first_upper(" and ".join(what))
@@ -102,7 +114,7 @@ def detect(tl: Timeline) -> list[Finding]:
                  + (" The container runs with --ipc=host, so its /dev/shm is the host's: segments left by runs "
                     "killed in earlier containers are still there and fill it for every container started since."
                     if host_ipc else "")),
-        evidence=hits[:6] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
+        evidence=hits[:6] + enclosing[:2] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
         confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
