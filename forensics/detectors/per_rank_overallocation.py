@@ -304,6 +304,18 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
             why += (f". SGLang version not found: on 0.4.5–0.5.4 each pool is pinned rounded up to a power of two "
                     f"and only {pow2_gb} GB fits — check `pip show sglang`")
     flags = [FlagChange("--hicache-size", old, str(new_gb), why)] if new_gb >= 1 else []
+    ratio = cfg.num("hicache_ratio") or 2.0
+    if req.source == "ratio" and new_gb >= 1 and ratio > 0:
+        # the launch sizes the pool by --hicache-ratio × the device KV pool (sglang_formats.md §4): correct the flag
+        # it set, to the ratio whose pool is the size that fits; SGLang's ratio must stay above 1 (a host pool smaller
+        # than the device's is refused), below that only --hicache-size can say it
+        device = req.per_rank / ratio
+        new_ratio = math.floor(new_gb * 1e9 / device * 100) / 100
+        if 1 < new_ratio < ratio:
+            flags = [FlagChange("--hicache-ratio", cfg.flag_text("hicache_ratio") or f"{ratio:g} (default)",
+                                f"{new_ratio:g}", f"the host pool is --hicache-ratio × the device KV pool "
+                                f"({device / 1e9:.2f} GB per rank): {new_ratio:g} × {device / 1e9:.2f} GB = "
+                                f"{new_ratio * device / 1e9:.2f} GB ≤ {new_gb} GB per rank, where {why}")]
 
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
@@ -350,7 +362,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         + (f": it fits unless SGLang is 0.4.5–0.5.4, which pins each pool rounded up to a power of two "
            f"({ranks} × {fmt_gib(pinned_if_pow2)} = {fmt_gib(demand_if_pow2)}); version: {version}. "
            if only_if_pow2 else ". ")
-        + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
+        + (f"Set --hicache-ratio {flags[0].new} (a host pool of at most {new_gb} GB per rank) to fit all {ranks} ranks "
+           "with a reserve." if flags and flags[0].flag == "--hicache-ratio" else
+           f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )
     if climb:
