@@ -180,8 +180,9 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
                  "exhausted host memory." + (f" Set {flags[0].flag} {flags[0].new} (per rank)." if flags else "")),
         evidence=victims[:3] + pool_rows[:4],
         confidence="medium",
-        confidence_reason=None if capacity and capacity > pinned else
-        "host RAM is not known: the corrected size is bounded by the pool the killed rank held",
+        confidence_reason=("the kill report names one rank; that every rank held a pool as large is read from the "
+                           "launch, not observed" if capacity and capacity > pinned else
+                           "host RAM is not known: the corrected size is bounded by the pool the killed rank held"),
         severity="critical",
         ranks=[],
         figures={"victim_pinned_bytes": pinned, "ranks_per_host": ranks},
