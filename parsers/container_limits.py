@@ -12,7 +12,8 @@ The per-rank host-pool arithmetic needs the limit the ranks live under; a launch
   as ``forensics collect`` writes them (``host/cgroup-memory.txt``: ``memory.max: 343597383680``) or
   as a paste prints them (``$ cat /sys/fs/cgroup/memory.max`` then the number alone);
 * ``kubectl describe pod``: each container's ``Limits:`` block, ``memory:`` a Kubernetes quantity
-  (``320Gi`` binary, ``320G`` decimal).
+  (``320Gi`` binary, ``320G`` decimal), and its ``Command:``/``Args:`` elements as a ``launch_command`` row
+  (:func:`parsers.launch.config.describe_commands`).
 
 One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (where it was stated).
 "No limit" (``max``, v1's unlimited) gives no row.
@@ -149,6 +150,14 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 q = k8s_quantity(mm.group(1))
                 if q:
                     rows.append(_row(i + 1, ln, q, "kubectl describe: Limits.memory"))
+    if _DESCRIBE_HEAD.search(text[:20000]):
+        # the pod's containers' launches (Command/Args), so the limit has the ranks it bounds
+        from parsers.launch.config import describe_commands
+
+        for c in describe_commands(text):
+            rows.append({"line": c.line, "line_end": c.line_end, "kind": "launch_command", "text": c.text,
+                         "attrs": c.attrs()})
+            recognized += c.line_end - c.line + 2  # the key line and its elements
     if not rows and not recognized:
         raise NotThisFormat("no cgroup or container memory limit in this text")
     # a final newline ends the last line; it does not start another

@@ -749,6 +749,37 @@ def _during(frames: list[tuple[str, str]]) -> str | None:
     return None
 
 
+# CPython's faulthandler dump after ``Fatal Python error: …`` (reference/failure_messages.md §5.2): the faulting
+# thread first as ``Current thread 0x… (most recent call first):``, then ``  File "…", line N in func`` frames,
+# innermost first (no comma before "in", unlike a traceback)
+_FAULT_THREAD = re.compile(r"^\s*Current thread 0x[0-9a-fA-F]+ \(most recent call first\):\s*$")
+_FAULT_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+ in (\S+)')
+_FAULT_LOOKAHEAD = 400  # lines after the fatal error where its dump may begin (other threads come first)
+
+
+def faulting_thread(lines: list[str], at: int) -> list[tuple[str, str]]:
+    """The (path, function) frames of the thread a faulthandler dump marks as current, innermost first, from the
+    dump that follows the ``Fatal Python error`` on line index ``at``; [] when the dump is not in the text.
+
+    >>> faulting_thread(["Fatal Python error: Bus error", "", "Current thread 0x00007f01 (most recent call first):",
+    ...                  '  File "/m/loader.py", line 9 in load_weights'], 0)
+    [('/m/loader.py', 'load_weights')]
+    """
+    for j in range(at + 1, min(len(lines), at + 1 + _FAULT_LOOKAHEAD)):
+        ln = lines[j]
+        if "Fatal Python error" in ln:
+            return []  # the next process's dump
+        if _FAULT_THREAD.match(ln):
+            frames = []
+            for k in range(j + 1, min(len(lines), j + 1 + 200)):
+                fm = _FAULT_FRAME.match(lines[k])
+                if not fm:
+                    break
+                frames.append((fm.group(1), fm.group(2)))
+            return frames
+    return []
+
+
 def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
     """The stage a traceback's (path, function) frames pass through: ``graph_capture``, ``memory_pool``,
     ``weight_load``, ``forward`` or ``init`` (what detectors read when the exception line itself was lost).
@@ -895,6 +926,11 @@ def parse(text: str, path: str = "", command: str | None = None,
                     and _PORT_HOLDER_STATUS.search(lines[end + 1]):
                 holder_figures(lines[end + 1], attrs)
                 end += 1
+            if attrs.get("failure") == "signal" and "Fatal Python error" in msg:
+                frames = faulting_thread(lines, i)
+                if frames:  # where the faulting thread was: a mapping of /dev/shm, or of a checkpoint file
+                    attrs.update(faulting_thread=True, during=_during(frames),
+                                 innermost_frame=f"{frames[0][0].rsplit('/', 1)[-1]}:{frames[0][1]}")
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:

@@ -190,6 +190,8 @@ _EMBEDDABLE = frozenset({
     "cuda_oom", "cuda_error_oom", "cuda_graph_failed", "kv_exhausted", "not_enough_memory",
     "weights_no_kv_room", "ranks_not_loaded", "hicache_insufficient", "memory_leak", "memory_imbalance",
 })
+#: failure classes (parsers.failures) of a detail line inside an exception record that say its cause
+_CAUSE_DETAILS = frozenset({"shm_exhausted"})
 #: Kinds whose record goes on over the following unprefixed lines.
 _MULTILINE = frozenset({
     "scheduler_exception", "cuda_graph_failed", "kv_exhausted", "cuda_error_oom", "init_failed", "log",
@@ -1076,7 +1078,14 @@ class _Scanner:
             except Exception:
                 self.errors += 1
                 events = None
-            if events and events[0][0] in _EMBEDDABLE and events[0][0] != kind:
+            if not events and kind == "scheduler_exception":
+                # NCCL's "Last error:" detail under a DistBackendError names the cause (failure_messages.md §4,
+                # ``Last error:`` / ``Error while creating shared memory segment /dev/shm/nccl-… (size …)``)
+                found = classify_failure(stripped) if stripped else None
+                if found is not None and found[2].get("failure") in _CAUSE_DETAILS:
+                    events = [found]
+            if events and (events[0][0] in _EMBEDDABLE or events[0][2].get("failure") in _CAUSE_DETAILS) \
+                    and events[0][0] != kind:
                 base = {k: rec.row.get(k) for k in ("ts_local", "rank", "tp_rank", "dp_rank", "pp_rank",
                                                     "ep_rank", "pid", "host", "container")}
                 base["attrs"] = {k: v for k, v in (rec.row["attrs"] or {}).items()

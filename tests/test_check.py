@@ -256,3 +256,17 @@ def test_a_limit_written_above_the_command_in_a_paste_bounds_the_pools(tmp_path:
     new = next(c for c in f.remediation.flags if c.flag == "--hicache-size").new
     assert 40 <= int(new) <= 56
     assert any(x.name == "memory limit" and "240.00 GiB" in x.value for x in res.facts)
+
+
+def test_offline_the_host_ram_a_paste_states_in_words(tmp_path: Path) -> None:
+    """Offline, a paste that says the host's RAM on the line before its command is checked against it."""
+    paste = tmp_path / "ticket.txt"
+    paste.write_text("The box has 384 GB of RAM.\n"
+                     "python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-32B-Instruct --tp 4 "
+                     "--enable-hierarchical-cache --hicache-size 120\n", encoding="utf-8")
+    res = run_check(CheckOptions(files=[str(paste)], gpus=4, gpu_memory=80 * GIB))
+    f = next(f for f in res.findings if f.rule_id == "SGL-HOST-001")
+    assert f.figures["host_total_bytes"] == 384 * GIB
+    assert 4 * int(f.remediation.flags[0].new) * 1e9 <= 384 * GIB
+    given = run_check(CheckOptions(files=[str(paste)], host_memory=4 << 40, gpus=4, gpu_memory=80 * GIB))
+    assert not [f for f in given.findings if f.rule_id == "SGL-HOST-001"]  # --host-memory says more than a sentence

@@ -143,3 +143,52 @@ def test_oom_killer_victim_decides_severity_and_links_to_the_overallocation():
     assert got["SGL-HOST-004"].severity == "critical"
     assert got["SGL-HOST-004"].consequence_of == "SGL-HOST-001"
     assert "Follows from SGL-HOST-001" in got["SGL-HOST-004"].summary
+
+
+def test_limit_is_named_where_the_launch_states_it():
+    """A Kubernetes limit read from the launch row is named as such, not as Docker's --memory."""
+    launch = {"kind": "launch_command", "source": "launch", "file": "deploy.yaml",
+              "attrs": {"argv": ["python3", "-m", "sglang.launch_server", "--tp", "4", "--hicache-size", "50"],
+                        "flags": {"--tp": "4", "--hicache-size": "50", "--enable-hierarchical-cache": True},
+                        "engine": "sglang", "launcher": "kubernetes", "confidence": "command",
+                        "container_memory_bytes": 150 * GIB,
+                        "container_memory_from": "kubernetes resources.limits.memory"}}
+    tl = timeline(_args(tp_size=4, hicache_size=50, enable_hierarchical_cache=True), launch)
+    f = fired(per_rank_overallocation.detect(tl))["SGL-HOST-001"]
+    assert "kubernetes resources.limits.memory" in f.summary
+    assert "--memory" not in f.summary
+
+
+def test_a_reconciled_flag_is_the_one_its_summary_states():
+    from forensics.detectors.reconcile import reconcile_flags
+    from forensics.model import Evidence, Finding, FlagChange, Remediation
+
+    def finding(rule: str, new: str) -> Finding:
+        return Finding(rule_id=rule, category="per_rank_overallocation", severity="critical", title="t",
+                       summary=f"Pools exhaust the host. Set --hicache-size {new} (per rank).", confidence="high",
+                       evidence=[Evidence("x.log", 1, "x")],
+                       remediation=Remediation(flags=[FlagChange("--hicache-size", "60", new, "w")]))
+
+    root, other = finding("SGL-HOST-001", "51"), finding("SGL-HOST-009", "14")
+    reconcile_flags([root, other], "SGL-HOST-001")
+    assert other.remediation.flags[0].new == "51"
+    assert "--hicache-size 51" in other.summary and "--hicache-size 14" not in other.summary
+
+
+def test_killed_rank_with_pool_sizes_against_the_containers_limit(tmp_path):
+    """With the container's limit in the input, SGL-HOST-009 sizes the pools against it, not against the victim's
+    pool (a lower bound of the host's RAM)."""
+    from forensics.analysis import analyse
+
+    (tmp_path / "dmesg.txt").write_text(
+        "[71002.118201] Memory cgroup out of memory: Killed process 9120 (sglang::schedul) total-vm:190021112kB, "
+        "anon-rss:7340032kB, file-rss:210044kB, shmem-rss:41943040kB, UID:0 pgtables:99120kB oom_score_adj:0\n",
+        encoding="utf-8")
+    (tmp_path / "run.sh").write_text(
+        "docker run --gpus all --memory 160g --shm-size 16g lmsysorg/sglang:v0.5.9 \\\n"
+        "  python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 4 --enable-hierarchical-cache "
+        "--hicache-ratio 2\n", encoding="utf-8")
+    _tl, doc = analyse([tmp_path], quiet=True)
+    f = next(f for f in doc["findings"] if f["rule_id"] == "SGL-HOST-009")
+    assert "host RAM is not known" not in (f.get("confidence_reason") or "")
+    assert "160.00 GiB" in f["remediation"]["flags"][0]["why"]

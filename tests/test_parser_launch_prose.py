@@ -300,3 +300,34 @@ def test_headroom_after_capture_in_other_words(sentence, gib) -> None:
 def test_each_gpus_capacity() -> None:
     got = rows("It runs on two A100 cards, each with a capacity of 80 GiB.", "gpu_memory")
     assert [r["total_bytes"] for r in got] == [80 * GIB]
+
+
+@pytest.mark.parametrize("listing, gib", [
+    ("Python: 3.11.9\nGPU 0,1: NVIDIA L40S\nMem: 192GB\n", 192),
+    ("OS: Ubuntu 22.04\nRAM: 1 TB\n", 1024),
+    ("Host memory = 768 GiB\n", 768),
+])
+def test_host_ram_in_an_environment_listing(listing, gib) -> None:
+    assert [r["total_bytes"] for r in rows(listing, "host_memory")] == [gib * GIB]
+
+
+def test_a_gpus_memory_key_is_not_the_hosts() -> None:
+    assert rows("GPU Memory: 48GB\n", "host_memory") == []
+
+
+@pytest.mark.parametrize("listing, version", [
+    ("PyTorch: 2.6.0+cu124\nsglang: 0.4.7.post1\nsgl_kernel: 0.1.5\n", "0.4.7.post1"),
+    ("SGLang version: 0.5.9\n", "0.5.9"),
+    ("Environment: sglang0.5.2\n", "0.5.2"),
+])
+def test_the_sglang_version_a_listing_states(listing, version) -> None:
+    assert [json.loads(r["attrs"])["version"] for r in rows(listing, "version")] == [version]
+
+
+@pytest.mark.parametrize("text", [
+    "sgl_kernel: 0.1.5\nsglang-router: 0.2.3\n",
+    "We upgraded to sglang 0.5.6 and it went away.\n",
+    "sglang: Module Not Found\n",
+])
+def test_no_sglang_version_where_none_is_stated(text) -> None:
+    assert rows(text, "version") == []

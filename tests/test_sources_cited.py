@@ -39,6 +39,7 @@ NO_FORMAT: dict[str, str] = {
     "parsers/launch/prose.py::_DIGIT_RE": _PROSE,
     "parsers/launch/prose.py::_MENTION_HINT_RE": _PROSE,
     "parsers/launch/prose.py::_HOST_WORD_RE": _PROSE,
+    "parsers/launch/prose.py::_GPU_KEY_RE": _PROSE,
     "parsers/launch/prose.py::_GPU_WORD_RE": _PROSE,
     "parsers/launch/prose.py::_SENTENCE_END_RE": _PROSE,
     "parsers/launch/prose.py::_CLAUSE_SPLIT_RE": _PROSE,

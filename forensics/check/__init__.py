@@ -173,7 +173,34 @@ def file_limits(text: str) -> dict[str, Any]:
     m = IMAGE_TAG_RE.search(text)
     if m:
         out["image_version"] = m.group(1)
+    stated = stated_host_memory(text)
+    if stated:
+        out["host_bytes"], out["host_from"], out["host_line"] = stated
     return out
+
+
+def stated_host_memory(text: str) -> tuple[int, str, int] | None:
+    """The host RAM a paste states in words around its command ("the node has 512 GB of RAM", "Mem: 256GB"),
+    read by the prose parser from the lines that are sentences (parsers/transcript.py ``is_prose``).
+
+    >>> stated_host_memory("The node has 512 GB of RAM.\\npython -m sglang.launch_server --tp 8\\n")[0] == 512 << 30
+    True
+    """
+    from parsers.launch import prose
+    from parsers.transcript import is_prose
+
+    lines = text.split("\n")
+    if len(lines) > 5000:  # a write-up is small; a long file is a script or a log, read by its own parser
+        return None
+    masked = "\n".join(ln if is_prose(ln) else "" for ln in lines)
+    if not masked.strip():
+        return None
+    got = [r for r in prose.parse(masked, "").events.iter_rows(named=True)
+           if r["kind"] == "host_memory" and r.get("total_bytes")]
+    if not got:
+        return None
+    row = max(got, key=lambda r: r["total_bytes"])
+    return int(row["total_bytes"]), f"stated on line {row['line']}", int(row["line"])
 
 
 def _read_text(path: str, opts: CheckOptions) -> tuple[str, str]:
@@ -427,6 +454,12 @@ def build(opts: CheckOptions) -> CheckResult:
         if limit and not container_limit:
             container_limit, limit_from = limit, where
             facts.append(Fact("memory limit", f"{limit / 2**30:.2f} GiB, {where}", "read"))
+    elif limits.get("host_bytes"):  # offline, and the paste says what the host has
+        rows.append({"file": launch.file, "line": limits.get("host_line") or 1, "kind": "host_memory",
+                     "source": "check", "total_bytes": limits["host_bytes"], "ts": now,
+                     "text": f"host memory {limits['host_bytes']} bytes ({limits['host_from']})",
+                     "attrs": {"check": True, "stated": True}})
+        facts.append(Fact("host memory", f"{limits['host_bytes'] / 2**30:.2f} GiB, {limits['host_from']}", "file"))
     else:
         facts.append(Fact("host memory", "not given (--host-memory)", "missing"))
 

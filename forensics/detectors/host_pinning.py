@@ -164,9 +164,15 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
     if ranks < 2:
         return []
     pinned = max(int(attrs(v).get("shmem_rss_bytes") or 0) for v in victims)
-    # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM);
-    # each flag floors this share in its own engine's unit
-    flags = flags_of(pinned * (1 - RESERVE_SHARE) / ranks, pinned, ranks, ranks_how)
+    capacity = host_memory(tl).capacity  # the host's RAM or the container's limit, when the input states one
+    if words != "HiCache host pool":
+        capacity = None  # vLLM's pools: bounded by the victim's pool (vllm_host_memory sizes them against the host)
+    if capacity and capacity > pinned:
+        # the host's own budget, as every host-memory finding reads it; each flag floors the share in its unit
+        flags = flags_of(capacity * (1 - RESERVE_SHARE) / ranks, capacity, ranks, ranks_how)
+    else:
+        # the host held at least this one rank's pool: all ranks together must stay below it (a lower bound on RAM)
+        flags = flags_of(pinned * (1 - RESERVE_SHARE) / ranks, pinned, ranks, ranks_how)
     return [make_finding(
         "SGL-HOST-009",
         summary=(f"The kernel killed {victims[0].get('comm') or 'a rank'} while {fmt_gib(pinned)} of its memory was "
@@ -174,7 +180,9 @@ def detect_killed_with_pool(tl: Timeline) -> list[Finding]:
                  "exhausted host memory." + (f" Set {flags[0].flag} {flags[0].new} (per rank)." if flags else "")),
         evidence=victims[:3] + pool_rows[:4],
         confidence="medium",
-        confidence_reason="host RAM is not known: the corrected size is bounded by the pool the killed rank held",
+        confidence_reason=("the kill report names one rank; that every rank held a pool as large is read from the "
+                           "launch, not observed" if capacity and capacity > pinned else
+                           "host RAM is not known: the corrected size is bounded by the pool the killed rank held"),
         severity="critical",
         ranks=[],
         figures={"victim_pinned_bytes": pinned, "ranks_per_host": ranks},
@@ -194,15 +202,19 @@ def _per_rank_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], in
     """The per-rank host pool the server gives every rank: (its name, evidence, ranks per host, how counted, the
     flag change for a per-rank size in GB); None when nothing says every rank has one."""
     cfg = server_config(tl)
+    capacity_of = host_memory(tl).capacity
     if cfg.enabled("enable_hierarchical_cache") or cfg.get("hicache_size") not in (None, 0, "0") \
             or cfg.get("hicache_ratio") is not None:
         ranks, how = ranks_per_host(cfg)
 
-        def hicache_flags(share: float, pinned: int, n: int, n_how: str) -> list[FlagChange]:
+        def hicache_flags(share: float, bound: int, n: int, n_how: str) -> list[FlagChange]:
             gb = math.floor(share / 1e9)
-            why = (f"one rank's pinned pool was {fmt_gib(pinned)} when the host ran out; the host held at least that, "
-                   f"so {n} ranks ({n_how}) × {gb} GB ({HICACHE_UNIT}) = {fmt_gib(n * gb * 1e9)} stays below "
-                   f"{fmt_gib(pinned)} − {RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget")
+            held = capacity_of is not None and bound == capacity_of
+            why = ((f"the host's {fmt_gib(bound)} − {RESERVE_SHARE:.0%} reserve ÷ {n} ranks ({n_how}) = "
+                    f"{fmt_gib(share)} per rank, so {gb} GB ({HICACHE_UNIT}) = {fmt_gib(gb * 1e9)}") if held else
+                   (f"one rank's pinned pool was {fmt_gib(bound)} when the host ran out; the host held at least that, "
+                    f"so {n} ranks ({n_how}) × {gb} GB ({HICACHE_UNIT}) = {fmt_gib(n * gb * 1e9)} stays below "
+                    f"{fmt_gib(bound)} − {RESERVE_SHARE:.0%} reserve — `free -g` gives the real budget"))
             old = cfg.flag_text("hicache_size") if cfg.get("hicache_size") not in (None, 0, "0") else None
             return [FlagChange("--hicache-size", old, str(gb), why)] if gb >= 1 else []
         return ("HiCache host pool", cfg.evidence_rows("hicache_size", "hicache_ratio", "enable_hierarchical_cache",

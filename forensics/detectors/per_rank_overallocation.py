@@ -99,6 +99,27 @@ class Request:
     evidence: list[Row]
     ranks_seen: int
     rank_ids: list[int]
+    pools: dict[str, float] | None = None  # one rank's pools by name, when the log shows several
+
+
+def fit_hicache_gb(pools: dict[str, float] | None, flag_gb: float | None, per_rank_budget: float, pow2: bool) -> int:
+    """The largest whole ``--hicache-size`` whose pools, together, fit ``per_rank_budget`` bytes.
+
+    One rank may pin several pools the flag sizes: on hybrid models SGLang passes the same ``hicache_size`` to the
+    KV and the Mamba host pool (sglang python/sglang/srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py
+    (0.5.10-0.5.16) ``build_hybrid_mamba_stack``), and pools sized from the same host token count (DSA indexer,
+    draft) grow with it; each pool scales with the flag, so the fit divides the budget among them.
+
+    >>> fit_hicache_gb({"kv": 40e9, "mamba": 40e9}, 40, 54e9, False)
+    27
+    """
+    if not pools or len(pools) < 2 or not flag_gb:
+        return largest_hicache_gb(per_rank_budget, pow2)
+    shares = [b / (flag_gb * 1e9) for b in pools.values()]  # each pool per GB of the flag
+    g = int(per_rank_budget // (sum(shares) * 1e9))
+    while g >= 1 and sum(pinned_bytes(sh * g * 1e9, pow2) for sh in shares) > per_rank_budget:
+        g -= 1  # rounding each pool up to a power of two
+    return max(g, 0)
 
 
 def _request_from_log(run: list[Row]) -> Request | None:
@@ -118,7 +139,10 @@ def _request_from_log(run: list[Row]) -> Request | None:
         per_rank[label] = per_rank.get(label, 0.0) + b
     labels = [k for k in per_rank if k != "?"]
     ids = sorted({i for i in (rank_of(first_row[k]) for k in labels) if i is not None})
-    return Request(max(per_rank.values()), "log", list(first_row.values()), len(labels), ids)
+    top = max(per_rank, key=lambda k: per_rank[k])
+    pools = {pool: b for (label, pool), b in per_pool.items() if label == top}
+    return Request(per_rank[top], "log", list(first_row.values()), len(labels), ids,
+                   pools if len(pools) > 1 else None)
 
 
 def _request_from_config(cfg: ServerConfig, run: list[Row], tl: Timeline) -> Request | None:
@@ -217,8 +241,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     capacity = host.capacity
     if capacity is None:
         return None
-    pinned = pinned_bytes(req.per_rank, pow2 in ("yes", "likely"))
-    pinned_if_pow2 = pinned_bytes(req.per_rank, True)
+    parts = list((req.pools or {"": req.per_rank}).values())  # PyTorch rounds each pool, not their sum
+    pinned = sum(pinned_bytes(b, pow2 in ("yes", "likely")) for b in parts)
+    pinned_if_pow2 = sum(pinned_bytes(b, True) for b in parts)
     base = host.baseline(capacity)
     baseline, baseline_how = base.used, base.how
     usable = capacity - baseline
@@ -238,9 +263,14 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     # a finding that fires only because the version may round pools up must size for that rounding, or its
     # "fix" would be the value the launch already has
     size_for_pow2 = pow2 in ("yes", "likely") or only_if_pow2
-    new_gb = largest_hicache_gb(per_rank_budget, size_for_pow2)
-    plain_gb = largest_hicache_gb(per_rank_budget, False)
-    stated = attrs(host.limit_row).get("limit_from") if host.limit_row is not None else None
+    flag_gb = cfg.num("hicache_size") if req.source != "ratio" else None
+    new_gb = fit_hicache_gb(req.pools, flag_gb, per_rank_budget, size_for_pow2)
+    plain_gb = fit_hicache_gb(req.pools, flag_gb, per_rank_budget, False)
+    several = bool(req.pools and flag_gb and new_gb != largest_hicache_gb(per_rank_budget, size_for_pow2))
+    pools_words = (" + ".join(f"{name} {b / 1e9:g} GB" for name, b in req.pools.items()) if req.pools else "")
+    # where the limit was stated: a limit row says it as limit_from, a launch row as container_memory_from
+    stated = (attrs(host.limit_row).get("limit_from") or attrs(host.limit_row).get("container_memory_from")
+              if host.limit_row is not None else None)
     # the capacity's name, and where it is stated after its figure: "memory limit 400.00 GiB (resources.limits.memory)"
     is_limit = bool(host.limit and capacity == host.limit)
     cap_name = "memory limit" if is_limit else "host total"
@@ -256,7 +286,12 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         f"− reserve {fmt_gib(reserve)} (max(10 GiB, 10% of capacity)) − {ranks} scheduler processes × 3 GiB; "
         f"÷ {ranks} ranks = {fmt_gib(per_rank_budget)} per rank"
     )
-    if size_for_pow2:
+    if several:
+        per_new = sum(b / (flag_gb * 1e9) for b in req.pools.values()) * new_gb
+        why = (f"each rank pins {len(req.pools)} pools the flag sizes ({pools_words} at --hicache-size {flag_gb:g}); "
+               f"at {new_gb} GB they take {per_new:g} GB per rank, {ranks} ranks × {per_new:g} GB = "
+               f"{fmt_gib(ranks * per_new * 1e9)} ≤ {arithmetic}")
+    elif size_for_pow2:
         pinned_new = pinned_bytes(new_gb * 1e9, True)
         why = (f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}), each pinned as {fmt_gib(pinned_new)} = "
                f"{fmt_gib(ranks * pinned_new)} ≤ {arithmetic}; SGLang {version}: 0.4.5–0.5.4 pin each pool rounded up "
@@ -269,6 +304,18 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
             why += (f". SGLang version not found: on 0.4.5–0.5.4 each pool is pinned rounded up to a power of two "
                     f"and only {pow2_gb} GB fits — check `pip show sglang`")
     flags = [FlagChange("--hicache-size", old, str(new_gb), why)] if new_gb >= 1 else []
+    ratio = cfg.num("hicache_ratio") or 2.0
+    if req.source == "ratio" and new_gb >= 1 and ratio > 0:
+        # the launch sizes the pool by --hicache-ratio × the device KV pool (sglang_formats.md §4): correct the flag
+        # it set, to the ratio whose pool is the size that fits; SGLang's ratio must stay above 1 (a host pool smaller
+        # than the device's is refused), below that only --hicache-size can say it
+        device = req.per_rank / ratio
+        new_ratio = math.floor(new_gb * 1e9 / device * 100) / 100
+        if 1 < new_ratio < ratio:
+            flags = [FlagChange("--hicache-ratio", cfg.flag_text("hicache_ratio") or f"{ratio:g} (default)",
+                                f"{new_ratio:g}", f"the host pool is --hicache-ratio × the device KV pool "
+                                f"({device / 1e9:.2f} GB per rank): {new_ratio:g} × {device / 1e9:.2f} GB = "
+                                f"{new_ratio * device / 1e9:.2f} GB ≤ {new_gb} GB per rank, where {why}")]
 
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
@@ -306,6 +353,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     climb = _observed_climb(tl, req, consequence_rows, pinned)
     summary = (
         f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB"
+        + (f" ({pools_words})" if req.pools else "")
         # the product in the flag's unit, then in GiB; a power-of-two pool is converted first, then multiplied
         + (f" (SGLang {version} rounds each pool up to a power of two), pinned as {ranks} × {fmt_gib(pinned)}"
            f" = {fmt_gib(demand)} of host memory" if pinned != req.per_rank
@@ -314,7 +362,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         + (f": it fits unless SGLang is 0.4.5–0.5.4, which pins each pool rounded up to a power of two "
            f"({ranks} × {fmt_gib(pinned_if_pow2)} = {fmt_gib(demand_if_pow2)}); version: {version}. "
            if only_if_pow2 else ". ")
-        + (f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
+        + (f"Set --hicache-ratio {flags[0].new} (a host pool of at most {new_gb} GB per rank) to fit all {ranks} ranks "
+           "with a reserve." if flags and flags[0].flag == "--hicache-ratio" else
+           f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
            if new_gb >= 1 else "No per-rank pool fits with the reserve.")
     )
     if climb:
@@ -390,23 +440,33 @@ def _refusal(tl: Timeline, cfg: ServerConfig, refused: list[Row], host: HostMemo
     _lo, hi = version_window(tl)
     flags: list[FlagChange] = []
     new_gb = None
+    reserve_words = ""
     if only_have is not None:
         if split:
             per_rank = only_have
             why = f"SGLang {version} already divides the host budget by the ranks: 'only have' {fmt_gb(only_have)} is per rank"
-        elif hi and hi <= (0, 4, 9):
+        elif (hi and hi <= (0, 4, 9)) or requested <= only_have:
             per_rank = (only_have - SGLANG_RESERVE) / ranks
-            why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory on SGLang ≤ 0.4.9 "
-                   f"(no reserve subtracted): ({fmt_gb(only_have)} − {fmt_gb(SGLANG_RESERVE)} reserve) ÷ {ranks} ranks")
+            # SGLang ≤ 0.4.9 printed psutil's available memory and compared the request with it less its 10 GiB
+            # reserve (reference/sglang_formats.md, HiCache check table); a refusal of less than "only have" can
+            # only come from that form, whatever version the input states
+            how = ("on SGLang ≤ 0.4.9" if hi and hi <= (0, 4, 9) else
+                   f"(a refusal of {fmt_gb(requested)} against {fmt_gb(only_have)} 'free' means the message is "
+                   "SGLang ≤ 0.4.9's, printed before the check's reserve is taken off)")
+            why = (f"'only have' {fmt_gb(only_have)} is the whole host's available memory {how}: "
+                   f"({fmt_gb(only_have)} − {fmt_gb(SGLANG_RESERVE)} reserve) ÷ {ranks} ranks")
+            reserve_words = f" less SGLang's {fmt_gb(SGLANG_RESERVE)} reserve"
         else:
             per_rank = only_have / ranks
             why = f"every rank measures the whole host: {fmt_gb(only_have)} ÷ {ranks} ranks"
         new_gb = largest_hicache_gb(per_rank, False)
-        if new_gb >= 1:
+        if new_gb * 1e9 >= requested:  # the pool was refused: a size at or above it cannot be the fix
+            new_gb = None
+        if new_gb and new_gb >= 1:
             flags.append(FlagChange("--hicache-size", cfg.flag_text("hicache_size") or f"{requested / 1e9:g}",
                                     str(new_gb), f"{why} = {fmt_gb(per_rank)} → {new_gb} GB"))
     summary = (f"A scheduler refused its HiCache host pool: requested {fmt_gb(requested)} per rank, only "
-               f"{fmt_gb(only_have)} available to it. " + (f"Set --hicache-size {new_gb}." if new_gb else ""))
+               f"{fmt_gb(only_have)} available to it{reserve_words}. " + (f"Set --hicache-size {new_gb}." if new_gb else ""))
     return make_finding(
         "SGL-HOST-002",
         summary=summary,

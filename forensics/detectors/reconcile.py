@@ -59,4 +59,7 @@ def reconcile_flags(findings: list[Finding], root: str | None) -> None:
                 note = f"{by.rule_id} already sets {ch.flag} to {win.new or '(remove)'}, which covers this finding"
             f.remediation.flags[n] = FlagChange(ch.flag, ch.old if ch.old is not None else win.old, win.new,
                                                 f"{ch.why}; {note}" if ch.why else note)
+            said = f"{ch.flag} {ch.new}"
+            if ch.new and win.new and f" {said} " in f" {f.summary} ".replace(".", " ").replace(",", " "):
+                f.summary = f.summary.replace(said, f"{ch.flag} {win.new}", 1)  # the summary states the one value
             f.figures.setdefault("flags_reconciled_with", by.rule_id)

@@ -53,11 +53,29 @@ def _sigbus(row: Row) -> bool:
     return row.get("kind") in ("failure", "rank_dead", "subprocess_crashed") and row.get("code") == -7
 
 
+def _reading_weights(row: Row) -> bool:
+    """A SIGBUS whose faulting thread was loading the weights: the faulting mapping is a checkpoint file's."""
+    a = attrs(row)
+    return bool(a.get("faulting_thread")) and a.get("during") == "weight_load"
+
+
+def _model_in_shm(tl: Timeline) -> bool:
+    """The weights themselves are files in /dev/shm (a model copied there to load fast)."""
+    for row in launch_rows(tl):
+        path = str((attrs(row).get("flags") or {}).get("--model-path") or (attrs(row).get("flags") or {}).get("--model")
+                   or "")
+        if path.startswith("/dev/shm"):
+            return True
+    return False
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "failure", "rank_dead", "subprocess_crashed") if _sigbus(r)]
     if not hits:
         return []
     direct = [r for r in hits if failure_class(r) == "shm_exhausted"]
+    if not direct and any(_reading_weights(r) for r in hits) and not _model_in_shm(tl):
+        return [_checkpoint_sigbus(tl, hits)]
     flags: list[FlagChange] = []
     shm = None
     host_ipc = False
@@ -76,6 +94,14 @@ def detect(tl: Timeline) -> list[Finding]:
                                         + (f"is {fmt_gib(shm)}" if shm else "is Docker's 64 MiB default")
                                         + "; NCCL and the server's IPC segments need gigabytes on a multi-GPU host"))
             break
+    else:
+        if direct:
+            # no launch says where it ran: a /dev/shm too small for NCCL's segments is almost always a container's
+            # tmpfs (Docker's default is 64 MiB; a host's /dev/shm is half its RAM), so the fix is the container's
+            flags.append(FlagChange("--shm-size", None, SUGGESTED_SHM,
+                                    "if the server runs in a container: Docker gives /dev/shm 64 MiB unless told "
+                                    "otherwise (docker-run(1) --shm-size; compose shm_size; a memory-backed emptyDir "
+                                    "in Kubernetes); NCCL and the server's IPC segments need gigabytes"))
     df = [r for r in direct if attrs(r).get("df_use_pct") is not None]
     died = [r for r in hits if r not in direct]
     what = []
@@ -94,6 +120,10 @@ def detect(tl: Timeline) -> list[Finding]:
                         "file in /dev/shm that is unlinked only on a graceful shutdown: a crashed run's region stays "
                         "(a restarted container creates another under a new name), so a tmpfs sized for one region "
                         "cannot back the next.")
+    # the exception a detail line was printed under (NCCL's "Last error:" inside a DistBackendError) is this failure
+    enclosing = [x for x in rows(tl, "scheduler_exception") for h in direct
+                 if x.get("file") == h.get("file") and x.get("line") is not None and h.get("line") is not None
+                 and int(x["line"]) < int(h["line"]) <= int(x.get("line_end") or x["line"])]
     return [make_finding(
         "SGL-HOST-006",
         summary=(_first_upper(" and ".join(what))
@@ -102,7 +132,7 @@ def detect(tl: Timeline) -> list[Finding]:
                  + (" The container runs with --ipc=host, so its /dev/shm is the host's: segments left by runs "
                     "killed in earlier containers are still there and fill it for every container started since."
                     if host_ipc else "")),
-        evidence=hits[:6] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
+        evidence=hits[:6] + enclosing[:2] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
         confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
@@ -124,3 +154,37 @@ def detect(tl: Timeline) -> list[Finding]:
 
 def _first_upper(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def _checkpoint_sigbus(tl: Timeline, hits: list[Row]) -> Finding:
+    """SGL-HOST-010: SIGBUS while the weights were read from their memory-mapped files.
+
+    A page of a file mapping that the file cannot back raises SIGBUS (mmap(2): "access to a portion of the
+    buffer that does not correspond to the file", e.g. beyond its end, or a read the storage fails);
+    safetensors maps each shard and the weight loader reads it through that mapping, so a shard truncated
+    or rewritten while mapped, or a storage read error (network file system, failing disk), kills the loading
+    process (reference/failure_messages.md §5.1: SIGBUS, "also truncated mmapped checkpoint files"; §5.2: the
+    faulthandler dump names the faulting thread)."""
+    where = next(attrs(r).get("innermost_frame") for r in hits if _reading_weights(r))  # the others: its death
+    paths = sorted({str((attrs(r).get("flags") or {}).get("--model-path")).split()[0] for r in launch_rows(tl)
+                    if str((attrs(r).get("flags") or {}).get("--model-path") or "").strip()})
+    return make_finding(
+        "SGL-HOST-010",
+        summary=("A process died of SIGBUS while its thread was loading the weights"
+                 + (f" ({where})" if where else "") + ": a page of a memory-mapped checkpoint shard could not be "
+                 "read — a shard truncated or replaced while mapped, or the storage failing the read — not /dev/shm "
+                 "and not RAM." + (f" The weights are read from {paths[-1]}." if paths else "")),
+        evidence=hits[:6] + launch_rows(tl)[-1:],
+        confidence="medium",
+        confidence_reason="the faulting thread was in the weight loader; no kernel log or file check in the input "
+                          "says which page failed",
+        ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
+        figures={"sigbus_lines": len(hits), "faulting_frame": where},
+        actions=[
+            "Check the shards against their index: `ls -l` sizes against `model.safetensors.index.json`, or re-download "
+            "them (`huggingface-cli download … --force-download`); a shard still being written or copied is truncated.",
+            "`dmesg -T | grep -iE 'I/O error|nfs|fuse|xfs|ext4'` for a storage read error at that time.",
+            "Copy the model to a local disk, or load without mmap (`--weight-loader-disable-mmap` on SGLang versions "
+            "that have it) when the model is on a network file system.",
+        ],
+    )

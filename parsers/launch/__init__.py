@@ -74,6 +74,7 @@ from parsers.launch.compose import (
     split_lines,
 )
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
+from parsers.transcript import is_prose
 
 FORMAT = "launch"
 def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str]]:
@@ -299,8 +300,12 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         used = used | {i for i, ln in enumerate(lines) if _SHELL_STMT_RE.match(ln)}
     content = [i for i, ln in enumerate(lines) if not _ignorable(ln)]
     # A script/compose file/cmdline is all ours; in other text only the command lines are.
-    if script_like or (content and len(used & set(content)) / len(content) >= 0.5):
+    if script_like:
         recognized_idx = set(range(len(lines)))
+    elif content and len(used & set(content)) / len(content) >= 0.5:
+        # a paste that is mostly its command: its other lines are ours, except sentences ("the box has 256 GB
+        # of RAM" on the line before the command), which stay unread for the prose parser to read
+        recognized_idx = {i for i in range(len(lines)) if i in used or not is_prose(lines[i])}
     else:
         recognized_idx = used | {i for i, ln in enumerate(lines) if _ignorable(ln)}
     unrec = [(i + 1, lines[i]) for i in range(len(lines)) if i not in recognized_idx]

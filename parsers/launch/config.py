@@ -87,6 +87,79 @@ def k8s_commands(text: str) -> list[Any]:
     return out
 
 
+# kubernetes staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x): describeContainerCommand prints
+# ``Command:`` and ``Args:``, then each element on a line of its own, indented; ``Image:`` and ``Limits:``
+# ``memory:`` in the same container's block
+_DESCRIBE_KEY = re.compile(r"^(\s*)(Command|Args|Image|Limits):\s*(\S.*)?$")
+_DESCRIBE_MEMORY = re.compile(r"^\s*memory:\s+(\S+)\s*$")
+_SGLANG_IMAGE = re.compile(r"(?:^|/)sglang(?:[:@]|$)")
+
+
+def describe_commands(text: str) -> list[Any]:
+    """The launch of each container of a ``kubectl describe pod``: its Command and Args elements as one argv.
+
+    Args alone (no Command) are the engine's flags when the image is SGLang's and they name engine flags; the
+    container's ``Limits: memory:`` is its memory limit.
+
+    >>> c = describe_commands("Containers:\\n  s:\\n    Image:  lmsysorg/sglang:v0.5.6\\n    Args:\\n      --tp\\n      4\\n"
+    ...                       "    Limits:\\n      memory:  200Gi\\n")[0]
+    >>> c.scan.flags["--tp-size"], c.container_memory_bytes == 200 << 30
+    ('4', True)
+    """
+    from parsers.units import k8s_quantity
+
+    lines = text.split("\n")
+    out: list[Any] = []
+    blocks: dict[str, Any] = {}
+
+    def close() -> None:
+        argv = [*blocks.get("Command", ([], 0, 0))[0], *blocks.get("Args", ([], 0, 0))[0]]
+        image = blocks.get("image")
+        if argv and "Command" not in blocks and image and _SGLANG_IMAGE.search(image) \
+                and any(vocab.known(a) for a in argv if a.startswith("--")):
+            argv = ["python3", "-m", "sglang.launch_server", *argv]  # the flags of the image's server
+        starts = [v[1] for k, v in blocks.items() if k in ("Command", "Args")]
+        ends = [v[2] for k, v in blocks.items() if k in ("Command", "Args")]
+        cmd = _command_from_argv(argv, min(starts), max(ends), "kubernetes", text) if argv and starts else None
+        if cmd is not None:
+            cmd.confidence = "config"
+            if blocks.get("memory"):
+                cmd.container_memory_bytes, cmd.container_memory_from = blocks["memory"], "kubectl describe: Limits.memory"
+            if image:
+                cmd.extra["image"] = image
+            out.append(cmd)
+        blocks.clear()
+
+    i = 0
+    while i < len(lines) and i < 100_000:
+        m = _DESCRIBE_KEY.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        indent, key, rest = len(m.group(1)), m.group(2), (m.group(3) or "").strip()
+        if key == "Image":
+            if blocks.get("image") and (blocks.get("Command") or blocks.get("Args")):
+                close()  # the next container
+            blocks["image"] = rest
+            i += 1
+            continue
+        j, items = i + 1, []
+        while j < len(lines) and lines[j].strip() and len(lines[j]) - len(lines[j].lstrip()) > indent:
+            items.append(lines[j].strip())
+            j += 1
+        if key == "Limits":
+            for it in items:
+                mm = _DESCRIBE_MEMORY.match(it)
+                if mm and k8s_quantity(mm.group(1)):
+                    blocks["memory"] = k8s_quantity(mm.group(1))
+        elif items:
+            blocks[key] = (items, i + 2, j)
+        i = j
+    if blocks.get("Command") or blocks.get("Args"):
+        close()
+    return out
+
+
 def _command_from_argv(argv: list[str], line: int, line_end: int, launcher: str, text: str) -> Any:
     launch = _launch()
     hit = launch.anchor_index(argv)

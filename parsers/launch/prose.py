@@ -57,7 +57,7 @@ _MAX_PARAGRAPH = 200_000  # longer "paragraphs" are data, not prose
 MAX_TEXT = 8 << 20
 _DIGIT_RE = re.compile(r"\d")
 _MENTION_HINT_RE = re.compile(r"[-=_]|TP|[Tt]ensor")
-_HOST_WORD_RE = re.compile(r"\b(?:RAM|DRAM|memory|host|machine|server|node|box|VM|container|total)\b", re.IGNORECASE)
+_HOST_WORD_RE = re.compile(r"\b(?:RAM|DRAM|memory|Mem|host|machine|server|node|box|VM|container|total)\b", re.IGNORECASE)
 _GPU_WORD_RE = re.compile(r"capacity|GPU|HBM|VRAM|\b(?:[ABHL]\d{2,3}|L40|MI\d{3}|RTX|GH200|GB200)", re.IGNORECASE)
 
 # ---------------------------------------------------------------------------------------------
@@ -382,8 +382,12 @@ _HOST_PATTERNS = [
                re.IGNORECASE),
     re.compile(r"\b(?:machine|host|server|node|box|VM|container)\s+(?:with|has|had|have)\s+" + _SIZE, re.IGNORECASE),
     re.compile(_SIZE_START + r"[- ](?:RAM\s+)?(?:host|machine|server|node|box)\b", re.IGNORECASE),
+    # an environment listing's "Mem: 256GB", "RAM: 512 GB", "Host memory = 1TB" (not "GPU memory: 80GB": see _GPU_KEY_RE)
+    re.compile(r"\b(?:Mem|RAM|DRAM|Memory|(?:host|system|CPU|main)\s+(?:memory|RAM))\s*[:=]\s*" + _SIZE, re.IGNORECASE),
     re.compile(r"\bout\s+of\s+" + _SIZE + r"\s+total\b", re.IGNORECASE),
 ]
+#: the words before a "memory: N GB" key that make it a GPU's ("GPU Memory: 80GB" in a ticket's listing)
+_GPU_KEY_RE = re.compile(r"\b(?:GPU|VRAM|HBM|device|graphics|video|CUDA)\s*$", re.IGNORECASE)
 _HOST_NOT_RE = re.compile(
     r"\b(?:used|usage|use|free|left|leak\w*|allocat\w*|request\w*|pinn\w*|spik\w*|dropp\w*|baseline|remain\w*|"
     r"still|need\w*|hicache|cache|per[- ]rank|each|consum\w*|peak|reclaim\w*|held|hold\w*|occupied|took|"
@@ -570,8 +574,34 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         if idx is not None:
             row["run"] = idx
         rows.append(row)
+    rows.extend(_versions(lines))
     rows.sort(key=lambda r: r["line"])
     return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines), notes=notes)
+
+
+#: the SGLang version a listing states on a line of its own: ``python -m sglang.check_env`` prints each package
+#: as ``{name}: {version}`` (sglang python/sglang/check_env.py::check_env (0.4-0.5): ``sglang: 0.5.0rc0``), and
+#: tickets copy that form or
+#: write ``SGLang version: 0.5.6`` / ``Environment: sglang0.5.3``. Only at a line's start: "upgrading to sglang
+#: 0.5.6 fixed it" mid-sentence is not the version that ran. ``sglang_router``/``sglang-kernel`` are other packages.
+_VERSION_LINE_RE = re.compile(
+    r"^\s*+(?:[-*•]\s*+)?(?:environment\s*:\s*)?sglang(?:\s+version)?(?:\s*[:=]=?\s*|\s+)?v?"
+    r"(\d{1,3}\.\d{1,3}(?:\.\d{1,3})?(?:\.?(?:post|rc|dev)\d{0,4})?)(?![\w.])",
+    re.IGNORECASE)
+
+
+def _versions(lines: list[str]) -> list[dict[str, Any]]:
+    """``version`` rows (component ``sglang``) for the lines that state the version as a listing does."""
+    out = []
+    for n, ln in enumerate(lines, 1):
+        if len(ln) > 200 or "sglang" not in ln[:40].lower():
+            continue
+        m = _VERSION_LINE_RE.match(ln)
+        if m:
+            out.append({"line": n, "kind": "version", "text": ln.strip()[:200],
+                        "attrs": {"component": "sglang", "version": m.group(1), "confidence": CONFIDENCE,
+                                  "stated": True}})
+    return out
 
 
 def _kills(sentence: str, line: int, frame: str | None) -> list[dict[str, Any]]:
@@ -612,6 +642,8 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
                 continue
             pre = re.split(r"[,;:()]", sentence[max(0, m.start() - 40):m.start()])[-1]  # this clause only
             pre_words = " ".join(pre.split()[-5:])
+            if _GPU_KEY_RE.search(sentence[max(0, m.start() - 12):m.start()]):
+                continue  # "GPU Memory: 80GB" is a GPU's
             post_words = " ".join(sentence[m.end():m.end() + 40].split()[:3])
             if not explicit and ((_HOST_NOT_RE.search(pre_words)
                                   and not re.search(r"\ball\s+(?:of\s+)?(?:the\s+|its\s+)?$", pre))
