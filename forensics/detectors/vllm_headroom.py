@@ -28,7 +28,12 @@ from .model_fit import weights_overflow_vllm
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
 HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
-                   "after_capture", "profile")
+                   "after_capture", "profile", "after_kv_sizing")
+#: the KV sizing records (vllm_formats.md §2.6 ``Available KV cache memory``, §2.7 ``GPU KV cache size`` /
+#: V0 ``# GPU blocks``): logged once the profile run is over and the budget is spent; what follows at start-up
+#: (allocating the pool, CUDA-graph capture, sampler warm-up: v1/worker/gpu_worker.py ``initialize_from_config``
+#: then ``compile_or_warm_up_model``) runs on what the budget left outside it
+_KV_SIZED = ("kv_memory", "kv_sizing")
 #: the profiling run's batch (vllm_formats.md §3.5 "profile run"; §4 --max-num-batched-tokens: "size of the profile
 #: run ⇒ activation peak"): V1's ``profile_run``/``_dummy_run`` and V0's ``profile_run`` run one dummy batch of
 #: max_num_batched_tokens tokens (max_num_seqs sequences) before the KV cache exists, so an OOM there is the
@@ -58,9 +63,11 @@ def _during(run: list, row: dict) -> str | None:
     # no frames (a failure line read by the failure scan): the last lifecycle record before it says
     before = [r for r in run if r.get("file") == row.get("file") and (r.get("line") or 0) < line
               and r.get("kind") in ("cuda_graph_begin", "cuda_graph_end", "capture_progress", "engine_metrics",
-                                    "server_ready")]
+                                    "server_ready", *_KV_SIZED)]
     if before:
         last = max(before, key=lambda r: r.get("line") or 0)
+        if last["kind"] in _KV_SIZED:
+            return "after_kv_sizing"
         return "graph_capture" if last["kind"] in ("cuda_graph_begin", "capture_progress") else "forward"
     # the message itself: memory "allocated in private pools (e.g., CUDA Graphs)" (PyTorch 2.4+, printed only when
     # non-zero; failure_messages.md §1.1, §1.3 {G}) means graphs were being or had been captured, so the KV cache
@@ -127,7 +134,9 @@ def detect(tl: Timeline) -> list[Finding]:
                            "(VLLM-KV-002)")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
-                 "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
+                 "forward": "while serving", "kv_alloc": "while allocating the KV cache",
+                 "after_kv_sizing": "after the KV cache was sized (allocating it, capturing CUDA graphs or warming "
+                                    "up: all outside the profiled budget)"}.get(during, "at start-up")
         out.append(make_finding(
             "VLLM-GPU-001",
             summary=(f"vLLM ran out of GPU memory {phase}, outside the budget of {uflag}"
