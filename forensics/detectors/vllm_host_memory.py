@@ -56,7 +56,9 @@ MIN_RESERVE = 8 * GIB
 
 
 def reserve_of(total: float) -> float:
-    return max(RESERVE_SHARE * total, MIN_RESERVE)
+    """What stays for the OS and the processes themselves; a small host (a laptop, a 4 GiB container) keeps half
+    rather than a fixed 8 GiB it does not have, else nothing would ever fit there."""
+    return max(RESERVE_SHARE * total, min(MIN_RESERVE, total / 2))
 
 
 def corrected_per_gpu(*, host_total: float, ranks: int, offload_per_gpu: float) -> int | None:
@@ -224,6 +226,15 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             tp_told = round(told_swap / (swap * GIB))
             ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
                 f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
+        default_swap = float(engines.default_for("vllm", "host_kv_per_gpu") or 0)
+        if told_swap and swap is None and not tp_seen and default_swap:
+            # no flag and no TP read: the refusal's sum is the default per GPU × TP when it is a whole multiple
+            # of it (vllm_formats.md §3.7: swap_space × tensor_parallel_size is what the check sums)
+            k = told_swap / (default_swap * GIB)
+            if abs(k - round(k)) < 0.01 and round(k) >= 1:
+                ranks, tp_seen = int(round(k)), True
+                how = (f"tp {ranks}: the refusal's {fmt_gib(told_swap)} ÷ vLLM's default {default_swap:g} GiB per GPU, "
+                       "assumed since no --swap-space was read")
         per_gpu_known = swap is not None or tp_seen or not told_swap
         workers = {r.get("pid") or r.get("rank") for r in [*lmcache_logged(tl), *(
             r for r in rows(tl, "notice") if attrs(r).get("message_id") == "lmcache_engine")]} - {None} if lmc else set()
