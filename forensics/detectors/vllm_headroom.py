@@ -22,7 +22,7 @@ from forensics.facts.rows import attrs, rank_of
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import fmt_gib, make_finding
+from ._common import fmt_gib, make_finding, old_value
 from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
@@ -103,7 +103,7 @@ def detect(tl: Timeline) -> list[Finding]:
             why = (f"frees the {fmt_gib(tried)} allocation that failed with {fmt_gib(free)} free on a {fmt_gib(total)} GPU"
                    f" + {LOWER_MARGIN} margin" if tried and total else
                    f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
-            flags.append(FlagChange(uflag, f"{util:g}", f"{new:.2f}",
+            flags.append(FlagChange(uflag, old_value(util, util_seen), f"{new:.2f}",
                                     why + ("" if util_seen else f"; {util:g} is vLLM's default")))
         steps = cfg.num("num_scheduler_steps")
         if steps and steps > 1:

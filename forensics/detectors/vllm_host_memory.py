@@ -228,13 +228,13 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                 f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
         default_swap = float(engines.default_for("vllm", "host_kv_per_gpu") or 0)
         if told_swap and swap is None and not tp_seen and default_swap:
-            # no flag and no TP read: the refusal's sum is the default per GPU × TP when it is a whole multiple
-            # of it (vllm_formats.md §3.7: swap_space × tensor_parallel_size is what the check sums)
-            k = told_swap / (default_swap * GIB)
-            if abs(k - round(k)) < 0.01 and round(k) >= 1:
-                ranks, tp_seen = int(round(k)), True
-                how = (f"tp {ranks}: the refusal's {fmt_gib(told_swap)} ÷ vLLM's default {default_swap:g} GiB per GPU, "
-                       "assumed since no --swap-space was read")
+            # no flag and no TP read: a refusal that sums exactly vLLM's default is one GPU at the default
+            # (vllm_formats.md §3.7: swap_space × tensor_parallel_size is what the check sums); any larger sum
+            # could be any split of a value the user set, so it stays unsplit
+            if abs(told_swap / (default_swap * GIB) - 1) < 0.01:
+                ranks, tp_seen = 1, True
+                how = (f"tp 1: the refusal's {fmt_gib(told_swap)} is vLLM's default {default_swap:g} GiB for one GPU, "
+                       "assumed since neither --swap-space nor the tensor-parallel size was read")
         per_gpu_known = swap is not None or tp_seen or not told_swap
         workers = {r.get("pid") or r.get("rank") for r in [*lmcache_logged(tl), *(
             r for r in rows(tl, "notice") if attrs(r).get("message_id") == "lmcache_engine")]} - {None} if lmc else set()
