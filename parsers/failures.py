@@ -110,9 +110,10 @@ _OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
 _OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
 _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")?")  # the size may be cut off
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
-_OOM_WRAPPED_FREE = re.compile(r"(?:of )?which " + _SIZE + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+# §1.1: the free clause alone, on the next line of a paste that wrapped the message before "which"
+_OOM_WRAPPED_FREE = re.compile(r"(?:of )?which " + _SIZE + r" is free")
 # §1.1 (the 2.4+ private-pools and reserved-but-unallocated clauses; the ≤2.0 template), §1.5 (allowed memory)
 _OOM_ALLOC = re.compile(r"(?:Of the allocated memory )?" + _SIZE + r" is allocated by PyTorch")
 _OOM_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")

@@ -344,6 +344,9 @@ _NOTICES = (
     ("Available routes are", "routes"), ("Route: ", "routes"), ("default chat sampling params", "sampling_defaults"),
     ("Default sampling parameters have been overridden", "sampling_defaults"), ("Found nccl from library", "nccl"),
     ("P2P access cache", "p2p_cache"), ("Possibly too large swap space", "swap_space_large"),
+    # V0 worker/model_runner.py and enc_dec_model_runner.py ``profile_run`` (0.5-0.10): logged when the model takes
+    # multimodal input, before the dummy batch of max_num_seqs sequences each carrying the largest multimodal input
+    ("Starting profile run for multi-modal models", "mm_profile_run"),
     ("Using max model len", "max_model_len"), ("Overriding num_gpu_blocks", "gpu_blocks_override"),
     ("Loading safetensors checkpoint shards", "weights_progress"), ("Loading pt checkpoint shards", "weights_progress"),
     ("Parent process exited", "worker_shutdown"), ("WorkerProc shutting down", "worker_shutdown"),

@@ -39,6 +39,8 @@ _KV_SIZED = ("kv_memory", "kv_sizing")
 #: max_num_batched_tokens tokens (max_num_seqs sequences) before the KV cache exists, so an OOM there is the
 #: activations of that batch over what the weights left, and no utilization changes it
 PROFILE_MIN_BATCHED_TOKENS = 2048
+#: a release of the V0 engine, for V0's defaults when a record only V0 writes is all that says which engine ran
+V0_RELEASE = (0, 6, 0)
 
 
 def lowered_utilization(util: float, *, tried_bytes: float | None, free_bytes: float | None,
@@ -165,6 +167,9 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         new = max(int(batched) // 2, PROFILE_MIN_BATCHED_TOKENS)
         flags.append(FlagChange(bflag, f"{batched:g}", str(new),
                                 "halves the profiling batch and so its activation peak (prefills are chunked to it)"))
+    mm_seqs = _multimodal_profile_seqs(cfg, run, ooms, tried, total)
+    if mm_seqs is not None:
+        flags.append(mm_seqs)
     mml = cfg.num("max_model_len")
     actions = [
         f"Lower {bflag}" + (f" (now {batched:g})" if batched else " (its default depends on the release and GPU)")
@@ -192,6 +197,40 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         flags=flags,
         actions=actions,
     )
+
+
+def _multimodal_profile_seqs(cfg, run: list, ooms: list, tried: float | None, total: float | None) -> FlagChange | None:
+    """--max-num-seqs for V0's multimodal profiling run, which builds max_num_seqs dummy sequences and gives each the
+    largest multimodal input (worker/enc_dec_model_runner.py ``profile_run``: one encoder input per sequence; the
+    decoder-only model_runner.py caps the count at max_num_batched_tokens ÷ the items' tokens): the activation
+    peak scales with the sequence count, so halving it halves the encoder's part.
+
+    The figures bound the step from above: at the failure the activations already held the memory PyTorch had
+    allocated beyond the weights, plus the request; the run had not finished, so its full peak is larger still."""
+    if not any(attrs(r).get("message_id") == "mm_profile_run" for r in of_kind(run, "notice")):
+        return None
+    seqs, seen = cfg.value_or_default("max_concurrent")
+    if seqs is None:  # the notice is V0's own code: V0's default, whatever release it was
+        seqs = engines.default_for("vllm", "max_concurrent", version=V0_RELEASE)
+    if not seqs or seqs <= 1:
+        return None
+    cap, why_cap = seqs / 2, "half of it"
+    weights = next((r.get("bytes") for r in of_kind(run, "weight_load_end") if r.get("bytes")), None)
+    util = cfg.value_or_default("gpu_memory_fraction")[0]
+    held = next((attrs(r).get("allocated_by_pytorch_bytes") for r in ooms if attrs(r).get("allocated_by_pytorch_bytes")),
+                None)
+    if weights and held and total and util and tried:
+        peak_lb = held + tried - weights
+        room = total * util - weights
+        if peak_lb > 0 and room > 0 and seqs * room / peak_lb < cap:
+            cap, why_cap = seqs * room / peak_lb, (
+                f"{seqs:g} × the {fmt_gib(room)} the budget leaves beside {fmt_gib(weights)} of weights ÷ the "
+                f"≥ {fmt_gib(peak_lb)} of activations already needed")
+    new = 2 ** max(int(math.log2(max(cap, 1))), 0)
+    return FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", old_value(seqs, seen), str(new),
+                      f"the multimodal profiling run builds one dummy sequence per --max-num-seqs, each with the "
+                      f"largest multimodal input; the largest power of two ≤ {why_cap}. An upper bound: the run "
+                      "had not finished when it failed, so halve again if it fails the same way")
 
 
 #: vLLM's start-up records: a run that holds any was not cut to its serving part, and its OOM's phase is read there
