@@ -1192,6 +1192,7 @@ _SNIFF_STRONG = (
     # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
     "Too large swap space. ", "Possibly too large swap space. ",
     "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
+    "GiB) on startup is less than",  # §3.3 either wording, when a paste wrapped the rest onto the next line
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 
@@ -1222,6 +1223,34 @@ def sniff(head: str) -> float:
     return 0.0
 
 
+#: Messages whose figures a paste may hard-wrap onto the next line (a ticket, a terminal at 80/120 columns, a
+#: ``kubectl logs`` viewer): the sampler warm-up OOM (§3.5), the start-up free-memory check (§3.3) and the two
+#: KV-capacity refusals (§3.1). The head alone names the message; the joined text must then match in full.
+_WRAPPABLE = (_SAMPLER_OOM, _FREE_LOW, _TOO_SMALL_V0, _TOO_SMALL_V1)
+# vllm_formats.md §3.1, §3.3, §3.5: the opening words of those messages
+_WRAP_HEADS = re.compile(r"CUDA out of memory occurred when warming up|Free memory on device|max seq len \(\d+\)")
+#: a continuation is bare text: no record header, no process prefix (vllm_formats.md §1.1, §1.3), starting in
+#: the middle of a sentence
+_CONTINUATION = re.compile(r"^\s*(?:[a-z][\w`]|\(\d)")  # not "(EngineCore_DP0 pid=…)": a record of its own
+MAX_WRAPPED_LINES = 2
+
+
+def _unwrap(raw: str, lines: list[str], lineno: int) -> tuple[str, int]:
+    """``raw`` with the lines a paste wrapped it onto, when it opens a known figure message that it does not
+    complete alone; the number of following lines joined (0 when none)."""
+    if len(raw) > 4000 or not _WRAP_HEADS.search(raw) or any(rx.search(raw) for rx in _WRAPPABLE):
+        return raw, 0
+    joined = raw.rstrip()
+    for used in range(1, MAX_WRAPPED_LINES + 1):
+        nxt = lines[lineno - 1 + used] if lineno - 1 + used < len(lines) else None
+        if nxt is None or not _CONTINUATION.match(nxt):
+            break
+        joined = f"{joined} {nxt.strip()}"
+        if any(rx.search(joined) for rx in _WRAPPABLE):
+            return joined, used
+    return raw, 0
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Parse one vLLM log text into events (see the module docstring).
 
@@ -1237,8 +1266,15 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    skip = 0
     for i, raw in enumerate(lines, 1):
-        p.line(i, raw)
+        if skip:
+            skip -= 1
+            p.recognized += 1  # the tail of the message joined onto the line before
+            continue
+        joined, used = _unwrap(raw, lines, i)
+        p.line(i, joined)
+        skip = used
     p.close_tb()
     notes = []
     if p.rows and not p.headered:

@@ -107,6 +107,14 @@ def detect(tl: Timeline) -> list[Finding]:
                    f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
             flags.append(FlagChange(uflag, old_value(util, util_seen), f"{new:.2f}",
                                     why + ("" if util_seen else f"; {util:g} is vLLM's default")))
+        dummies = attrs(first).get("dummy_requests")
+        if during in ("sampler_warmup", "pooler_warmup") and dummies and int(dummies) > 1:
+            # the warm-up samples max_num_seqs dummy requests at once (v1/worker/gpu_worker.py
+            # ``_dummy_sampler_run``; the message's own advice: lower max_num_seqs or the utilization)
+            flags.append(FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", str(int(dummies)),
+                                    str(int(dummies) // 2),
+                                    f"alternative: the warm-up samples {int(dummies)} dummy requests at once, one per "
+                                    "--max-num-seqs; half of them need half the logits and sampler memory"))
         steps = cfg.num("num_scheduler_steps")
         if steps and steps > 1:
             flags.append(FlagChange(engines.flag_for("vllm", "scheduler_steps") or "--num-scheduler-steps", f"{steps:g}",
