@@ -219,6 +219,15 @@ _INIT_FAILED = re.compile(
 )
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
+# vllm vllm/executor/ray_utils.py (0.4-0.11) ``_wait_until_pg_ready``: the engine asking Ray for one GPU bundle per
+# rank (TP × PP) and waiting with an exponential back-off (10 s, 20 s, 40 s, …) up to ``PG_WAIT_TIMEOUT`` (1800 s),
+# then ``Cannot provide a placement group of placement_group_specs=… within N seconds``; the first bundle carries
+# ``node:<VLLM_HOST_IP>`` (the driver's node); ``initialize_ray_cluster`` warns when the cluster has fewer GPUs
+_PG_WAIT = re.compile(r"Waiting for creating a placement group of specs for (\d+) seconds\. specs=(\[.{0,20000}?\])")
+_PG_TIMEOUT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,20000}?\]) within (\d+) "
+                         r"seconds")
+_PG_GPU = re.compile(r"'GPU': ([\d.]+)")
+_PG_NODE = re.compile(r"'node:([^']+)': ")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
                           r" dummy requests")
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
@@ -347,6 +356,11 @@ _NOTICES = (
     # V0 worker/model_runner.py and enc_dec_model_runner.py ``profile_run`` (0.5-0.10): logged when the model takes
     # multimodal input, before the dummy batch of max_num_seqs sequences each carrying the largest multimodal input
     ("Starting profile run for multi-modal models", "mm_profile_run"),
+    # vllm vllm/executor/ray_utils.py ``initialize_ray_cluster`` (0.5-0.11): the cluster Ray sees has fewer GPUs than
+    # TP × PP; Ray's own ``Started a local Ray instance.`` (ray python/ray/_private/worker.py (2.x)): the engine did
+    # not join a running cluster, so it sees this node's GPUs only
+    ("The number of required GPUs exceeds the total number of available GPUs", "ray_gpus_short"),
+    ("Started a local Ray instance", "ray_local_instance"),
     ("Using max model len", "max_model_len"), ("Overriding num_gpu_blocks", "gpu_blocks_override"),
     ("Loading safetensors checkpoint shards", "weights_progress"), ("Loading pt checkpoint shards", "weights_progress"),
     ("Parent process exited", "worker_shutdown"), ("WorkerProc shutting down", "worker_shutdown"),
@@ -913,6 +927,16 @@ class _Parser:
             m = _SHM_WAIT.search(s)
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
+                return True
+            m = _PG_WAIT.search(s) or _PG_TIMEOUT.search(s)
+            if m:
+                timed_out = m.re is _PG_TIMEOUT
+                specs = m.group(1 if timed_out else 2)
+                node = _PG_NODE.search(specs)
+                emit("ray_pg_wait", base, {"waited_s": _num(m.group(2 if timed_out else 1)), "timed_out": timed_out,
+                                           "gpus": sum(_num(g) or 0 for g in _PG_GPU.findall(specs)),
+                                           "bundles": specs.count("{"), "driver_node": node.group(1) if node else None},
+                     seconds=_num(m.group(2 if timed_out else 1)))
                 return True
             m = _OFFLOAD_REGION.match(s)
             if m:
