@@ -897,6 +897,12 @@ def parse(text: str, path: str = "", command: str | None = None,
                     and _PORT_HOLDER_STATUS.search(lines[end + 1]):
                 holder_figures(lines[end + 1], attrs)
                 end += 1
+            # Ray's kill message on the line after its exception ("Task was killed …" then "Memory on the node …
+            # Ray killed this worker …", §5.4): one report, whose figures are on the second line
+            if attrs.get("failure") == "ray_oom" and end + 1 < n and "used_bytes" not in cols \
+                    and (rm := _RAY_MEM.search(lines[end + 1][:20000])) is not None:
+                cols = {**cols, "used_bytes": round(float(rm.group(1)) * GIB), "total_bytes": round(float(rm.group(2)) * GIB)}
+                end += 1
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:

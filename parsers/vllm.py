@@ -199,7 +199,11 @@ _WORKER_DIED = re.compile(
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
 #: failure_messages.md §5.4 (Ray memory monitor)
-_RAY_OOM = re.compile(r"killed due to the node running low on memory")
+#: (the kill message's "… exceeds the memory usage threshold of T. Ray killed this worker" alone, and the raylet's kill
+#: summary "N Workers (tasks / actors) killed due to memory pressure (OOM)": Ray's OOM-prevention docs, 2.3-2.50)
+_RAY_OOM = re.compile(r"killed due to the node running low on memory|"
+                      r"exceeds the memory usage threshold of [\d.]+\. Ray killed this worker|"
+                      r"killed due to memory pressure \(OOM\)")
 #: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
 #: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
 #: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
