@@ -114,8 +114,8 @@ _PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB
 # vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
-                       r"excluding external process's weights) \(" + _NUM + ", " + _NUM)
+                       + r" GiB\) on startup is less than ?(?:desired ?GPU ?memory ?utilization|the engine's budget after "
+                       r"excluding external process's weights) ?\(" + _NUM + ", " + _NUM)  # " ?": where a wrap was re-joined
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
@@ -233,7 +233,7 @@ _PG_TIMEOUT = re.compile(r"Cannot provide a placement group of placement_group_s
 _PG_GPU = re.compile(r"'GPU': ([\d.]+)")
 _PG_NODE = re.compile(r"'node:([^']+)': ")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
-                          r" dummy requests")
+                          r" ?dummy requests")  # " ?": a wrap re-joined without its space
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
 # failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
