@@ -112,6 +112,8 @@ _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
 _OOM_THIS = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+# §1.1: the free clause alone, on the next line of a paste that wrapped the message before "which"
+_OOM_WRAPPED_FREE = re.compile(r"(?:of )?which " + _SIZE + r" is free")
 # §1.1 (the 2.4+ private-pools and reserved-but-unallocated clauses; the ≤2.0 template), §1.5 (allowed memory)
 _OOM_ALLOC = re.compile(r"(?:Of the allocated memory )?" + _SIZE + r" is allocated by PyTorch")
 _OOM_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
@@ -364,6 +366,9 @@ _GPU_BUSY = re.compile(r"GPU\(s\) still not idle after waiting|Waiting for GPU t
                        + _SIZE + r" \(pid=(\d+)")
 #: the allocator OOM's per-process clause pasted on its own (failure_messages.md §1: ``Process {pid} has {Q} memory in
 #: use.``); only the documented wording — a writer's cut through the middle of it says nothing of whose memory it is
+#: §1.1/§1.6: the body of the 2.x allocator message (``Tried to allocate {A}. GPU {d} has a total capacity of …``)
+#: pasted without its ``CUDA out of memory.`` head; both clauses are required, the pair is the allocator's alone
+_OOM_HEADLESS = re.compile(r"^(?:\.\.\.\s*)?Tried to allocate " + _SIZE + r"\. GPU \d+ has a total capac")
 _PROC_FRAGMENT = re.compile(r"^Process (\d+) has (\d+(?:\.\d+)? ?[KMG]iB) memory in use\.?\s*$")
 # reference/sglang_formats.md §7 (``Health check failed. …``)
 _HEALTH = re.compile(r"[Hh]ealth check failed|health check timed out")
@@ -562,6 +567,11 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             return "failure", {}, {"failure": "workspace", "message": msg[:2000]}
         cols, attrs = oom_figures(msg)
         attrs["message"] = msg[:2000]
+        return "cuda_oom", cols, attrs
+    if _OOM_HEADLESS.match(head) and _OOM_GPU.search(head):
+        # the same allocator message with its "CUDA out of memory." head cut off by the paste (§1.1, §1.6)
+        cols, attrs = oom_figures(msg)
+        attrs.update(fragment=True, headless=True, message=msg[:2000])
         return "cuda_oom", cols, attrs
     if (pf := _PROC_FRAGMENT.match(head)) is not None:
         # a "Process N has X memory in use" clause of a CUDA OOM message pasted on its own
@@ -915,6 +925,11 @@ def parse(text: str, path: str = "", command: str | None = None,
                 attrs["during"] = _during(loose_frames)
             loose_frames.clear()
             end = i
+            # the allocator message wrapped by the paste right before "which {F} is free" (§1.1)
+            if kind == "cuda_oom" and "free_bytes" not in cols and i + 1 < n \
+                    and (wf := _OOM_WRAPPED_FREE.match(lines[i + 1].strip())) is not None:
+                cols = {**cols, "free_bytes": _size(wf.group(1))}
+                end = i + 1
             # ROCm's free-memory figure: on the abort line itself, or on the next one when the paste wrapped it
             af = _AVAIL_FREE.search(lines[i]) if "HSA_STATUS" in lines[i] else None
             if af is None and "HSA_STATUS" in lines[i] and i + 1 < n and _AVAIL_FREE.match(lines[i + 1].strip()):
@@ -931,6 +946,12 @@ def parse(text: str, path: str = "", command: str | None = None,
                 if frames:  # where the faulting thread was: a mapping of /dev/shm, or of a checkpoint file
                     attrs.update(faulting_thread=True, during=_during(frames),
                                  innermost_frame=f"{frames[0][0].rsplit('/', 1)[-1]}:{frames[0][1]}")
+            # Ray's kill message on the line after its exception ("Task was killed …" then "Memory on the node …
+            # Ray killed this worker …", §5.4): one report, whose figures are on the second line
+            if attrs.get("failure") == "ray_oom" and end + 1 < n and "used_bytes" not in cols \
+                    and (rm := _RAY_MEM.search(lines[end + 1][:20000])) is not None:
+                cols = {**cols, "used_bytes": round(float(rm.group(1)) * GIB), "total_bytes": round(float(rm.group(2)) * GIB)}
+                end += 1
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:

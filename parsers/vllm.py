@@ -114,8 +114,8 @@ _PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB
 # vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than (?:desired GPU memory utilization|the engine's budget after "
-                       r"excluding external process's weights) \(" + _NUM + ", " + _NUM)
+                       + r" GiB\) on startup is less than ?(?:desired ?GPU ?memory ?utilization|the engine's budget after "
+                       r"excluding external process's weights) ?\(" + _NUM + ", " + _NUM)  # " ?": where a wrap was re-joined
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"
@@ -199,7 +199,11 @@ _WORKER_DIED = re.compile(
 _FAILED_PROCS = re.compile(r"Failed core proc\(s\): (\{[^}]*\})")
 #: Ray's memory monitor saying it killed a worker (vllm_formats.md, "Ray memory monitor"): an observation
 #: failure_messages.md §5.4 (Ray memory monitor)
-_RAY_OOM = re.compile(r"killed due to the node running low on memory")
+#: (the kill message's "… exceeds the memory usage threshold of T. Ray killed this worker" alone, and the raylet's kill
+#: summary "N Workers (tasks / actors) killed due to memory pressure (OOM)": Ray's OOM-prevention docs, 2.3-2.50)
+_RAY_OOM = re.compile(r"killed due to the node running low on memory|"
+                      r"exceeds the memory usage threshold of [\d.]+\. Ray killed this worker|"
+                      r"killed due to memory pressure \(OOM\)")
 #: Ray's notice that a worker process died, followed by its generic list of *potential* causes ("(1) The process
 #: is killed by SIGKILL by OOM killer … (2) ray stop --force … (3) … SIGSEGV"): the death is observed, the cause
 #: is not (Ray's worker-exit message, ``Worker exit type: SYSTEM_ERROR`` / ``UNEXPECTED_SYSTEM_EXIT``)
@@ -219,8 +223,17 @@ _INIT_FAILED = re.compile(
 )
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
+# vllm vllm/executor/ray_utils.py (0.4-0.11) ``_wait_until_pg_ready``: the engine asking Ray for one GPU bundle per
+# rank (TP × PP) and waiting with an exponential back-off (10 s, 20 s, 40 s, …) up to ``PG_WAIT_TIMEOUT`` (1800 s),
+# then ``Cannot provide a placement group of placement_group_specs=… within N seconds``; the first bundle carries
+# ``node:<VLLM_HOST_IP>`` (the driver's node); ``initialize_ray_cluster`` warns when the cluster has fewer GPUs
+_PG_WAIT = re.compile(r"Waiting for creating a placement group of specs for (\d+) seconds\. specs=(\[.{0,20000}?\])")
+_PG_TIMEOUT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,20000}?\]) within (\d+) "
+                         r"seconds")
+_PG_GPU = re.compile(r"'GPU': ([\d.]+)")
+_PG_NODE = re.compile(r"'node:([^']+)': ")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
-                          r" dummy requests")
+                          r" ?dummy requests")  # " ?": a wrap re-joined without its space
 _ECC = re.compile(r"CUDA error: uncorrectable ECC error encountered")
 # failure_messages.md §2.2 (CUDA errors), vllm_formats.md §3.8 (``NCCL error:``)
 _CUDA_ERR_OOM = re.compile(r"CUDA error: out of memory")
@@ -344,6 +357,14 @@ _NOTICES = (
     ("Available routes are", "routes"), ("Route: ", "routes"), ("default chat sampling params", "sampling_defaults"),
     ("Default sampling parameters have been overridden", "sampling_defaults"), ("Found nccl from library", "nccl"),
     ("P2P access cache", "p2p_cache"), ("Possibly too large swap space", "swap_space_large"),
+    # V0 worker/model_runner.py and enc_dec_model_runner.py ``profile_run`` (0.5-0.10): logged when the model takes
+    # multimodal input, before the dummy batch of max_num_seqs sequences each carrying the largest multimodal input
+    ("Starting profile run for multi-modal models", "mm_profile_run"),
+    # vllm vllm/executor/ray_utils.py ``initialize_ray_cluster`` (0.5-0.11): the cluster Ray sees has fewer GPUs than
+    # TP × PP; Ray's own ``Started a local Ray instance.`` (ray python/ray/_private/worker.py (2.x)): the engine did
+    # not join a running cluster, so it sees this node's GPUs only
+    ("The number of required GPUs exceeds the total number of available GPUs", "ray_gpus_short"),
+    ("Started a local Ray instance", "ray_local_instance"),
     ("Using max model len", "max_model_len"), ("Overriding num_gpu_blocks", "gpu_blocks_override"),
     ("Loading safetensors checkpoint shards", "weights_progress"), ("Loading pt checkpoint shards", "weights_progress"),
     ("Parent process exited", "worker_shutdown"), ("WorkerProc shutting down", "worker_shutdown"),
@@ -911,6 +932,16 @@ class _Parser:
             if m:
                 emit("shm_wait", base, {"waited_s": _num(m.group(1))}, seconds=_num(m.group(1)))
                 return True
+            m = _PG_WAIT.search(s) or _PG_TIMEOUT.search(s)
+            if m:
+                timed_out = m.re is _PG_TIMEOUT
+                specs = m.group(1 if timed_out else 2)
+                node = _PG_NODE.search(specs)
+                emit("ray_pg_wait", base, {"waited_s": _num(m.group(2 if timed_out else 1)), "timed_out": timed_out,
+                                           "gpus": sum(_num(g) or 0 for g in _PG_GPU.findall(specs)),
+                                           "bundles": specs.count("{"), "driver_node": node.group(1) if node else None},
+                     seconds=_num(m.group(2 if timed_out else 1)))
+                return True
             m = _OFFLOAD_REGION.match(s)
             if m:
                 size = _num(m.group(2))
@@ -1189,6 +1220,7 @@ _SNIFF_STRONG = (
     # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
     "Too large swap space. ", "Possibly too large swap space. ",
     "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
+    "GiB) on startup is less than",  # §3.3 either wording, when a paste wrapped the rest onto the next line
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 
@@ -1219,6 +1251,34 @@ def sniff(head: str) -> float:
     return 0.0
 
 
+#: Messages whose figures a paste may hard-wrap onto the next line (a ticket, a terminal at 80/120 columns, a
+#: ``kubectl logs`` viewer): the sampler warm-up OOM (§3.5), the start-up free-memory check (§3.3) and the two
+#: KV-capacity refusals (§3.1). The head alone names the message; the joined text must then match in full.
+_WRAPPABLE = (_SAMPLER_OOM, _FREE_LOW, _TOO_SMALL_V0, _TOO_SMALL_V1)
+# vllm_formats.md §3.1, §3.3, §3.5: the opening words of those messages
+_WRAP_HEADS = re.compile(r"CUDA out of memory occurred when warming up|Free memory on device|max seq len \(\d+\)")
+#: a continuation is bare text: no record header, no process prefix (vllm_formats.md §1.1, §1.3), starting in
+#: the middle of a sentence
+_CONTINUATION = re.compile(r"^\s*(?:[a-z][\w`]|\(\d)")  # not "(EngineCore_DP0 pid=…)": a record of its own
+MAX_WRAPPED_LINES = 2
+
+
+def _unwrap(raw: str, lines: list[str], lineno: int) -> tuple[str, int]:
+    """``raw`` with the lines a paste wrapped it onto, when it opens a known figure message that it does not
+    complete alone; the number of following lines joined (0 when none)."""
+    if len(raw) > 4000 or not _WRAP_HEADS.search(raw) or any(rx.search(raw) for rx in _WRAPPABLE):
+        return raw, 0
+    joined = raw.rstrip()
+    for used in range(1, MAX_WRAPPED_LINES + 1):
+        nxt = lines[lineno - 1 + used] if lineno - 1 + used < len(lines) else None
+        if nxt is None or not _CONTINUATION.match(nxt):
+            break
+        joined = f"{joined} {nxt.strip()}"
+        if any(rx.search(joined) for rx in _WRAPPABLE):
+            return joined, used
+    return raw, 0
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Parse one vLLM log text into events (see the module docstring).
 
@@ -1234,8 +1294,15 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    skip = 0
     for i, raw in enumerate(lines, 1):
-        p.line(i, raw)
+        if skip:
+            skip -= 1
+            p.recognized += 1  # the tail of the message joined onto the line before
+            continue
+        joined, used = _unwrap(raw, lines, i)
+        p.line(i, joined)
+        skip = used
     p.close_tb()
     notes = []
     if p.rows and not p.headered:

@@ -135,7 +135,7 @@ def test_negative_kv_v1_without_gpu_size_uses_a_lower_bound() -> None:
     assert fs["_root"] == "VLLM-KV-002" and f.category == "weights_do_not_fit" and f.confidence == "medium"
     assert f.figures["gpu_total_is_lower_bound"] is True
     util = flag(f, "--gpu-memory-utilization")
-    assert util.old == "0.9" and float(util.new) == 0.95  # the raise alone would exceed 0.95
+    assert util.old == "0.9 (default, assumed)" and float(util.new) == 0.95  # the raise alone would exceed 0.95
     bt = flag(f, "--max-num-batched-tokens")
     assert bt.old is None and int(bt.new) == 1024  # ≥ 70 GiB GPU class: max_num_seqs defaults to 1024
     assert "VLLM-GPU-001" not in fs
@@ -411,3 +411,14 @@ def test_rank_logs_of_one_launch_give_one_finding() -> None:
     fs, _ = run_all(Timeline(events=pl.concat(frames)))
     hits = [f for f in fs if f.rule_id == "VLLM-GPU-001"]
     assert len(hits) == 1 and hits[0].ranks == [0, 1, 2, 3]
+
+
+def test_headroom_marks_a_default_utilization_as_assumed() -> None:
+    # V0 capture OOM with no gpu_memory_utilization anywhere in the input: 0.9 is vLLM's default, not an observation
+    text = """\
+INFO 05-11 10:02:07 model_runner.py:1402] Capturing cudagraphs for decoding. This may lead to unexpected consequences if the model is not static.
+ERROR 05-11 10:02:09 worker_base.py:467] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of 23.57 GiB of which 98.00 MiB is free.
+"""
+    f = findings(text)["VLLM-GPU-001"]
+    util = flag(f, "--gpu-memory-utilization")
+    assert util.old == "0.9 (default, assumed)" and float(util.new) < 0.9

@@ -51,6 +51,7 @@ from . import (
     vllm_headroom,
     vllm_host_memory,
     vllm_kv_cache,
+    vllm_ray_placement,
     vllm_start_memory,
     weights_do_not_fit,
     xid,
@@ -84,6 +85,7 @@ DETECTORS = (
     memory_balance,
     kernel_resources,
     vllm_start_memory,
+    vllm_ray_placement,
     recorded_history,
     gpu_driver,
 )

@@ -83,6 +83,12 @@ def fmt_gib(n: float | None) -> str:
     return "?" if n is None else f"{n / GIB:.2f} GiB"
 
 
+def old_value(value: float, seen: bool) -> str:
+    """A flag's current value as a remediation shows it: marked when it is the engine's default, not read from the
+    input (DESIGN.md §5 "observed or assumed"), so ``0.9 → 0.85`` never reads as if 0.9 had been seen."""
+    return f"{value:g}" if seen else f"{value:g} (default, assumed)"
+
+
 def fmt_gb(n: float | None) -> str:
     return "?" if n is None else f"{n / 1e9:.1f} GB"
 

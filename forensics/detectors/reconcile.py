@@ -22,7 +22,7 @@ def _number(value: str | None) -> float | None:
     if value is None:
         return None
     try:
-        return float(str(value).strip().rstrip("GgBb").strip())
+        return float(str(value).strip().split(" ", 1)[0].rstrip("GgBb").strip())  # "0.9 (default, assumed)" is 0.9
     except ValueError:
         return None
 

@@ -22,18 +22,25 @@ from forensics.facts.rows import attrs, rank_of
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import fmt_gib, make_finding
+from ._common import fmt_gib, make_finding, old_value
 from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
 HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
-                   "after_capture", "profile")
+                   "after_capture", "profile", "after_kv_sizing")
+#: the KV sizing records (vllm_formats.md §2.6 ``Available KV cache memory``, §2.7 ``GPU KV cache size`` /
+#: V0 ``# GPU blocks``): logged once the profile run is over and the budget is spent; what follows at start-up
+#: (allocating the pool, CUDA-graph capture, sampler warm-up: v1/worker/gpu_worker.py ``initialize_from_config``
+#: then ``compile_or_warm_up_model``) runs on what the budget left outside it
+_KV_SIZED = ("kv_memory", "kv_sizing")
 #: the profiling run's batch (vllm_formats.md §3.5 "profile run"; §4 --max-num-batched-tokens: "size of the profile
 #: run ⇒ activation peak"): V1's ``profile_run``/``_dummy_run`` and V0's ``profile_run`` run one dummy batch of
 #: max_num_batched_tokens tokens (max_num_seqs sequences) before the KV cache exists, so an OOM there is the
 #: activations of that batch over what the weights left, and no utilization changes it
 PROFILE_MIN_BATCHED_TOKENS = 2048
+#: a release of the V0 engine, for V0's defaults when a record only V0 writes is all that says which engine ran
+V0_RELEASE = (0, 6, 0)
 
 
 def lowered_utilization(util: float, *, tried_bytes: float | None, free_bytes: float | None,
@@ -58,9 +65,11 @@ def _during(run: list, row: dict) -> str | None:
     # no frames (a failure line read by the failure scan): the last lifecycle record before it says
     before = [r for r in run if r.get("file") == row.get("file") and (r.get("line") or 0) < line
               and r.get("kind") in ("cuda_graph_begin", "cuda_graph_end", "capture_progress", "engine_metrics",
-                                    "server_ready")]
+                                    "server_ready", *_KV_SIZED)]
     if before:
         last = max(before, key=lambda r: r.get("line") or 0)
+        if last["kind"] in _KV_SIZED:
+            return "after_kv_sizing"
         return "graph_capture" if last["kind"] in ("cuda_graph_begin", "capture_progress") else "forward"
     # the message itself: memory "allocated in private pools (e.g., CUDA Graphs)" (PyTorch 2.4+, printed only when
     # non-zero; failure_messages.md §1.1, §1.3 {G}) means graphs were being or had been captured, so the KV cache
@@ -96,8 +105,16 @@ def detect(tl: Timeline) -> list[Finding]:
             why = (f"frees the {fmt_gib(tried)} allocation that failed with {fmt_gib(free)} free on a {fmt_gib(total)} GPU"
                    f" + {LOWER_MARGIN} margin" if tried and total else
                    f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
-            flags.append(FlagChange(uflag, f"{util:g}", f"{new:.2f}",
+            flags.append(FlagChange(uflag, old_value(util, util_seen), f"{new:.2f}",
                                     why + ("" if util_seen else f"; {util:g} is vLLM's default")))
+        dummies = attrs(first).get("dummy_requests")
+        if during in ("sampler_warmup", "pooler_warmup") and dummies and int(dummies) > 1:
+            # the warm-up samples max_num_seqs dummy requests at once (v1/worker/gpu_worker.py
+            # ``_dummy_sampler_run``; the message's own advice: lower max_num_seqs or the utilization)
+            flags.append(FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", str(int(dummies)),
+                                    str(int(dummies) // 2),
+                                    f"alternative: the warm-up samples {int(dummies)} dummy requests at once, one per "
+                                    "--max-num-seqs; half of them need half the logits and sampler memory"))
         steps = cfg.num("num_scheduler_steps")
         if steps and steps > 1:
             flags.append(FlagChange(engines.flag_for("vllm", "scheduler_steps") or "--num-scheduler-steps", f"{steps:g}",
@@ -127,7 +144,9 @@ def detect(tl: Timeline) -> list[Finding]:
                            "(VLLM-KV-002)")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
-                 "forward": "while serving", "kv_alloc": "while allocating the KV cache"}.get(during, "at start-up")
+                 "forward": "while serving", "kv_alloc": "while allocating the KV cache",
+                 "after_kv_sizing": "after the KV cache was sized (allocating it, capturing CUDA graphs or warming "
+                                    "up: all outside the profiled budget)"}.get(during, "at start-up")
         out.append(make_finding(
             "VLLM-GPU-001",
             summary=(f"vLLM ran out of GPU memory {phase}, outside the budget of {uflag}"
@@ -156,6 +175,9 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         new = max(int(batched) // 2, PROFILE_MIN_BATCHED_TOKENS)
         flags.append(FlagChange(bflag, f"{batched:g}", str(new),
                                 "halves the profiling batch and so its activation peak (prefills are chunked to it)"))
+    mm_seqs = _multimodal_profile_seqs(cfg, run, ooms, tried, total)
+    if mm_seqs is not None:
+        flags.append(mm_seqs)
     mml = cfg.num("max_model_len")
     actions = [
         f"Lower {bflag}" + (f" (now {batched:g})" if batched else " (its default depends on the release and GPU)")
@@ -183,6 +205,40 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         flags=flags,
         actions=actions,
     )
+
+
+def _multimodal_profile_seqs(cfg, run: list, ooms: list, tried: float | None, total: float | None) -> FlagChange | None:
+    """--max-num-seqs for V0's multimodal profiling run, which builds max_num_seqs dummy sequences and gives each the
+    largest multimodal input (worker/enc_dec_model_runner.py ``profile_run``: one encoder input per sequence; the
+    decoder-only model_runner.py caps the count at max_num_batched_tokens ÷ the items' tokens): the activation
+    peak scales with the sequence count, so halving it halves the encoder's part.
+
+    The figures bound the step from above: at the failure the activations already held the memory PyTorch had
+    allocated beyond the weights, plus the request; the run had not finished, so its full peak is larger still."""
+    if not any(attrs(r).get("message_id") == "mm_profile_run" for r in of_kind(run, "notice")):
+        return None
+    seqs, seen = cfg.value_or_default("max_concurrent")
+    if seqs is None:  # the notice is V0's own code: V0's default, whatever release it was
+        seqs = engines.default_for("vllm", "max_concurrent", version=V0_RELEASE)
+    if not seqs or seqs <= 1:
+        return None
+    cap, why_cap = seqs / 2, "half of it"
+    weights = next((r.get("bytes") for r in of_kind(run, "weight_load_end") if r.get("bytes")), None)
+    util = cfg.value_or_default("gpu_memory_fraction")[0]
+    held = next((attrs(r).get("allocated_by_pytorch_bytes") for r in ooms if attrs(r).get("allocated_by_pytorch_bytes")),
+                None)
+    if weights and held and total and util and tried:
+        peak_lb = held + tried - weights
+        room = total * util - weights
+        if peak_lb > 0 and room > 0 and seqs * room / peak_lb < cap:
+            cap, why_cap = seqs * room / peak_lb, (
+                f"{seqs:g} × the {fmt_gib(room)} the budget leaves beside {fmt_gib(weights)} of weights ÷ the "
+                f"≥ {fmt_gib(peak_lb)} of activations already needed")
+    new = 2 ** max(int(math.log2(max(cap, 1))), 0)
+    return FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", old_value(seqs, seen), str(new),
+                      f"the multimodal profiling run builds one dummy sequence per --max-num-seqs, each with the "
+                      f"largest multimodal input; the largest power of two ≤ {why_cap}. An upper bound: the run "
+                      "had not finished when it failed, so halve again if it fails the same way")
 
 
 #: vLLM's start-up records: a run that holds any was not cut to its serving part, and its OOM's phase is read there

@@ -56,7 +56,9 @@ MIN_RESERVE = 8 * GIB
 
 
 def reserve_of(total: float) -> float:
-    return max(RESERVE_SHARE * total, MIN_RESERVE)
+    """What stays for the OS and the processes themselves; a small host (a laptop, a 4 GiB container) keeps half
+    rather than a fixed 8 GiB it does not have, else nothing would ever fit there."""
+    return max(RESERVE_SHARE * total, min(MIN_RESERVE, total / 2))
 
 
 def corrected_per_gpu(*, host_total: float, ranks: int, offload_per_gpu: float) -> int | None:
@@ -224,6 +226,15 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             tp_told = round(told_swap / (swap * GIB))
             ranks, how = ranks // max(int(cfg.value_or_default("tensor_parallel")[0] or 1), 1) * tp_told, \
                 f"tp {tp_told}: the refusal's {fmt_gib(told_swap)} ÷ {swap:g} GiB per GPU"
+        default_swap = float(engines.default_for("vllm", "host_kv_per_gpu") or 0)
+        # no flag and no TP read: a refusal that sums exactly vLLM's default is one GPU at the default
+        # (vllm_formats.md §3.7: swap_space × tensor_parallel_size is what the check sums); any larger sum
+        # could be any split of a value the user set, so it stays unsplit
+        if told_swap and swap is None and not tp_seen and default_swap \
+                and abs(told_swap / (default_swap * GIB) - 1) < 0.01:
+            ranks, tp_seen = 1, True
+            how = (f"tp 1: the refusal's {fmt_gib(told_swap)} is vLLM's default {default_swap:g} GiB for one GPU, "
+                       "assumed since neither --swap-space nor the tensor-parallel size was read")
         per_gpu_known = swap is not None or tp_seen or not told_swap
         workers = {r.get("pid") or r.get("rank") for r in [*lmcache_logged(tl), *(
             r for r in rows(tl, "notice") if attrs(r).get("message_id") == "lmcache_engine")]} - {None} if lmc else set()

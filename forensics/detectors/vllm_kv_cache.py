@@ -24,7 +24,7 @@ from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import GIB, fmt_gib, make_finding
+from ._common import GIB, fmt_gib, make_finding, old_value
 from .held_at_start import foreign_processes
 
 MAX_SENSIBLE_UTILIZATION = 0.95  # above this nothing is left for NCCL, graphs and activation spikes
@@ -129,7 +129,7 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         new_util = raised_utilization(util, needed_bytes=needed, available_bytes=available, total_bytes=total)
         if new_util is not None and new_util > util:
             flags.append(FlagChange(
-                _util_flag(), f"{util:g}", f"{new_util:.2f}",
+                _util_flag(), old_value(util, util_seen), f"{new_util:.2f}",
                 f"alternative: {fmt_gib(needed)} KV needed − {fmt_gib(available)} available over a "
                 f"{fmt_gib(total)} GPU ({total_how}) + {UTIL_MARGIN} margin" + ("" if util_seen else
                                                                                   f"; {util:g} is vLLM's default")))
@@ -251,9 +251,9 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
                f"{'≥ ' if total_is_bound else ''}{fmt_gib(total)} GPU ({total_how})"
                + ("" if util_seen else f"; {util:g} is vLLM's default"))
         if new_util <= MAX_SENSIBLE_UTILIZATION:
-            flags.append(FlagChange(_util_flag(), f"{util:g}", f"{new_util:.2f}", why + f" → {new_util:.2f}"))
+            flags.append(FlagChange(_util_flag(), old_value(util, util_seen), f"{new_util:.2f}", why + f" → {new_util:.2f}"))
         elif util < MAX_SENSIBLE_UTILIZATION:
-            flags.append(FlagChange(_util_flag(), f"{util:g}", f"{MAX_SENSIBLE_UTILIZATION:.2f}",
+            flags.append(FlagChange(_util_flag(), old_value(util, util_seen), f"{MAX_SENSIBLE_UTILIZATION:.2f}",
                                     why + f" would need {new_util:.2f}: take {MAX_SENSIBLE_UTILIZATION} and shrink "
                                     "the activation peak too"))
             new_util = None
@@ -261,7 +261,7 @@ def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
     if new_util is None and not flags and util is not None and util_seen and total is None and util < 0.9:
         # a budget set well below vLLM's default: raising it is the first step even without the GPU's size
         new_util = min(max(0.9, round(util + 0.1, 2)), MAX_SENSIBLE_UTILIZATION)
-        flags.append(FlagChange(_util_flag(), f"{util:g}", f"{new_util:.2f}",
+        flags.append(FlagChange(_util_flag(), old_value(util, util_seen), f"{new_util:.2f}",
                                 f"only {util:g} of the GPU was the budget for weights, activations and the KV cache; "
                                 f"{new_util:.2f} (the GPU's size is not in the input: `nvidia-smi --query-gpu="
                                 "memory.total --format=csv` gives the exact step)"))
@@ -357,7 +357,7 @@ def _preemption(run: list[Row], cfg: VllmSettings) -> list[Finding]:
     flags: list[FlagChange] = []
     if util is not None and util < MAX_SENSIBLE_UTILIZATION:
         new = min(MAX_SENSIBLE_UTILIZATION, round(util + 0.05, 2))
-        flags.append(FlagChange(_util_flag(), f"{util:g}", f"{new:.2f}",
+        flags.append(FlagChange(_util_flag(), old_value(util, util_seen), f"{new:.2f}",
                                 "more KV blocks if the start-up headroom allows (check graph capture memory)"
                                 + ("" if util_seen else f"; {util:g} is vLLM's default")))
     if tp:

@@ -35,7 +35,7 @@ VLLM_KINDS = (
     "cuda_error_oom", "gpu_memory_short", "exception", "init_failed", "engine_dead", "rank_dead", "notice",
     "swap_space_too_large", "swap_exhausted", "rank_assigned", "server_ready", "cuda_error", "nccl_error",
     "memory_profiling_error", "progress_bar", "nccl_info", "shm_wait", "rpc_timeout", "host_pool",
-    "engine_startup_wait",
+    "engine_startup_wait", "ray_pg_wait",
 )
 
 #: config-line keys → argparse dests
