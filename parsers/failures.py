@@ -744,6 +744,60 @@ def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return _during(frames)
 
 
+#: frames that run the model itself: a ``forward``/``forward_*`` function (SGLang's
+#: ``tp_worker.forward_batch_generation`` → ``model_runner.forward`` → ``forward_extend``/``forward_decode``, the
+#: speculative workers' ``forward_batch_speculative_generation``, the overlap scheduler's model thread
+#: ``forward_thread_func``, 0.1-0.3's ``forward_step``/``forward_decode_batch``), sampling, a graph's ``replay``, vLLM's
+#: ``execute_model``; or a file of the model, its layers or the kernel libraries they call: sglang
+#: python/sglang/srt/managers/tp_worker.py (0.4–0.5.x), sglang python/sglang/srt/model_executor/model_runner.py
+#: (0.2–0.5.x), sglang python/sglang/srt/managers/tp_worker_overlap_thread.py (0.4.0–0.5.3), vllm
+#: vllm/v1/worker/gpu_model_runner.py (0.8+)
+_MODEL_FORWARD = re.compile(r"/(?:model_executor|models|layers|flashinfer|sgl_kernel|deep_gemm)/|/worker/\w*model_runner")
+_MODEL_FORWARD_FUNCS = re.compile(r"^(?:forward(?:_\w+)?|execute_model|replay|sample)$")
+
+
+def reaches_model_forward(frames: list[tuple[str, str]]) -> bool:
+    """Whether a traceback's frames reach the model's forward pass, not only the scheduler's loop around it.
+
+    A scheduler's traceback always passes ``event_loop_*`` and often ``run_batch``; what fails in batch building, a
+    grammar, a detokenizer or a request's bookkeeping never enters the model, and cannot be its activations' OOM.
+
+    >>> reaches_model_forward([("x/managers/scheduler.py", "event_loop_overlap"),
+    ...                        ("x/managers/scheduler.py", "get_next_batch_to_run")])
+    False
+    >>> reaches_model_forward([("x/managers/scheduler.py", "run_batch"), ("x/managers/tp_worker.py",
+    ...                        "forward_batch_generation")])
+    True
+    """
+    return any(_MODEL_FORWARD.search(path) or _MODEL_FORWARD_FUNCS.match(fn) for path, fn in frames)
+
+
+#: CPython faulthandler's dump after ``Fatal Python error: …`` (failure_messages.md §5.2): ``Current thread 0x…
+#: (most recent call first):`` then ``  File "…", line N in func`` — no comma before ``in``; concurrent ranks' dumps
+#: interleave, so the file and function are read apart
+_FAULT_THREAD = re.compile(r"(?:Current|Thread) (?:thread )?0x[0-9a-f]+")
+_FAULT_FUNC = re.compile(r"line \d+ in (\w+)")
+_FAULT_FILE = re.compile(r"([\w.-]{1,100}\.py)\b")
+
+
+def crashed_frame(after: list[str]) -> dict[str, str]:
+    """The innermost frame of the faulthandler dump in the lines after ``Fatal Python error``: ``crashed_in`` (the
+    function, when legible) and ``crashed_file``.
+
+    >>> crashed_frame(["", "Current thread 0x00007f48 (most recent call first):",
+    ...                '  File "/x/pynccl_wrapper.py", line 351 in ncclCommInitRank'])
+    {'crashed_file': 'pynccl_wrapper.py', 'crashed_in': 'ncclCommInitRank'}
+    """
+    for k, line in enumerate(after):
+        if _FAULT_THREAD.search(line):
+            for frame in after[k + 1:k + 4]:
+                if (file := _FAULT_FILE.search(frame)) is not None:
+                    func = _FAULT_FUNC.search(frame)
+                    return {"crashed_file": file.group(1), **({"crashed_in": func.group(1)} if func else {})}
+            break
+    return {}
+
+
 def stops_at_allocation(text: str) -> bool:
     """Whether a traceback's last lines allocate device memory (``torch.empty(``, ``.cuda()``, an ``alloc…(`` call).
 
@@ -878,6 +932,9 @@ def parse(text: str, path: str = "", command: str | None = None,
                     and _PORT_HOLDER_STATUS.search(lines[end + 1]):
                 holder_figures(lines[end + 1], attrs)
                 end += 1
+            # the frame a faulthandler dump names first (most recent call first): where the native crash happened
+            if attrs.get("failure") == "signal" and "Fatal Python error" in lines[i]:
+                attrs.update(crashed_frame(lines[i + 1:i + 8]))
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:

@@ -31,6 +31,8 @@ from forensics.facts.stages import STAGES, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
+from .crash_site import COMPONENTS, crash_site, outside_forward
+from .crash_site import where as site_where
 
 #: What counts as the server dying, most telling first (the first kind present leads the finding).
 FATAL_KINDS = (
@@ -96,7 +98,9 @@ def _is_fatal(row: Row) -> bool:
 def _lead_key(row: Row) -> tuple:
     """Most telling first, then earliest: a failure that names what broke leads a bare teardown line."""
     kind = row["kind"]
-    generic = kind in ("sigquit", "health_check_failed") or (kind == "failure" and failure_class(row) not in _TELLING) \
+    told_where = failure_class(row) == "signal" and bool(attrs(row).get("crashed_file"))  # a faulthandler dump
+    generic = kind in ("sigquit", "health_check_failed") \
+        or (kind == "failure" and failure_class(row) not in _TELLING and not told_where) \
         or (kind == "scheduler_exception" and not attrs(row).get("exception_type"))
     ts = row.get("ts")
     return (generic, ts.timestamp() if hasattr(ts, "timestamp") else float("inf"), FATAL_KINDS.index(kind),
@@ -206,13 +210,22 @@ def _exception_words(row: Row) -> tuple[str | None, bool]:
     text = row.get("text") or ""
     during_init = "Scheduler(" in text or "__init__" in text
     where = " during start-up" if during_init else ""
+    who = _who(a.get("component"), text)
     if etype:
-        return f"a scheduler raised {etype}{where}: {str(emsg or '').strip()[:200]}", True
-    frame = innermost_frame(text)
-    if frame:
-        return (f"a scheduler raised an exception{where}; the traceback is cut before its message (innermost frame: "
-                f"{frame[1]} in {frame[0]})"), False
-    return f"a scheduler raised an exception{where}", False
+        return f"{who} raised {etype}{where}: {str(emsg or '').strip()[:200]}", True
+    site = crash_site(text)
+    if site is not None:
+        ruled_out = outside_forward(site)
+        return (f"{who} raised an exception{where}; the traceback is cut before its exception line — it stopped "
+                f"{site_where(site)}" + (f"; {ruled_out}" if ruled_out else "")), False
+    return f"{who} raised an exception{where}", False
+
+
+def _who(component: object, text: str) -> str:
+    """The process that raised, in words (sglang_formats.md §7), from the row's component or the header line."""
+    site = crash_site(text)
+    name = component if isinstance(component, str) and component in COMPONENTS else (site.component if site else None)
+    return COMPONENTS.get(name or "", "a scheduler")
 
 
 def _words(row: Row) -> tuple[str, bool, list[str]]:
@@ -261,7 +274,7 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         if (refused := _refusal_words(a)) is not None:
             return f"{words} — {refused[0]}", said, [*refused[1], *generic]
         told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
-        return words, said, [*(told[1] if told else []), *generic]
+        return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
     if kind == "cuda_graph_failed":
         return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
                 ["Not a memory problem: try another --attention-backend, or --disable-cuda-graph to confirm the "
@@ -330,10 +343,11 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
     if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
         words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
     if not said and run is not None and reached is not None and in_dist_init(reached) \
-            and len({rank_of(r) for r in run if rank_of(r) is not None}) > 1:
+            and len({rank_of(r) for r in run if rank_of(r) is not None}) > 1 \
+            and not any(native_crash(r) for r in fatal):
         return _died_in_dist_init(lead, fatal, reached)
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
-              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
+              + ("" if said else f"; the input does not say what failed ({_missing(lead)})"
                  + (f" — its exception line would decide which of the failures of {reached.stage} it was "
                     f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
@@ -350,6 +364,22 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
                  "failure_kinds": sorted({r["kind"] for r in fatal})},
         actions=actions,
     )
+
+
+def _missing(lead: Row) -> str:
+    """What the input lacks that would say what failed, for a death it does not explain."""
+    if lead.get("kind") in ("scheduler_exception", "exception") or failure_class(lead) == "traceback_cut":
+        return "the traceback is cut before its exception line"
+    if lead.get("kind") in ("sigquit", "rank_dead", "subprocess_crashed") or failure_class(lead) in (
+            "signal", "process_exit"):
+        return "only the teardown lines are in the input, not the first failing process's traceback"
+    return "a line without the traceback or log around it"
+
+
+def native_crash(row: Row) -> bool:
+    """A process that crashed (SIGSEGV, SIGBUS, SIGABRT: failure_messages.md §5.1) rather than waited or was killed:
+    at distributed initialisation that is the library crashing, not a connection that never completed."""
+    return failure_class(row) == "signal" and attrs(row).get("signal") in ("Segmentation fault", "Bus error", "Aborted")
 
 
 #: the stages of distributed initialisation (forensics/facts/stages.py): from ``Init torch distributed begin``
@@ -389,6 +419,8 @@ def _died_in_dist_init(lead: Row, fatal: list[Row], reached) -> Finding:
     )
 
 
+_FIND_FULL_TRACEBACK = ("Which fact decides: the exception line that follows the last frame — the whole traceback, in "
+                        "the same process's log (`docker logs`, the launcher's stdout) — names the error.")
 #: what an end-of-file from a peer means (parsers/failures.py ``peer_exited``)
 _PEER_EXIT_WHY = ("the process at the other end — another rank, or the TCPStore's host (rank 0's node, the launcher) — "
                   "had exited, so this rank's failure is a consequence of that exit, and why it exited is not in the "
@@ -469,10 +501,16 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
     if cls == "traceback_cut":
+        site = crash_site(row.get("text") or "")
+        if site is not None:
+            ruled_out = outside_forward(site)
+            who = COMPONENTS.get(site.component or "", "a process")
+            return (f"{who} raised an exception and the traceback is cut before its exception line — it stopped "
+                    f"{site_where(site)}" + (f"; {ruled_out}" if ruled_out else ""), False,
+                    [_FIND_FULL_TRACEBACK, *generic])
         frame = a.get("innermost_frame")
-        return ("a traceback is cut before its exception line"
-                + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
-                False, ["Find the full traceback (the line after the last frame names the error).", *generic])
+        return ("a traceback is cut before its exception line" + (f" (innermost frame: {frame})" if frame else ""),
+                False, [_FIND_FULL_TRACEBACK, *generic])
     if cls == "signal":
         sig = a.get("signal")
         if sig == "Killed":  # failure_messages.md §5: SIGKILL proves a kill, not who sent it
@@ -482,12 +520,24 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                      "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
                      "is host memory — then size the per-rank host pools (HiCache, swap, CPU offload) × ranks to "
                      "the host; without any of them the kill came from a supervisor or the orchestrator.", *generic])
+        if a.get("crashed_file"):  # the faulthandler dump names where the native code crashed
+            at = f"{a['crashed_in']} ({a['crashed_file']})" if a.get("crashed_in") else a["crashed_file"]
+            return (f"a process died of {sig or 'a signal'} in {at}: a crash in native code (the library or kernel "
+                    "extension that frame calls), not a timeout and not an out-of-memory", True,
+                    [f"Which fact decides: the library behind {at} — its version against the driver, the GPU and the "
+                     "torch build (an extension built for another version crashes this way); run once with the "
+                     "library's debug output (NCCL_DEBUG=INFO for NCCL) to see the last step before the crash.",
+                     *generic])
         return f"a process died of {sig or 'a signal'}", False, generic
     if cls == "process_exit":
         code = row.get("code")
         return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,
                 generic)
     if etype:
-        return f"{etype}: {emsg[:200]}" if emsg else f"{etype} was raised", bool(emsg), generic
+        site = crash_site(row.get("text") or "")
+        if emsg:
+            return f"{etype}: {emsg[:200]}" + (f" ({site_where(site)})" if site else ""), True, generic
+        # an exception without a message still says what failed when the frames say where it was raised
+        return (f"{etype} was raised {site_where(site)}" if site else f"{etype} was raised"), site is not None, generic
     return (str(a.get("message") or row.get("text") or cls or "a failure").strip().splitlines() or ["a failure"])[0][:200], \
         False, generic
