@@ -71,6 +71,8 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
+    "arch_unsupported": "the GPU's architecture cannot run a kernel or data type that was asked for",
+    "abi_mismatch": "a compiled extension does not match the library it was loaded against (undefined symbol)",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
@@ -151,6 +153,24 @@ _NO_DEVICE = re.compile(
     r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
+#: a kernel or data type this GPU's architecture cannot run: Triton's fp8 check (triton
+#: python/triton/language/core.py (3.0+) ``dtype.to_ir``: ``type {dtype} not supported in this architecture. The
+#: supported fp8 dtypes are {…}``; triton python/triton/language/semantic.py (2.1) ``fp8e4nv data type is not supported
+#: on CUDA arch < 89``), the CUDA runtime's ``no kernel image is available for execution on the device``
+#: (``cudaErrorNoKernelImageForDevice``, 209, through failure_messages.md §2.1's ``CUDA error: {str}``: the binary holds
+#: no code for this compute capability), and an attention kernel's own architecture check (flash-attention
+#: flash_attn/cute/interface.py (FA4, 2025+): ``FP8 is only supported on SM100 (compute capability 10.x) for FA4 CuTe``)
+_ARCH_UNSUPPORTED = re.compile(
+    r"type fp8\w{0,6} not supported in this architecture|fp8\w{0,6} data type is not supported on CUDA arch < ?(\d+)|"
+    r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
+    r"only supported on SM ?(\d+) \(compute capability [\d.x]+\)"
+)
+#: dlopen(3)'s error for a shared object that needs a symbol no loaded library defines (``ImportError: {path}.so:
+#: undefined symbol: {name}``): the extension was built against another version of the library that should define
+#: it; its mangled namespace names that library (``c10``/``at``/``torch``: PyTorch; ``cu…``: the CUDA driver API)
+_UNDEFINED_SYMBOL = re.compile(r"([\w./+-]{0,400}?[\w.+-]{1,200}\.so)[\w.]{0,20}: undefined symbol: (\S{1,300})")
+#: the installed package a shared object belongs to (``…/site-packages/{package}/…``)
+_PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([\w.-]{1,100})/")
 # §7 (kernel-library workspaces: FlashInfer, Triton, Inductor)
 _WORKSPACE = re.compile(
     r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
@@ -447,7 +467,8 @@ _TRIGGER = re.compile(
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
-    r"device handle|No devices"
+    r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
+    r"only supported on SM|undefined symbol"
 )
 
 
@@ -597,6 +618,14 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if (arch := _ARCH_UNSUPPORTED.search(head)) is not None:
+        need = arch.group(1) or arch.group(2)
+        return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120],
+                               "min_arch": _int(need) if need else None, "message": msg[:2000]}
+    if (sym := _UNDEFINED_SYMBOL.search(head)) is not None:
+        pkg = _PACKAGE_DIR.search(sym.group(1))
+        return "failure", {}, {"failure": "abi_mismatch", "object": sym.group(1).rsplit("/", 1)[-1],
+                               "package": pkg.group(1) if pkg else None, "symbol": sym.group(2), "message": msg[:2000]}
     if (smi := smi_failure(head)) is not None:
         # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
         return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
