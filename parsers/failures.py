@@ -71,6 +71,7 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
+    "device_assert": "a CUDA kernel's device-side assertion failed (an index out of range): the context is dead",
     "arch_unsupported": "the GPU's architecture cannot run a kernel or data type that was asked for",
     "abi_mismatch": "a compiled extension does not match the library it was loaded against (undefined symbol)",
 }
@@ -153,6 +154,12 @@ _NO_DEVICE = re.compile(
     r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
+#: a kernel's device-side assertion: the device printf of ``CUDA_KERNEL_ASSERT`` (pytorch c10/macros/Macros.h (1.x–2.x):
+#: ``{file}.cu:{line}: {func}: block: [x,y,z], thread: [x,y,z] Assertion `{cond}` failed.``) and the runtime error it
+#: leaves, ``CUDA error: device-side assert triggered`` (``cudaErrorAssert``, 710; failure_messages.md §2.1's template,
+#: whose ``TORCH_USE_CUDA_DSA`` line is about these assertions)
+_DEVICE_ASSERT = re.compile(r"\.cuh?:\d+: [\w()<>~:]{1,100}: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion .{1,300} failed|"
+                            r"device-side assert triggered|cudaErrorAssert\b")
 #: a kernel or data type this GPU's architecture cannot run: Triton's fp8 check (triton
 #: python/triton/language/core.py (3.0+) ``dtype.to_ir``: ``type {dtype} not supported in this architecture. The
 #: supported fp8 dtypes are {…}``; triton python/triton/language/semantic.py (2.1) ``fp8e4nv data type is not supported
@@ -468,7 +475,7 @@ _TRIGGER = re.compile(
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
-    r"only supported on SM|undefined symbol"
+    r"only supported on SM|undefined symbol|Assertion|assert triggered"
 )
 
 
@@ -618,6 +625,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if _DEVICE_ASSERT.search(head):
+        return "failure", {}, {"failure": "device_assert", "message": msg[:2000]}
     if (arch := _ARCH_UNSUPPORTED.search(head)) is not None:
         need = arch.group(1) or arch.group(2)
         return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120],

@@ -178,7 +178,7 @@ _EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:E
 
 
 #: failures that name a cause other than memory: a GPU fault (Xid, an illegal address, ECC) or a collective's error
-_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "device_assert", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
                               "nccl_error", "collective_timeout", "signal"})
 
 

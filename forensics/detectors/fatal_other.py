@@ -43,7 +43,7 @@ FATAL_KINDS = (
 )
 #: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
 FATAL_CLASSES = frozenset({
-    "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+    "exception", "traceback_cut", "illegal_memory_access", "device_assert", "arch_unsupported", "abi_mismatch", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
     "host_register_refused", "peer_exited",
@@ -431,6 +431,12 @@ _CLASS_WORDS = {
                               ["A software fault in a kernel (attention backend, custom op), not memory pressure: try "
                                "another --attention-backend or --disable-cuda-graph to isolate it; check dmesg for Xid "
                                "13/31/43 on the same GPU; report it with the engine and driver versions."]),
+    "device_assert": ("a CUDA kernel's device-side assertion failed (an index or size out of the range it checks): "
+                      "the CUDA context is dead and every later error on that rank follows from it",
+                      ["A software or configuration fault, not memory: the assertion names the kernel and the "
+                       "condition. An index past a table's end is often token ids outside the vocabulary (a draft "
+                       "model or tokenizer that does not match the target, a bad request's ids) — check that first; "
+                       "rerun with CUDA_LAUNCH_BLOCKING=1 to get the Python frame of the kernel that asserted."]),
     "ecc_error": ("the GPU reported an uncorrectable ECC error", ["Check `nvidia-smi -q -d ECC,PAGE_RETIREMENT` and dmesg for "
                                                                   "Xid 48/63/64/94/95; drain the GPU and reset it."]),
     "nvlink_error": ("an uncorrectable NVLink error", ["`nvidia-smi nvlink -s` and dmesg Xid 74; drain the node."]),
@@ -464,6 +470,8 @@ _CLASS_WORDS = {
 }
 
 
+#: the kernel and the condition of a device-side assertion (parsers/failures.py ``device_assert``)
+_DEVICE_ASSERT_AT = re.compile(r": ([\w()<>~]{1,100}): block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `([^`]{1,200})` failed")
 #: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
 #: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
 #: remote=[host]:port)``)
@@ -497,6 +505,9 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                 f"to this rank (its socket read end-of-file): {_PEER_EXIT_WHY}"), True, [*acts, *generic]
     if (refused := _refusal_words(a)) is not None:
         return refused[0], True, [*refused[1], *generic]
+    if cls == "device_assert" and (da := _DEVICE_ASSERT_AT.search(str(a.get("message") or ""))) is not None:
+        words, acts = _CLASS_WORDS[cls]
+        return f"{words} — {da.group(1)}: `{da.group(2)}`", True, [*acts, *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
