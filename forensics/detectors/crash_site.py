@@ -98,8 +98,10 @@ def outside_forward(site: CrashSite) -> str | None:
         return ("it was in the model's forward pass: the exception line decides between a CUDA out of memory outside "
                 "the static pool and a kernel fault")
     if site.call is not None and not _TOWARD_FORWARD.search(site.call):
-        return ("it never entered the model's forward pass (batch building, a request's grammar or input, the "
-                "scheduler's own bookkeeping): not the forward pass running out of GPU memory")
+        return ("it never entered the model's forward pass: not the forward pass running out of GPU memory (the "
+                "allocator fails where it allocates) — batch building, a request's grammar or input, the scheduler's "
+                "own bookkeeping, or a kernel fault of an earlier step that CUDA reports late (kernel faults are "
+                "reported asynchronously, at the next synchronisation)")
     return ("that call is on the way into the forward pass, before the frames say whether the model was "
             "running: the exception line decides between a failure of the forward pass (a CUDA out of memory, a "
             "kernel fault) and one of the scheduler's own")

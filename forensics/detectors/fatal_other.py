@@ -29,6 +29,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
+from parsers.failures import classify
 
 from ._common import make_finding, tag_run
 from .crash_site import COMPONENTS, crash_site, outside_forward
@@ -221,6 +222,14 @@ def _exception_words(row: Row) -> tuple[str | None, bool]:
     return f"{who} raised an exception{where}", False
 
 
+def _exception_class(a: dict) -> str | None:
+    """The failure class of a traceback's exception line (parsers.failures.classify), when it has one."""
+    if not a.get("exception_type"):
+        return None
+    found = classify(f"{a['exception_type']}: {str(a.get('exception_message') or '')[:2000]}")
+    return found[2].get("failure") if found and found[0] == "failure" else None
+
+
 def _who(component: object, text: str) -> str:
     """The process that raised, in words (sglang_formats.md §7), from the row's component or the header line."""
     site = crash_site(text)
@@ -273,7 +282,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         words, said = _exception_words(row)
         if (refused := _refusal_words(a)) is not None:
             return f"{words} — {refused[0]}", said, [*refused[1], *generic]
-        told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
+        # a class the engine's parser read in its message, or the exception line's own (failure_messages.md §2.2)
+        told = _CLASS_WORDS.get(str(a.get("failure") or "")) or _CLASS_WORDS.get(_exception_class(a) or "")
         return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
     if kind == "cuda_graph_failed":
         return (f"CUDA-graph capture failed: {str(a.get('message') or '').strip()[:200]}", True,
