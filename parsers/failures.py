@@ -106,6 +106,7 @@ _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 # §2.1 (the frames say which allocation failed)
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
+_CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
@@ -862,6 +863,13 @@ def parse(text: str, path: str = "", command: str | None = None,
     recognized = 0
     loose_frames: list[tuple[str, str]] = []
     loose = [-1, -1]  # first and last line of the frames pasted without their header
+    last_frame = [-10]  # the line of the last loose frame
+
+    def under_frame(k: int) -> bool:
+        """A line that belongs to the loose frames: a frame's source line (indented as CPython prints it, or the
+        line right after the frame where a paste lost the indentation), a caret line, or a blank line."""
+        line = lines[k]
+        return line[:1].isspace() or not line.strip() or bool(_CARETS.match(line)) or last_frame[0] >= k - 2
 
     def flush_loose() -> None:
         """Frames whose header and message were both cut: a traceback all the same, when there are several."""
@@ -897,7 +905,7 @@ def parse(text: str, path: str = "", command: str | None = None,
         else:
             trigger = maybe[i] if maybe is not None else _TRIGGER.search(lines[i])
         if not trigger:
-            if loose_frames and lines[i][:1].isspace():
+            if loose_frames and under_frame(i):
                 loose[1] = i  # the source line shown under a frame
             else:
                 flush_loose()
@@ -941,11 +949,11 @@ def parse(text: str, path: str = "", command: str | None = None,
             if not loose_frames:
                 loose[0] = i
             loose_frames.append((fm.group(1), fm.group(2)))
-            loose[1] = i
+            loose[1] = last_frame[0] = i
             i += 1
             continue
         found = classify(msg)
-        if found is None and loose_frames and lines[i][:1].isspace():
+        if found is None and loose_frames and under_frame(i):
             loose[1] = i  # the source line shown under a frame
             i += 1
             continue

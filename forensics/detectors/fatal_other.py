@@ -558,7 +558,13 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
         site = crash_site(row.get("text") or "")
         if emsg:
             return f"{etype}: {emsg[:200]}" + (f" ({site_where(site)})" if site else ""), True, generic
-        # an exception without a message still says what failed when the frames say where it was raised
-        return (f"{etype} was raised {site_where(site)}" if site else f"{etype} was raised"), site is not None, generic
+        # an exception without a message still says what failed when the frames say where it was raised (its own
+        # traceback's, or the frames pasted above it without their header: parsers.failures ``innermost_frame``)
+        if site is not None:
+            return f"{etype} was raised {site_where(site)}", True, generic
+        if (frame := str(a.get("innermost_frame") or "")) and ":" in frame:
+            file, func = frame.rsplit(":", 1)
+            return f"{etype} was raised in {func} ({file})", True, generic
+        return f"{etype} was raised", False, generic
     return (str(a.get("message") or row.get("text") or cls or "a failure").strip().splitlines() or ["a failure"])[0][:200], \
         False, generic
