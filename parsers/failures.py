@@ -869,6 +869,8 @@ def parse(text: str, path: str = "", command: str | None = None,
         """A line that belongs to the loose frames: a frame's source line (indented as CPython prints it, or the
         line right after the frame where a paste lost the indentation), a caret line, or a blank line."""
         line = lines[k]
+        if is_elision(line.strip()):
+            return False  # the paste's own cut: the frames end there
         return line[:1].isspace() or not line.strip() or bool(_CARETS.match(line)) or last_frame[0] >= k - 2
 
     def flush_loose() -> None:
@@ -906,7 +908,8 @@ def parse(text: str, path: str = "", command: str | None = None,
             trigger = maybe[i] if maybe is not None else _TRIGGER.search(lines[i])
         if not trigger:
             if loose_frames and under_frame(i):
-                loose[1] = i  # the source line shown under a frame
+                if lines[i].strip():
+                    loose[1] = i  # the source line shown under a frame (a blank line does not extend it)
             else:
                 flush_loose()
             i += 1
