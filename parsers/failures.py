@@ -71,6 +71,9 @@ CLASSES = {
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
     "startup_failed": "a server or worker failed during start-up",
+    "device_assert": "a CUDA kernel's device-side assertion failed (an index out of range): the context is dead",
+    "arch_unsupported": "the GPU's architecture cannot run a kernel or data type that was asked for",
+    "abi_mismatch": "a compiled extension does not match the library it was loaded against (undefined symbol)",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
@@ -103,6 +106,7 @@ _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 # §2.1 (the frames say which allocation failed)
 _ALLOCATION = re.compile(r"torch\.(?:empty|zeros|ones|full|randn?)(?:_like)?\(|\.cuda\(\)|\.to\([^)]*cuda|"
                          r"torch\.cuda\.(?:caching_allocator|mem_get_info)|\balloc(?:ate)?\w*\(")
+_CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
@@ -153,6 +157,30 @@ _NO_DEVICE = re.compile(
     r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable|"
     r"CUDA driver version is insufficient|Found no NVIDIA driver|NVIDIA driver on your system is too old"
 )
+#: a kernel's device-side assertion: the device printf of ``CUDA_KERNEL_ASSERT`` (pytorch c10/macros/Macros.h (1.x–2.x):
+#: ``{file}.cu:{line}: {func}: block: [x,y,z], thread: [x,y,z] Assertion `{cond}` failed.``) and the runtime error it
+#: leaves, ``CUDA error: device-side assert triggered`` (``cudaErrorAssert``, 710; failure_messages.md §2.1's template,
+#: whose ``TORCH_USE_CUDA_DSA`` line is about these assertions)
+_DEVICE_ASSERT = re.compile(r"\.cuh?:\d+: [\w()<>~:]{1,100}: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion .{1,300} failed|"
+                            r"device-side assert triggered|cudaErrorAssert\b")
+#: a kernel or data type this GPU's architecture cannot run: Triton's fp8 check (triton
+#: python/triton/language/core.py (3.0+) ``dtype.to_ir``: ``type {dtype} not supported in this architecture. The
+#: supported fp8 dtypes are {…}``; triton python/triton/language/semantic.py (2.1) ``fp8e4nv data type is not supported
+#: on CUDA arch < 89``), the CUDA runtime's ``no kernel image is available for execution on the device``
+#: (``cudaErrorNoKernelImageForDevice``, 209, through failure_messages.md §2.1's ``CUDA error: {str}``: the binary holds
+#: no code for this compute capability), and an attention kernel's own architecture check (flash-attention
+#: flash_attn/cute/interface.py (FA4, 2025+): ``FP8 is only supported on SM100 (compute capability 10.x) for FA4 CuTe``)
+_ARCH_UNSUPPORTED = re.compile(
+    r"type fp8\w{0,6} not supported in this architecture|fp8\w{0,6} data type is not supported on CUDA arch < ?(\d+)|"
+    r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
+    r"only supported on SM ?(\d+) \(compute capability [\d.x]+\)"
+)
+#: dlopen(3)'s error for a shared object that needs a symbol no loaded library defines (``ImportError: {path}.so:
+#: undefined symbol: {name}``): the extension was built against another version of the library that should define
+#: it; its mangled namespace names that library (``c10``/``at``/``torch``: PyTorch; ``cu…``: the CUDA driver API)
+_UNDEFINED_SYMBOL = re.compile(r"([\w./+-]{0,400}?[\w.+-]{1,200}\.so)[\w.]{0,20}: undefined symbol: (\S{1,300})")
+#: the installed package a shared object belongs to (``…/site-packages/{package}/…``)
+_PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([\w.-]{1,100})/")
 # §7 (kernel-library workspaces: FlashInfer, Triton, Inductor)
 _WORKSPACE = re.compile(
     r"AlignedAl\w{0,4}tor|Out of workspace memory|workspace_buffer too small|insufficient workspace|workspace to the [\w-]+ .*too small|"
@@ -456,7 +484,8 @@ _TRIGGER = re.compile(
     r"SIG|OOM|oom|shm|Bus error|Segmentation|Aborted|terminate|refused|exceeds|longer than|maximum context|too long|"
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
-    r"device handle|No devices"
+    r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
+    r"only supported on SM|undefined symbol|Assertion|assert triggered"
 )
 
 
@@ -611,6 +640,16 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "nvlink_error", "message": msg[:2000]}
     if _LAUNCH.search(head):
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
+    if _DEVICE_ASSERT.search(head):
+        return "failure", {}, {"failure": "device_assert", "message": msg[:2000]}
+    if (arch := _ARCH_UNSUPPORTED.search(head)) is not None:
+        need = arch.group(1) or arch.group(2)
+        return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120],
+                               "min_arch": _int(need) if need else None, "message": msg[:2000]}
+    if (sym := _UNDEFINED_SYMBOL.search(head)) is not None:
+        pkg = _PACKAGE_DIR.search(sym.group(1))
+        return "failure", {}, {"failure": "abi_mismatch", "object": sym.group(1).rsplit("/", 1)[-1],
+                               "package": pkg.group(1) if pkg else None, "symbol": sym.group(2), "message": msg[:2000]}
     if (smi := smi_failure(head)) is not None:
         # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
         return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
@@ -800,6 +839,60 @@ def stage_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return _during(frames)
 
 
+#: frames that run the model itself: a ``forward``/``forward_*`` function (SGLang's
+#: ``tp_worker.forward_batch_generation`` → ``model_runner.forward`` → ``forward_extend``/``forward_decode``, the
+#: speculative workers' ``forward_batch_speculative_generation``, the overlap scheduler's model thread
+#: ``forward_thread_func``, 0.1-0.3's ``forward_step``/``forward_decode_batch``), sampling, a graph's ``replay``, vLLM's
+#: ``execute_model``; or a file of the model, its layers or the kernel libraries they call: sglang
+#: python/sglang/srt/managers/tp_worker.py (0.4–0.5.x), sglang python/sglang/srt/model_executor/model_runner.py
+#: (0.2–0.5.x), sglang python/sglang/srt/managers/tp_worker_overlap_thread.py (0.4.0–0.5.3), vllm
+#: vllm/v1/worker/gpu_model_runner.py (0.8+)
+_MODEL_FORWARD = re.compile(r"/(?:model_executor|models|layers|flashinfer|sgl_kernel|deep_gemm)/|/worker/\w*model_runner")
+_MODEL_FORWARD_FUNCS = re.compile(r"^(?:forward(?:_\w+)?|execute_model|replay|sample)$")
+
+
+def reaches_model_forward(frames: list[tuple[str, str]]) -> bool:
+    """Whether a traceback's frames reach the model's forward pass, not only the scheduler's loop around it.
+
+    A scheduler's traceback always passes ``event_loop_*`` and often ``run_batch``; what fails in batch building, a
+    grammar, a detokenizer or a request's bookkeeping never enters the model, and cannot be its activations' OOM.
+
+    >>> reaches_model_forward([("x/managers/scheduler.py", "event_loop_overlap"),
+    ...                        ("x/managers/scheduler.py", "get_next_batch_to_run")])
+    False
+    >>> reaches_model_forward([("x/managers/scheduler.py", "run_batch"), ("x/managers/tp_worker.py",
+    ...                        "forward_batch_generation")])
+    True
+    """
+    return any(_MODEL_FORWARD.search(path) or _MODEL_FORWARD_FUNCS.match(fn) for path, fn in frames)
+
+
+#: CPython faulthandler's dump after ``Fatal Python error: …`` (failure_messages.md §5.2): ``Current thread 0x…
+#: (most recent call first):`` then ``  File "…", line N in func`` — no comma before ``in``; concurrent ranks' dumps
+#: interleave, so the file and function are read apart
+_FAULT_THREAD = re.compile(r"(?:Current|Thread) (?:thread )?0x[0-9a-f]+")
+_FAULT_FUNC = re.compile(r"line \d+ in (\w+)")
+_FAULT_FILE = re.compile(r"([\w.-]{1,100}\.py)\b")
+
+
+def crashed_frame(after: list[str]) -> dict[str, str]:
+    """The innermost frame of the faulthandler dump in the lines after ``Fatal Python error``: ``crashed_in`` (the
+    function, when legible) and ``crashed_file``.
+
+    >>> crashed_frame(["", "Current thread 0x00007f48 (most recent call first):",
+    ...                '  File "/x/pynccl_wrapper.py", line 351 in ncclCommInitRank'])
+    {'crashed_file': 'pynccl_wrapper.py', 'crashed_in': 'ncclCommInitRank'}
+    """
+    for k, line in enumerate(after):
+        if _FAULT_THREAD.search(line):
+            for frame in after[k + 1:k + 4]:
+                if (file := _FAULT_FILE.search(frame)) is not None:
+                    func = _FAULT_FUNC.search(frame)
+                    return {"crashed_file": file.group(1), **({"crashed_in": func.group(1)} if func else {})}
+            break
+    return {}
+
+
 def stops_at_allocation(text: str) -> bool:
     """Whether a traceback's last lines allocate device memory (``torch.empty(``, ``.cuda()``, an ``alloc…(`` call).
 
@@ -826,6 +919,15 @@ def parse(text: str, path: str = "", command: str | None = None,
     recognized = 0
     loose_frames: list[tuple[str, str]] = []
     loose = [-1, -1]  # first and last line of the frames pasted without their header
+    last_frame = [-10]  # the line of the last loose frame
+
+    def under_frame(k: int) -> bool:
+        """A line that belongs to the loose frames: a frame's source line (indented as CPython prints it, or the
+        line right after the frame where a paste lost the indentation), a caret line, or a blank line."""
+        line = lines[k]
+        if is_elision(line.strip()):
+            return False  # the paste's own cut: the frames end there
+        return line[:1].isspace() or not line.strip() or bool(_CARETS.match(line)) or last_frame[0] >= k - 2
 
     def flush_loose() -> None:
         """Frames whose header and message were both cut: a traceback all the same, when there are several."""
@@ -861,8 +963,9 @@ def parse(text: str, path: str = "", command: str | None = None,
         else:
             trigger = maybe[i] if maybe is not None else _TRIGGER.search(lines[i])
         if not trigger:
-            if loose_frames and lines[i][:1].isspace():
-                loose[1] = i  # the source line shown under a frame
+            if loose_frames and under_frame(i):
+                if lines[i].strip():
+                    loose[1] = i  # the source line shown under a frame (a blank line does not extend it)
             elif loose_frames and is_elision(strip_prefix(lines[i])):
                 pass  # a cut mark between the frames and their error keeps them open, without joining the span
             else:
@@ -907,11 +1010,11 @@ def parse(text: str, path: str = "", command: str | None = None,
             if not loose_frames:
                 loose[0] = i
             loose_frames.append((fm.group(1), fm.group(2)))
-            loose[1] = i
+            loose[1] = last_frame[0] = i
             i += 1
             continue
         found = classify(msg)
-        if found is None and loose_frames and lines[i][:1].isspace():
+        if found is None and loose_frames and under_frame(i):
             loose[1] = i  # the source line shown under a frame
             i += 1
             continue
@@ -952,6 +1055,9 @@ def parse(text: str, path: str = "", command: str | None = None,
                     and (rm := _RAY_MEM.search(lines[end + 1][:20000])) is not None:
                 cols = {**cols, "used_bytes": round(float(rm.group(1)) * GIB), "total_bytes": round(float(rm.group(2)) * GIB)}
                 end += 1
+            # the frame a faulthandler dump names first (most recent call first): where the native crash happened
+            if attrs.get("failure") == "signal" and "Fatal Python error" in lines[i]:
+                attrs.update(crashed_frame(lines[i + 1:i + 8]))
             # the rss figures of a kill report pasted on lines of their own
             while attrs.get("failure") == "oom_killed" and end + 1 < n and _RSS.search(lines[end + 1]) \
                     and classify(strip_prefix(lines[end + 1])) is None:

@@ -21,6 +21,7 @@ from forensics.model import Finding, Timeline
 
 from . import (
     _prose,
+    build_compat,
     context_sizing,
     crash_requests,
     cuda_graph_headroom,
@@ -88,6 +89,7 @@ DETECTORS = (
     vllm_ray_placement,
     recorded_history,
     gpu_driver,
+    build_compat,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:

@@ -26,7 +26,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.elision import is_elision
-from parsers.failures import stage_of_frames, stops_at_allocation
+from parsers.failures import reaches_model_forward, stage_of_frames, stops_at_allocation
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
@@ -249,7 +249,7 @@ _EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:E
 
 
 #: failures that name a cause other than memory: a GPU fault (Xid, an illegal address, ECC) or a collective's error
-_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+_NAMED_ELSEWHERE = frozenset({"illegal_memory_access", "device_assert", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
                               "nccl_error", "collective_timeout", "signal"})
 
 
@@ -265,13 +265,16 @@ def lost_message_stage(row: Row) -> str | None:
     The frames still say where it failed (failure_messages.md §2.2: "look at the frames"): inside CUDA-graph
     capture, or in the forward pass of a batch being served. At those two places the failure a worker's traceback
     most often ends in is the allocator's OOM, in memory outside the static pool; the finding says the message is
-    missing and which line would decide. None when the message is there or nothing places it.
+    missing and which line would decide. None when the message is there or nothing places it — and for a traceback
+    whose frames never reach the model (``parsers.failures.reaches_model_forward``): a scheduler's loop, a grammar or
+    the detokenizer failing is not the forward pass's memory, and SGL-RUN-001 says where it stopped instead.
     """
     a = attrs(row)
     if row.get("kind") == "failure":
         if a.get("failure") != "traceback_cut":
             return None
         stage, text, at_alloc = a.get("during"), row.get("text") or "", bool(a.get("stops_at_allocation"))
+        frames = _FRAME_RE.findall(text)
     elif row.get("kind") == "scheduler_exception":
         text = row.get("text") or ""
         frames = _FRAME_RE.findall(text)
@@ -286,6 +289,10 @@ def lost_message_stage(row: Row) -> str | None:
     # capture fails for reasons of its own (a backend's plan, a stream-capture error: failure_messages.md §2.2):
     # there the cut must stop where memory was being allocated
     if stage == "graph_capture" and not at_alloc:
+        return None
+    # a traceback that never entered the model (batch building, a grammar, the detokenizer) says nothing about the
+    # memory of its forward pass: what failed there is not known, and SGL-RUN-001 says so
+    if stage == "forward" and not reaches_model_forward(frames):
         return None
     return stage
 

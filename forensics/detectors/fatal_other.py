@@ -31,8 +31,11 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
+from parsers.failures import classify
 
 from ._common import make_finding, tag_run
+from .crash_site import COMPONENTS, crash_site, outside_forward
+from .crash_site import where as site_where
 
 #: What counts as the server dying, most telling first (the first kind present leads the finding).
 FATAL_KINDS = (
@@ -43,7 +46,7 @@ FATAL_KINDS = (
 )
 #: ``failure`` classes (parsers.failures) that say a process or the server died, not a refused request
 FATAL_CLASSES = frozenset({
-    "exception", "traceback_cut", "illegal_memory_access", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
+    "exception", "traceback_cut", "illegal_memory_access", "device_assert", "arch_unsupported", "abi_mismatch", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
     "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
     "host_register_refused", "peer_exited",
@@ -100,7 +103,9 @@ def _is_fatal(row: Row) -> bool:
 def _lead_key(row: Row) -> tuple:
     """Most telling first, then earliest: a failure that names what broke leads a bare teardown line."""
     kind = row["kind"]
-    generic = kind in ("sigquit", "health_check_failed") or (kind == "failure" and failure_class(row) not in _TELLING) \
+    told_where = failure_class(row) == "signal" and bool(attrs(row).get("crashed_file"))  # a faulthandler dump
+    generic = kind in ("sigquit", "health_check_failed") \
+        or (kind == "failure" and failure_class(row) not in _TELLING and not told_where) \
         or (kind == "scheduler_exception" and not attrs(row).get("exception_type"))
     ts = row.get("ts")
     return (generic, ts.timestamp() if hasattr(ts, "timestamp") else float("inf"), FATAL_KINDS.index(kind),
@@ -210,13 +215,30 @@ def _exception_words(row: Row) -> tuple[str | None, bool]:
     text = row.get("text") or ""
     during_init = "Scheduler(" in text or "__init__" in text
     where = " during start-up" if during_init else ""
+    who = _who(a.get("component"), text)
     if etype:
-        return f"a scheduler raised {etype}{where}: {str(emsg or '').strip()[:200]}", True
-    frame = innermost_frame(text)
-    if frame:
-        return (f"a scheduler raised an exception{where}; the traceback is cut before its message (innermost frame: "
-                f"{frame[1]} in {frame[0]})"), False
-    return f"a scheduler raised an exception{where}", False
+        return f"{who} raised {etype}{where}: {str(emsg or '').strip()[:200]}", True
+    site = crash_site(text)
+    if site is not None:
+        ruled_out = outside_forward(site)
+        return (f"{who} raised an exception{where}; the traceback is cut before its exception line — it stopped "
+                f"{site_where(site)}" + (f"; {ruled_out}" if ruled_out else "")), False
+    return f"{who} raised an exception{where}", False
+
+
+def _exception_class(a: dict) -> str | None:
+    """The failure class of a traceback's exception line (parsers.failures.classify), when it has one."""
+    if not a.get("exception_type"):
+        return None
+    found = classify(f"{a['exception_type']}: {str(a.get('exception_message') or '')[:2000]}")
+    return found[2].get("failure") if found and found[0] == "failure" else None
+
+
+def _who(component: object, text: str) -> str:
+    """The process that raised, in words (sglang_formats.md §7), from the row's component or the header line."""
+    site = crash_site(text)
+    name = component if isinstance(component, str) and component in COMPONENTS else (site.component if site else None)
+    return COMPONENTS.get(name or "", "a scheduler")
 
 
 def _words(row: Row) -> tuple[str, bool, list[str]]:
@@ -264,8 +286,9 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         words, said = _exception_words(row)
         if (refused := _refusal_words(a)) is not None:
             return f"{words} — {refused[0]}", said, [*refused[1], *generic]
-        told = _CLASS_WORDS.get(str(a.get("failure") or ""))  # a class the engine's parser read in its message
-        return words, said, [*(told[1] if told else []), *generic]
+        # a class the engine's parser read in its message, or the exception line's own (failure_messages.md §2.2)
+        told = _CLASS_WORDS.get(str(a.get("failure") or "")) or _CLASS_WORDS.get(_exception_class(a) or "")
+        return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
     if kind == "cuda_graph_failed":
         said = str(a.get("message") or "").strip()[:200]
         return ((f"CUDA-graph capture failed: {said}" if said else
@@ -413,10 +436,11 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
     if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
         words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
     if not said and run is not None and reached is not None and in_dist_init(reached) \
-            and len({rank_of(r) for r in run if rank_of(r) is not None}) > 1:
+            and len({rank_of(r) for r in run if rank_of(r) is not None}) > 1 \
+            and not any(native_crash(r) for r in fatal):
         return _died_in_dist_init(lead, fatal, reached)
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
-              + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
+              + ("" if said else f"; the input does not say what failed ({_missing(lead)})"
                  + (f" — its exception line would decide which of the failures of {reached.stage} it was "
                     f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
@@ -433,6 +457,22 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
                  "failure_kinds": sorted({r["kind"] for r in fatal})},
         actions=actions,
     )
+
+
+def _missing(lead: Row) -> str:
+    """What the input lacks that would say what failed, for a death it does not explain."""
+    if lead.get("kind") in ("scheduler_exception", "exception") or failure_class(lead) == "traceback_cut":
+        return "the traceback is cut before its exception line"
+    if lead.get("kind") in ("sigquit", "rank_dead", "subprocess_crashed") or failure_class(lead) in (
+            "signal", "process_exit"):
+        return "only the teardown lines are in the input, not the first failing process's traceback"
+    return "a line without the traceback or log around it"
+
+
+def native_crash(row: Row) -> bool:
+    """A process that crashed (SIGSEGV, SIGBUS, SIGABRT: failure_messages.md §5.1) rather than waited or was killed:
+    at distributed initialisation that is the library crashing, not a connection that never completed."""
+    return failure_class(row) == "signal" and attrs(row).get("signal") in ("Segmentation fault", "Bus error", "Aborted")
 
 
 #: the stages of distributed initialisation (forensics/facts/stages.py): from ``Init torch distributed begin``
@@ -472,6 +512,8 @@ def _died_in_dist_init(lead: Row, fatal: list[Row], reached) -> Finding:
     )
 
 
+_FIND_FULL_TRACEBACK = ("Which fact decides: the exception line that follows the last frame — the whole traceback, in "
+                        "the same process's log (`docker logs`, the launcher's stdout) — names the error.")
 #: what an end-of-file from a peer means (parsers/failures.py ``peer_exited``)
 _PEER_EXIT_WHY = ("the process at the other end — another rank, or the TCPStore's host (rank 0's node, the launcher) — "
                   "had exited, so this rank's failure is a consequence of that exit, and why it exited is not in the "
@@ -482,6 +524,12 @@ _CLASS_WORDS = {
                               ["A software fault in a kernel (attention backend, custom op), not memory pressure: try "
                                "another --attention-backend or --disable-cuda-graph to isolate it; check dmesg for Xid "
                                "13/31/43 on the same GPU; report it with the engine and driver versions."]),
+    "device_assert": ("a CUDA kernel's device-side assertion failed (an index or size out of the range it checks): "
+                      "the CUDA context is dead and every later error on that rank follows from it",
+                      ["A software or configuration fault, not memory: the assertion names the kernel and the "
+                       "condition. An index past a table's end is often token ids outside the vocabulary (a draft "
+                       "model or tokenizer that does not match the target, a bad request's ids) — check that first; "
+                       "rerun with CUDA_LAUNCH_BLOCKING=1 to get the Python frame of the kernel that asserted."]),
     "ecc_error": ("the GPU reported an uncorrectable ECC error", ["Check `nvidia-smi -q -d ECC,PAGE_RETIREMENT` and dmesg for "
                                                                   "Xid 48/63/64/94/95; drain the GPU and reset it."]),
     "nvlink_error": ("an uncorrectable NVLink error", ["`nvidia-smi nvlink -s` and dmesg Xid 74; drain the node."]),
@@ -515,6 +563,8 @@ _CLASS_WORDS = {
 }
 
 
+#: the kernel and the condition of a device-side assertion (parsers/failures.py ``device_assert``)
+_DEVICE_ASSERT_AT = re.compile(r": ([\w()<>~]{1,100}): block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `([^`]{1,200})` failed")
 #: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
 #: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,
 #: remote=[host]:port)``)
@@ -548,14 +598,23 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                 f"to this rank (its socket read end-of-file): {_PEER_EXIT_WHY}"), True, [*acts, *generic]
     if (refused := _refusal_words(a)) is not None:
         return refused[0], True, [*refused[1], *generic]
+    if cls == "device_assert" and (da := _DEVICE_ASSERT_AT.search(str(a.get("message") or ""))) is not None:
+        words, acts = _CLASS_WORDS[cls]
+        return f"{words} — {da.group(1)}: `{da.group(2)}`", True, [*acts, *generic]
     if cls in _CLASS_WORDS:
         words, acts = _CLASS_WORDS[cls]
         return words, True, [*acts, *generic]
     if cls == "traceback_cut":
+        site = crash_site(row.get("text") or "")
+        if site is not None:
+            ruled_out = outside_forward(site)
+            who = COMPONENTS.get(site.component or "", "a process")
+            return (f"{who} raised an exception and the traceback is cut before its exception line — it stopped "
+                    f"{site_where(site)}" + (f"; {ruled_out}" if ruled_out else ""), False,
+                    [_FIND_FULL_TRACEBACK, *generic])
         frame = a.get("innermost_frame")
-        return ("a traceback is cut before its exception line"
-                + (f" (innermost frame: {frame}{', during ' + a['during'] if a.get('during') else ''})" if frame else ""),
-                False, ["Find the full traceback (the line after the last frame names the error).", *generic])
+        return ("a traceback is cut before its exception line" + (f" (innermost frame: {frame})" if frame else ""),
+                False, [_FIND_FULL_TRACEBACK, *generic])
     if cls == "signal":
         sig = a.get("signal")
         if sig == "Killed":  # failure_messages.md §5: SIGKILL proves a kill, not who sent it
@@ -565,12 +624,30 @@ def _failure_words(row: Row, generic: list[str]) -> tuple[str, bool, list[str]]:
                      "the cgroup's oom_kill count (memory.events, `OOMKilled` in docker inspect or the pod's status) "
                      "is host memory — then size the per-rank host pools (HiCache, swap, CPU offload) × ranks to "
                      "the host; without any of them the kill came from a supervisor or the orchestrator.", *generic])
+        if a.get("crashed_file"):  # the faulthandler dump names where the native code crashed
+            at = f"{a['crashed_in']} ({a['crashed_file']})" if a.get("crashed_in") else a["crashed_file"]
+            return (f"a process died of {sig or 'a signal'} in {at}: a crash in native code (the library or kernel "
+                    "extension that frame calls), not a timeout and not an out-of-memory", True,
+                    [f"Which fact decides: the library behind {at} — its version against the driver, the GPU and the "
+                     "torch build (an extension built for another version crashes this way); run once with the "
+                     "library's debug output (NCCL_DEBUG=INFO for NCCL) to see the last step before the crash.",
+                     *generic])
         return f"a process died of {sig or 'a signal'}", False, generic
     if cls == "process_exit":
         code = row.get("code")
         return (f"{a.get('process') or 'a process'} exited" + (f" with code {code}" if code is not None else ""), False,
                 generic)
     if etype:
-        return f"{etype}: {emsg[:200]}" if emsg else f"{etype} was raised", bool(emsg), generic
+        site = crash_site(row.get("text") or "")
+        if emsg:
+            return f"{etype}: {emsg[:200]}" + (f" ({site_where(site)})" if site else ""), True, generic
+        # an exception without a message still says what failed when the frames say where it was raised (its own
+        # traceback's, or the frames pasted above it without their header: parsers.failures ``innermost_frame``)
+        if site is not None:
+            return f"{etype} was raised {site_where(site)}", True, generic
+        if (frame := str(a.get("innermost_frame") or "")) and ":" in frame:
+            file, func = frame.rsplit(":", 1)
+            return f"{etype} was raised in {func} ({file})", True, generic
+        return f"{etype} was raised", False, generic
     return (str(a.get("message") or row.get("text") or cls or "a failure").strip().splitlines() or ["a failure"])[0][:200], \
         False, generic
