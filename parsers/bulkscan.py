@@ -17,10 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 
+from parsers.schema import FIELDS, FIELDS_OF
+
 #: The C side's FX_ABI: a library built from another revision of the source is not used.
-ABI = 2
+ABI = 3
 HERE = Path(__file__).resolve().parent
 LIBRARY = HERE / "_native" / "bulkscan.so"
 SOURCE = HERE / "_native" / "bulkscan.c"
@@ -43,8 +46,19 @@ class _Scan(ctypes.Structure):
         ("text_view", _P), ("attrs_off", _P), ("attrs", _P), ("label_view", _P),
         ("other_line", _P), ("other_start", _P), ("other_end", _P),
         ("n_rows", _I), ("n_other", _I), ("n_lines", _I), ("line0", _I),
+        ("field_spec", _P), ("n_fields", _I), ("field_vals", _P), ("field_valid", _P), ("bm_fields", _P),
     ]
 
+
+#: The typed fields the scanner fills (parsers.schema.FIELDS of the batch and access kinds) and their
+#: letters for the C side; every other field is a column of nulls here.
+_ARROW = {pl.Int64: pa.int64(), pl.Float64: pa.float64(), pl.Boolean: pa.bool_(), pl.Utf8: pa.string()}
+_LETTER = {pl.Int64: "i", pl.Float64: "f", pl.Boolean: "b", pl.Utf8: "s"}
+FILLED = tuple(k for k in FIELDS if k in FIELDS_OF["decode_batch"] | FIELDS_OF["prefill_batch"]
+               | FIELDS_OF["http_access"])
+_SPEC = ctypes.create_string_buffer(b"".join(k.encode() + b"\0" + _LETTER[FIELDS[k]].encode() + b"\0"
+                                             for k in FIELDS) + b"\0")
+FIELDS_TYPE = pa.struct([(k, _ARROW[v]) for k, v in FIELDS.items()])
 
 _lib: ctypes.CDLL | None = None
 _tried = False
@@ -165,8 +179,15 @@ def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, l
         a["text_view"] = bytearray(cap * 16)
         a["label_view"] = bytearray(cap * 16)
         a["attrs"] = bytearray(cap_attrs)
+        a["bm_fields"] = bytearray(bm)
+        vals = {k: bytearray(cap * (16 if FIELDS[k] == pl.Utf8 else 8)) for k in FILLED}
+        valid = {k: bytearray(bm) for k in FILLED}
+        val_ptrs = (ctypes.c_void_p * len(FIELDS))(*[_addr(vals[k]) if k in vals else None for k in FIELDS])
+        valid_ptrs = (ctypes.c_void_p * len(FIELDS))(*[_addr(valid[k]) if k in valid else None for k in FIELDS])
         st = _Scan(buf=base + start, n=n, renames=ctypes.addressof(_renames) if _renames else None,
-                   cap_rows=cap, cap_attrs=cap_attrs, line0=line0, **{k: _addr(v) for k, v in a.items()})
+                   cap_rows=cap, cap_attrs=cap_attrs, line0=line0, field_spec=ctypes.addressof(_SPEC),
+                   n_fields=len(FIELDS), field_vals=ctypes.addressof(val_ptrs),
+                   field_valid=ctypes.addressof(valid_ptrs), **{k: _addr(v) for k, v in a.items()})
         rc = lib.fx_scan(ctypes.byref(st))
         if rc == 0:
             break
@@ -196,6 +217,7 @@ def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, l
         "attrs": pa.Array.from_buffers(pa.large_string(), m, [buf(a["bm_attrs"]), buf(a["attrs_off"]),
                                                               buf(a["attrs"])]),
         "labels": views("label_view", "bm_labels"),
+        "fields": _fields(m, vals, valid, buf(a["bm_fields"]), chunk),
     }
     k = st.n_other
     lines = memoryview(a["other_line"]).cast("q")[:k].tolist()
@@ -203,6 +225,25 @@ def _scan_part(lib: ctypes.CDLL, raw: bytes | bytearray, start: int, end: int, l
     ends = memoryview(a["other_end"]).cast("q")[:k].tolist()
     return Scanned(n_lines=st.n_lines, rows=rows, other_line=lines,
                    other_spans=[(s + start, e + start) for s, e in zip(starts, ends, strict=True)])
+
+
+def _fields(m: int, vals: dict[str, bytearray], valid: dict[str, bytearray], bm: pa.Buffer,
+            chunk: pa.Buffer) -> pa.StructArray:
+    """The ``fields`` struct of m rows from the scanner's buffers (strings as views into the chunk)."""
+    children = []
+    for k, dt in FIELDS.items():
+        if k not in vals:
+            children.append(pa.nulls(m, _ARROW[dt]))
+            continue
+        vb, data = pa.py_buffer(valid[k]), pa.py_buffer(vals[k])
+        if dt == pl.Utf8:
+            children.append(pa.Array.from_buffers(pa.string_view(), m, [vb, data, chunk]))
+        elif dt == pl.Boolean:
+            children.append(pa.Array.from_buffers(pa.int64(), m, [vb, data]).cast(pa.bool_()))
+        else:
+            children.append(pa.Array.from_buffers(_ARROW[dt], m, [vb, data]))
+    kind = pa.struct([(k, c.type) for k, c in zip(FIELDS, children, strict=True)])
+    return pa.Array.from_buffers(kind, m, [bm], children=children)
 
 
 def json_int(arr: pa.Array, key: str) -> pa.Array:
