@@ -6,11 +6,10 @@ and the figures parsed, and a few lines that only look like failures check it st
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from parsers import failures
+from parsers.schema import joined_attrs
 from parsers.units import GIB, MIB
 
 PREFIXES = (
@@ -29,7 +28,7 @@ def one(text: str) -> dict:
     ev = failures.parse(text).events
     assert ev.height == 1, ev
     row = ev.row(0, named=True)
-    row["a"] = json.loads(row["attrs"] or "{}")
+    row["a"] = joined_attrs(row["attrs"], row.get("fields"))
     return row
 
 
