@@ -1,0 +1,120 @@
+"""The hot kinds' figures are typed (parsers.schema.FIELDS): in the ``fields`` struct of the frame and of
+timeline.parquet, not in the ``attrs`` JSON, with nothing the parser read lost (issue 23 item 3, issue 26
+item 3). The native scanner and its polars twin are held to the Python scanner by test_perf_equivalence;
+here, what the three give is checked against the scanner's own dicts."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from forensics.facts.rows import attrs, field, narrow_fields
+from forensics.redact import redact_frame
+from forensics.timeline import build_timeline, write_parquet
+from parsers import bulkscan, sglang, sglang_fast
+from parsers.schema import FIELDS, joined_attrs, split_fields
+
+# our own lines, in the shapes of reference/sglang_formats.md §6 (0.5.5-0.5.8 decode/prefill) and uvicorn's access line
+DECODE = ("[2025-11-20 11:02:41 DP1 TP1] Decode batch, #running-req: 41, #token: 199472, token usage: 0.90, "
+          "cuda graph: True, gen throughput (token/s): 913.27, #queue-req: 17, ")
+PREFILL = ("[2025-11-20 11:02:47 DP1 TP1] Prefill batch, #new-seq: 3, #new-token: 8192, #cached-token: 57344, "
+           "token usage: 0.62, #running-req: 39, #queue-req: 16, ")
+#: a whole-number throughput is an int, not the float the member holds; an unknown field has no member
+ODD = ("[2025-11-20 11:02:52 DP1 TP1] Decode batch, #running-req: 40, #token: 199000, token usage: 0.89, "
+       "cuda graph: False, gen throughput (token/s): 913, #queue-req: 12, spec mode: eagle, ")
+ACCESS = '[2025-11-20 11:02:53] INFO:     10.0.0.7:51234 - "POST /generate HTTP/1.1" 200 OK'
+TEXT = "\n".join([DECODE, PREFILL, ODD, ACCESS]) + "\n"
+
+
+@pytest.fixture(params=["scanner", "native", "polars"])
+def parse(request, monkeypatch):
+    if request.param == "scanner":
+        return sglang.parse
+    if request.param == "native" and not bulkscan.available():
+        pytest.skip(f"native scanner not available: {bulkscan.why_not}")
+    if request.param == "polars":
+        monkeypatch.setattr(bulkscan, "available", lambda: False)
+    return sglang_fast.parse
+
+
+def _scanner_dicts() -> list[dict]:
+    """What parsers.sglang built for each line before any split: the reference."""
+    out = []
+    for line in (DECODE, PREFILL, ODD):
+        kind = "decode_batch" if "Decode" in line else "prefill_batch"
+        rest = line.split("] ", 1)[1].split(" batch", 1)[1]
+        out.append(sglang._batch(kind, rest)[0][2])
+    out.append({"client": "10.0.0.7:51234", "level": "INFO", "method": "POST", "path": "/generate"})
+    return out
+
+
+def test_batch_and_access_rows_need_no_json_and_lose_nothing(parse) -> None:
+    ev = parse(TEXT, "tp1.log").events
+    assert ev.get_column("kind").to_list() == ["decode_batch", "prefill_batch", "decode_batch", "http_access"]
+    rows = list(narrow_fields(ev).iter_rows(named=True))
+    assert [r["attrs"] for r in rows] == [None, None, '{"gen_throughput": 913, "spec_mode": "eagle"}', None]
+    for r, want in zip(rows, _scanner_dicts(), strict=True):
+        got = attrs(r)
+        # the same keys, values and types (913 stays an int, 0.9 a float, True a bool), in sorted order
+        assert json.dumps(got) == json.dumps(dict(sorted(want.items())))
+    assert rows[0]["fields"]["queue_req"] == 17 and rows[0]["fields"]["cuda_graph"] is True
+    assert rows[2]["fields"]["gen_throughput"] is None  # an int: kept in attrs, not cast
+    assert rows[3]["fields"]["path"] == "/generate"
+
+
+def test_the_accessor_reads_the_typed_value_first() -> None:
+    row = {"kind": "decode_batch", "attrs": '{"spec_mode": "eagle"}', "fields": {"queue_req": 7, "token": None}}
+    assert field(row, "queue_req") == 7
+    assert field(row, "spec_mode") == "eagle"
+    assert field(row, "token") is None
+    assert attrs(row) == {"queue_req": 7, "spec_mode": "eagle"}
+
+
+def test_memory_rows_keep_their_figures_typed() -> None:
+    text = ("[2025-11-20 09:18:02 TP3] KV Cache is allocated. #tokens: 221628, K size: 7.25 GB, V size: 7.25 GB\n"
+            "[2025-11-20 09:18:09 TP3] Capture cuda graph begin. This can take up to several minutes. avail mem=4.49 GB\n")
+    ev = sglang.parse(text, "tp3.log").events
+    kinds = ev.get_column("kind").to_list()
+    alloc = ev.row(kinds.index("kv_cache_allocated"), named=True)
+    assert alloc["fields"]["k_size_bytes"] == alloc["fields"]["v_size_bytes"] > 7 << 30
+    assert "k_size_bytes" not in joined_attrs(alloc["attrs"], None)
+    assert joined_attrs(alloc["attrs"], alloc["fields"])["k_size_bytes"] == alloc["fields"]["k_size_bytes"]
+    begin = ev.row(kinds.index("cuda_graph_begin"), named=True)
+    assert begin["fields"]["capture_name"] == "decode"
+
+
+def test_split_moves_only_values_of_the_members_type() -> None:
+    fields, rest = split_fields("decode_batch", {"queue_req": True, "token_usage": 1, "running_req": 2 ** 70,
+                                                 "cuda_graph": True})
+    assert fields == {"cuda_graph": True}
+    assert rest == {"queue_req": True, "token_usage": 1, "running_req": 2 ** 70}
+    assert split_fields("decode_batch", '{"queue_req": 3}') == (None, '{"queue_req": 3}')  # JSON text as given
+
+
+def test_parquet_has_each_member_as_a_real_column(tmp_path) -> None:
+    log = tmp_path / "tp1.log"
+    log.write_text(TEXT)
+    tl = build_timeline([log])
+    out = tmp_path / "t.parquet"
+    write_parquet(tl, out)
+    schema = pq.ParquetFile(out).schema
+    leaves = {schema.column(i).path: schema.column(i).physical_type for i in range(len(schema))}
+    assert leaves["fields.queue_req"] == "INT64" and leaves["fields.token_usage"] == "DOUBLE"
+    assert leaves["fields.path"] == "BYTE_ARRAY"
+    back = pl.read_parquet(out)
+    assert back.schema["fields"] == pl.Struct(FIELDS)
+    q = back.filter(pl.col("kind") == "decode_batch").get_column("fields").struct.field("queue_req").to_list()
+    assert q == [17, 12]
+
+
+def test_a_secret_in_an_access_path_is_masked_in_the_typed_field_too() -> None:
+    line = '[2025-11-20 11:02:53] INFO:     10.0.0.7:51234 - "GET /v1/models?api_key=sk-abcdefghijklmnopqrstuvwx HTTP/1.1" 200 OK\n'
+    ev = sglang_fast.parse(line, "main.log").events
+    red, counts = redact_frame(ev)
+    path = red.get_column("fields").struct.field("path").to_list()[0]
+    assert "sk-abcdefghijklmnopqrstuvwx" not in path and "[REDACTED:" in path
+    assert "sk-abcdefghijklmnopqrstuvwx" not in red.get_column("text").to_list()[0]
+    assert sum(counts.values()) == 2  # the line and its path, as when the path was in attrs
