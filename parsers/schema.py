@@ -39,12 +39,12 @@ import polars as pl
 #: ``attrs`` ∪ ``fields`` is exactly what the parser read). Batch lines' fields are those of
 #: reference/sglang_formats.md §6 (snake case, as parsers.sglang._snake names them); the access line's are
 #: parsers.sglang's. docs/timeline.md lists them.
+#: (the PD-disaggregation counters, 0.4.4's largest-len and the MFU/occupancy figures stay in attrs: every
+#: member is a Parquet column each chunk pays for, null or not, and no detector reads those)
 _BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
-              "running_req", "queue_req", "pending_token", "prealloc_req", "inflight_req", "transfer_req",
-              "transferring_req", "unbootstrapped_req", "retracted_req", "largest_len")
+              "running_req", "queue_req", "pending_token")
 _BATCH_FLOAT = ("token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "cache_hit_rate",
-                "gen_throughput", "input_throughput", "accept_len", "accept_rate", "fwd_occupancy",
-                "pre_allocated_usage")
+                "gen_throughput", "input_throughput", "accept_len")
 _BATCH_BOOL = ("cuda_graph",)
 _ACCESS = ("client", "level", "method", "path")
 #: the memory rows detectors weigh (parsers/sglang.py, parsers/failures.py)

@@ -118,3 +118,18 @@ def test_a_secret_in_an_access_path_is_masked_in_the_typed_field_too() -> None:
     assert "sk-abcdefghijklmnopqrstuvwx" not in path and "[REDACTED:" in path
     assert "sk-abcdefghijklmnopqrstuvwx" not in red.get_column("text").to_list()[0]
     assert sum(counts.values()) == 2  # the line and its path, as when the path was in attrs
+
+
+def test_values_of_another_type_stay_in_attrs_on_every_path(parse) -> None:
+    """A member's value of another class (a decimal queue, a numeric cuda graph, a whole-number usage, a
+    percent throughput) stays in attrs row by row, the same on the scanner, native and polars paths."""
+    lines = [DECODE,
+             "[2025-11-20 11:02:42 DP1 TP1] Decode batch, #running-req: 41, #token: 199472, token usage: 1, "
+             "cuda graph: 1, gen throughput (token/s): 91%, #queue-req: 1.5, ",
+             DECODE.replace("11:02:41", "11:02:43")]
+    ev = parse("\n".join(lines) + "\n", "tp1.log").events
+    want = sglang.parse("\n".join(lines) + "\n", "tp1.log").events
+    assert ev.select("attrs", "fields").equals(want.select("attrs", "fields"))
+    mid = ev.row(1, named=True)
+    assert json.loads(mid["attrs"]) == {"cuda_graph": 1, "queue_req": 1.5, "token_usage": 1}
+    assert mid["fields"]["gen_throughput"] == pytest.approx(0.91) and mid["fields"]["token"] == 199472
