@@ -5,6 +5,7 @@ the sampler, Arrow, and the Parquet encoding of each column group.
     python bench/chunk.py                      # chunks of tp0.log of bench/run.py's 256 MB set
     python bench/chunk.py --file LOG --chunks 4
     python bench/chunk.py --options            # also the encoder's options, each tried on the same chunks
+    python bench/chunk.py --root ../main       # the same stages of another checkout (before/after)
 
 Each stage runs on the same chunks (CHUNK_BYTES each) in one process, five times; the medians are
 printed in milliseconds per chunk and as a share of the whole. Shares are what to compare across
@@ -21,7 +22,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 
 def _chunks(path: Path, n: int, size: int) -> list[bytes]:
@@ -61,7 +61,9 @@ def main() -> int:
     ap.add_argument("--file", type=Path, default=HERE / "_data" / "set-268435456" / "logs" / "tp0.log")
     ap.add_argument("--chunks", type=int, default=2)
     ap.add_argument("--options", action="store_true", help="also time the encoder's options")
+    ap.add_argument("--root", type=Path, default=HERE.parent, help="the checkout to measure (default: this one)")
     args = ap.parse_args()
+    sys.path.insert(0, str(args.root.resolve()))
 
     import polars as pl
 
