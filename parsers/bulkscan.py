@@ -236,8 +236,8 @@ def _fields(m: int, vals: dict[str, bytearray], valid: dict[str, bytearray], bm:
             children.append(pa.nulls(m, _ARROW[dt]))
             continue
         vb, data = pa.py_buffer(valid[k]), pa.py_buffer(vals[k])
-        if dt == pl.Utf8:
-            children.append(pa.Array.from_buffers(pa.string_view(), m, [vb, data, chunk]))
+        if dt == pl.Utf8:  # copied out of the chunk (a few short strings): a view would hold the whole chunk
+            children.append(pa.Array.from_buffers(pa.string_view(), m, [vb, data, chunk]).cast(pa.large_string()))
         elif dt == pl.Boolean:
             children.append(pa.Array.from_buffers(pa.int64(), m, [vb, data]).cast(pa.bool_()))
         else:

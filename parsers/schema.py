@@ -38,38 +38,25 @@ import polars as pl
 #: moved only when the value has the field's type (an int where a float belongs stays in ``attrs``, so
 #: ``attrs`` ∪ ``fields`` is exactly what the parser read). Batch lines' fields are those of
 #: reference/sglang_formats.md §6 (snake case, as parsers.sglang._snake names them); the access line's are
-#: parsers.sglang's. docs/timeline.md lists them.
-#: (the PD-disaggregation counters, 0.4.4's largest-len and the MFU/occupancy figures stay in attrs: every
-#: member is a Parquet column each chunk pays for, null or not, and no detector reads those)
+#: parsers.sglang's. docs/timeline.md lists them. Only the bulk kinds' figures that detectors read: every
+#: member is a column that each row of every chunk carries, null or not. Measured with bench/chunk.py: 16
+#: more members for the OOM, KV-pool and capture rows cost 5-10 % of a streamed chunk's CPU, for rows a log
+#: holds a handful of (their attrs are parsed once per analysis, by the facts layer); the PD counters,
+#: 0.4.4's largest-len and the occupancy/MFU figures of batch lines stay in attrs for the same reason.
 _BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
               "running_req", "queue_req", "pending_token")
 _BATCH_FLOAT = ("token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "cache_hit_rate",
                 "gen_throughput", "input_throughput", "accept_len")
 _BATCH_BOOL = ("cuda_graph",)
 _ACCESS = ("client", "level", "method", "path")
-#: the memory rows detectors weigh (parsers/sglang.py, parsers/failures.py)
-_MEMORY_INT = ("allocated_by_pytorch_bytes", "private_pools_bytes", "reserved_unallocated_bytes",
-               "k_size_bytes", "v_size_bytes", "kv_size_bytes", "available_tokens", "max_total_num_tokens",
-               "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len",
-               "available_gpu_mem_bytes")
-_MEMORY_STR = ("during", "phase", "capture_name")
 FIELDS: dict[str, pl.DataType] = {
     **{k: pl.Int64 for k in _BATCH_INT}, **{k: pl.Float64 for k in _BATCH_FLOAT},
     **{k: pl.Boolean for k in _BATCH_BOOL}, **{k: pl.Utf8 for k in _ACCESS},
-    **{k: pl.Int64 for k in _MEMORY_INT}, **{k: pl.Utf8 for k in _MEMORY_STR},
 }
 _BATCH = (*_BATCH_INT, *_BATCH_FLOAT, *_BATCH_BOOL)
 #: Kind → the fields its rows keep typed.
 FIELDS_OF: dict[str, frozenset[str]] = {
     "decode_batch": frozenset(_BATCH), "prefill_batch": frozenset(_BATCH), "http_access": frozenset(_ACCESS),
-    "cuda_oom": frozenset(("allocated_by_pytorch_bytes", "private_pools_bytes", "reserved_unallocated_bytes",
-                           "during")),
-    "kv_cache_allocated": frozenset(("k_size_bytes", "v_size_bytes", "kv_size_bytes")),
-    "kv_exhausted": frozenset(("available_tokens", "phase")),
-    "kv_sizing": frozenset(("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens",
-                            "max_running_requests", "context_len", "available_gpu_mem_bytes")),
-    "cuda_graph_begin": frozenset(("capture_name",)), "cuda_graph_end": frozenset(("capture_name",)),
-    "capture_progress": frozenset(("capture_name",)),
 }
 _PY_TYPE = {pl.Int64: int, pl.Float64: float, pl.Boolean: bool, pl.Utf8: str}
 _FIELD_TYPE = {k: _PY_TYPE[v] for k, v in FIELDS.items()}
