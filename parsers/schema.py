@@ -41,12 +41,11 @@ import polars as pl
 #: parsers.sglang's. docs/timeline.md lists them. Only the bulk kinds' figures that detectors read: every
 #: member is a column that each row of every chunk carries, null or not. Measured with bench/chunk.py: 16
 #: more members for the OOM, KV-pool and capture rows cost 5-10 % of a streamed chunk's CPU, for rows a log
-#: holds a handful of (their attrs are parsed once per analysis, by the facts layer); the PD counters,
-#: 0.4.4's largest-len and the occupancy/MFU figures of batch lines stay in attrs for the same reason.
-_BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "full_token", "swa_token",
-              "running_req", "queue_req", "pending_token")
-_BATCH_FLOAT = ("token_usage", "full_token_usage", "swa_token_usage", "mamba_usage", "cache_hit_rate",
-                "gen_throughput", "input_throughput", "accept_len")
+#: holds a handful of (their attrs are parsed once per analysis, by the facts layer); a batch line's other
+#: fields (hybrid models' full/swa/mamba usage, PD counters, pending tokens, accept length, occupancy, MFU)
+#: stay in attrs for the same reason: what no detector reads is not worth a column in every chunk.
+_BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "running_req", "queue_req")
+_BATCH_FLOAT = ("token_usage", "cache_hit_rate", "gen_throughput", "input_throughput")
 _BATCH_BOOL = ("cuda_graph",)
 _ACCESS = ("client", "level", "method", "path")
 FIELDS: dict[str, pl.DataType] = {
