@@ -48,8 +48,11 @@ FORMATS = (
 )
 
 # ---------------------------------------------------------------------------------------- regexes
-# ECMA-48 (CSI and OSC sequences)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# ECMA-48 (CSI and OSC sequences); rsyslog writes a received control character as ``#`` and three octal digits
+# (rsyslog.conf ``parser.escapeControlCharactersOnReceive``, on by default; ``#033`` is ESC), so a coloured
+# line in /var/log/syslog reads ``#033[33m``
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|#033\[[0-9;?]{0,32}[A-Za-z]")
+_ESCAPED_ESC = "#033["
 _MON = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
 _MONTHS = {m: i for i, m in enumerate(_MON.split("|"), 1)}
 #: host, then tag[pid]: — a tag starts with a letter (``usb 1-1:`` or ``pci 0000:…`` in dmesg is no tag)
@@ -660,7 +663,7 @@ def peel(text: str) -> Peeled | None:
     """
     if not text:
         return None
-    has_ansi = "\x1b" in text
+    has_ansi = "\x1b" in text or _ESCAPED_ESC in text
     has_cr = "\r\n" in text
     if not has_ansi and not has_cr:
         # an envelope wraps (nearly) every line: a few lines that merely look like one in a long bare log
@@ -724,7 +727,7 @@ def peel(text: str) -> Peeled | None:
 def _clean(s: str) -> str:
     if s.endswith("\r"):
         s = s[:-1]
-    if "\x1b" in s:
+    if "\x1b" in s or _ESCAPED_ESC in s:
         s = _ANSI.sub("", s)
     return s
 

@@ -327,8 +327,12 @@ _OOM_KILLED = re.compile(
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
-# §5.4 (Ray memory monitor)
-_RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY")
+# §5.4 (Ray memory monitor: its kill message, from its first words, whose tail a paste often cuts); the raylet's
+# kill summary with at least one kill (Ray doc/source/ray-core/scheduling/ray-oom-prevention.rst, 2.2+:
+# ``node_manager.cc: N Workers (tasks / actors) killed due to memory pressure (OOM), M Workers crashed …``)
+_RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY|"
+                      r"Memory on the node \(IP: [^)\s]{1,64}, ID: |[1-9]\d{0,6} Workers \(tasks / actors\) killed due to "
+                      r"memory pressure \(OOM\)")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
 # §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
 _HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate memory|\[Errno 12\]")

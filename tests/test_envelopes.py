@@ -157,6 +157,12 @@ def test_ansi_and_crlf_are_removed(tmp_path: Path) -> None:
     assert tl.events.get_column("container").unique().to_list() == ["sglang-1"]
 
 
+def test_colours_escaped_by_rsyslog_are_removed() -> None:
+    # rsyslog writes ESC as "#033": the SGR sequences around Ray's prefix
+    p = peel("".join(f"#033[2m#033[36m(raylet)#033[0m {ln}\n" for ln in SGL))
+    assert p is not None and p.streams[0].text.splitlines() == [f"(raylet) {ln}" for ln in SGL]
+
+
 def test_mid_file_switch_of_envelope(tmp_path: Path) -> None:
     text = W.docker_json(SGL[:2]) + W.journal_short(SGL[2:])
     tl = _tl(tmp_path, "s.log", text)

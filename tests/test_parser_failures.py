@@ -136,6 +136,12 @@ def test_rocm_out_of_resources_takes_its_free_figure_from_the_next_line() -> Non
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the node "
      "(IP: 10.0.0.5, ID: ab12) where the task was running was 480.20GB / 503.00GB (0.954), which exceeds the memory "
      "usage threshold of 0.95.", "ray_oom"),
+    # the memory monitor's message from its first words (a paste cuts its tail), and the raylet's kill summary
+    ("Memory on the node (IP: 10.0.0.5, ID: 9f3e) where the task (actor ID: 77, name=RayWorkerWrapper.__init__, "
+     "pid=411, memory used=9.80GB) was running was 30.10GB / 31.50GB (0.9556), which exceeds the memory usage thr",
+     "ray_oom"),
+    ("(raylet) node_manager.cc:3041: 3 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers "
+     "crashed due to other reasons at node (ID: 4c1d, IP: 10.0.0.5) over the last time period.", "ray_oom"),
     ("OSError: [Errno 98] Address already in use", "port_in_use"),
     ("Input length (140000 tokens) exceeds the maximum allowed length (131066 tokens). Use a shorter input or enable "
      "--allow-auto-truncate.", "request_refused"),
@@ -151,6 +157,12 @@ def test_rocm_out_of_resources_takes_its_free_figure_from_the_next_line() -> Non
 def test_each_failure_class(text: str, cls: str) -> None:
     r = one(text)
     assert (r["kind"], r["a"].get("failure")) == ("failure", cls)
+
+
+def test_a_kill_summary_of_no_kills_is_no_failure() -> None:
+    r = failures.parse("(raylet) node_manager.cc:3041: 0 Workers (tasks / actors) killed due to memory pressure (OOM), "
+                       "2 Workers crashed due to other reasons at node (ID: 4c1d, IP: 10.0.0.5)\n", "r.log").events
+    assert "ray_oom" not in [json.loads(a).get("failure") for a in r.get_column("attrs").to_list()]
 
 
 def test_figures_of_the_classes() -> None:
