@@ -54,8 +54,7 @@ class _Scan(ctypes.Structure):
 #: letters for the C side; every other field is a column of nulls here.
 _ARROW = {pl.Int64: pa.int64(), pl.Float64: pa.float64(), pl.Boolean: pa.bool_(), pl.Utf8: pa.string()}
 _LETTER = {pl.Int64: "i", pl.Float64: "f", pl.Boolean: "b", pl.Utf8: "s"}
-FILLED = tuple(k for k in FIELDS if k in FIELDS_OF["decode_batch"] | FIELDS_OF["prefill_batch"]
-               | FIELDS_OF["http_access"])
+FILLED = tuple(k for k in FIELDS if k in FIELDS_OF["decode_batch"] | FIELDS_OF["prefill_batch"])
 _SPEC = ctypes.create_string_buffer(b"".join(k.encode() + b"\0" + _LETTER[FIELDS[k]].encode() + b"\0"
                                              for k in FIELDS) + b"\0")
 FIELDS_TYPE = pa.struct([(k, _ARROW[v]) for k, v in FIELDS.items()])

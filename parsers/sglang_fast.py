@@ -299,12 +299,14 @@ def _access_frame(lines: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("l").str.extract_groups(_ACCESS_RX)
     f = lines.with_columns(g.alias("g")).filter(pl.col("g").struct.field("1").is_not_null())
     gf = pl.col("g").struct.field
-    fields = _fields_struct({"client": gf("5"), "level": gf("4"), "method": gf("6"), "path": gf("7")}, pl.lit(True))
+    attrs = pl.concat_str([pl.lit('{"client": "'), gf("5"), pl.lit('", "level": "'), gf("4"),
+                           pl.lit('", "method": "'), gf("6"), pl.lit('", "path": "'), gf("7"), pl.lit('"}')])
     return f.select("i", "l", pl.concat_str([gf("1"), gf("2")]).alias("stamp"),
                     pl.when(gf("3") != "").then(gf("3").str.strip_chars(" ")).alias("labels"), pl.lit("http_access").alias("kind"),
                     pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("ratio"),
                     pl.lit(None, dtype=pl.Int64).alias("count"), gf("8").cast(pl.Int64).alias("code"),
-                    pl.lit(None, dtype=pl.Utf8).alias("attrs"), fields.alias("fields"), pl.lit(True).alias("ok"))
+                    attrs.alias("attrs"), pl.lit(None, dtype=EVENT_SCHEMA["fields"]).alias("fields"),
+                    pl.lit(True).alias("ok"))
 
 
 _FAST_SCHEMA = {"i": pl.UInt32, "l": pl.Utf8, "stamp": pl.Utf8, "labels": pl.Utf8, "kind": pl.Utf8,

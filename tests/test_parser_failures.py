@@ -6,6 +6,8 @@ and the figures parsed, and a few lines that only look like failures check it st
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from parsers import failures
