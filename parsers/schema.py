@@ -33,20 +33,17 @@ from typing import Any
 
 import polars as pl
 
-#: The typed figures of the hot kinds: a row of a kind in :data:`FIELDS_OF` keeps those of its parsed fields
+#: The typed figures of batch lines: a row of a kind in :data:`FIELDS_OF` keeps those of its parsed fields
 #: in the ``fields`` struct column instead of ``attrs`` — each under the same name and with the same value,
 #: moved only when the value has the field's type (an int where a float belongs stays in ``attrs``, so
-#: ``attrs`` ∪ ``fields`` is exactly what the parser read). Batch lines' fields are those of
-#: reference/sglang_formats.md §6 (snake case, as parsers.sglang._snake names them); the access line's are
-#: parsers.sglang's. docs/timeline.md lists them. Only the bulk kinds' figures that detectors read: every
-#: member is a column that each row of every chunk carries, null or not. Measured with bench/chunk.py: 16
-#: more members for the OOM, KV-pool and capture rows cost 5-10 % of a streamed chunk's CPU, for rows a log
-#: holds a handful of (their attrs are parsed once per analysis, by the facts layer); a batch line's other
-#: fields (hybrid models' full/swa/mamba usage, PD counters, pending tokens, accept length, occupancy, MFU)
-#: stay in attrs for the same reason: what no detector reads is not worth a column in every chunk. The access
-#: line's strings (client, method, path) stay in attrs too: a string member costs 16 bytes in every row of
-#: the frame, null or not, and access lines are ~5 % of a log's rows (measured: +80 MB peak RSS on the
-#: 256 MB set with them).
+#: ``attrs`` ∪ ``fields`` is exactly what the parser read). The members are fields of reference/sglang_formats.md
+#: §6 (snake case, as parsers.sglang._snake names them) that detectors read; docs/timeline.md lists them.
+#: Every member is a column that each row of every chunk carries, null or not, so the rest stays in attrs
+#: (measured with bench/chunk.py and bench/run.py): a batch line's other fields (hybrid models' full/swa/mamba
+#: usage, PD counters, pending tokens, accept length, occupancy, MFU); the OOM, KV-pool and capture rows'
+#: figures (16 members: 5-10 % of a streamed chunk's CPU, for a handful of rows a log holds, whose attrs the
+#: facts layer parses once per analysis); the access line's strings (a string member costs 16 bytes in
+#: every row of the frame: +80 MB peak RSS on the 256 MB set, for ~5 % of its rows).
 _BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "running_req", "queue_req")
 _BATCH_FLOAT = ("token_usage", "cache_hit_rate", "gen_throughput", "input_throughput")
 _BATCH_BOOL = ("cuda_graph",)
@@ -97,7 +94,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "code": pl.Int64,  # exit code, Xid number, HTTP status, signal
     "text": pl.Utf8,  # the raw record (multi-line records joined with "\n")
     "attrs": pl.Utf8,  # JSON object of every parsed field not in ``fields``, sorted keys
-    "fields": pl.Struct(FIELDS),  # the hot kinds' figures, typed (FIELDS_OF); null for other rows
+    "fields": pl.Struct(FIELDS),  # the batch lines' figures, typed (FIELDS_OF); null for other rows
     # what a log envelope around the record knew (parsers/envelopes.py); null for a bare log
     "envelope": pl.Utf8,  # docker-json, timestamp, journal-short, compose, ... ("+" joins stacked ones)
     "env_ts": pl.Datetime("us", "UTC"),  # the envelope's own stamp, in UTC
