@@ -6,13 +6,14 @@ Findings serialise to DESIGN.md §4 (``findings.json`` schema_version 1).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 import polars as pl
+
+from parsers.schema import joined_attrs
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # 0 = worst
@@ -130,9 +131,9 @@ class Timeline:
 
     @staticmethod
     def attrs(row: dict[str, Any]) -> dict[str, Any]:
-        """The parsed ``attrs`` of one row (from ``frame.iter_rows(named=True)``)."""
-        raw = row.get("attrs")
-        return json.loads(raw) if raw else {}
+        """Every parsed field of one row (from ``frame.iter_rows(named=True)``): ``attrs`` and the typed
+        ``fields`` (parsers.schema.FIELDS) together."""
+        return joined_attrs(row.get("attrs"), row.get("fields"))
 
 
 @dataclass

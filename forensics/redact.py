@@ -330,7 +330,7 @@ BATCH_KINDS = ("decode_batch", "prefill_batch")
 BATCH_ATTRS_PREFILTER = r"hf_|aws_"
 
 
-def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
+def redact_frame(frame, columns: Iterable[str] = ("text", "attrs", "fields")):
     """Redact string columns of a polars frame; returns the frame and the counts per kind.
 
     >>> import polars as pl
@@ -344,12 +344,17 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
     >>> sum(counts.values())
     2
     """
+    import polars as pl
+
     counts: Counter[str] = Counter()
     updates = []
     for name in columns:
         if name not in frame.columns or frame.height == 0:
             continue
         col = frame.get_column(name)
+        if isinstance(col.dtype, pl.Struct):  # the typed fields: their strings (an access line's path)
+            _redact_struct(col, counts, updates)
+            continue
         if frame.height < _JOINED_ROWS and not _joined_hit(col):
             continue  # not one row of the column can match the prefilter, so none holds a secret
         if name == "attrs" and "kind" in frame.columns:
@@ -357,17 +362,41 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs")):
             if hits is not None:
                 _apply(col, hits, counts, updates)
                 continue
-        special = col.str.contains(FRAME_SPECIAL).fill_null(False)
-        n_special = int(special.sum())
-        if n_special * 4 > frame.height:  # mostly special rows (JSON attrs): the full prefilter on all
-            hits = col.str.contains(FRAME_PREFILTER).fill_null(False)
-        else:  # rows without a special character cannot match more than the plain prefilter
-            hits = col.str.contains(FRAME_PREFILTER_PLAIN).fill_null(False)
-            if n_special:
-                sidx = special.arg_true()
-                hits = hits.scatter(sidx, col.gather(sidx).str.contains(FRAME_PREFILTER).fill_null(False))
-        _apply(col, hits, counts, updates)
+        _apply(col, _hits(col), counts, updates)
     return (frame.with_columns(updates) if updates else frame), counts
+
+
+def _hits(col):
+    """The rows of a string column the prefilter sends to the rules."""
+    special = col.str.contains(FRAME_SPECIAL).fill_null(False)
+    n_special = int(special.sum())
+    if n_special * 4 > col.len():  # mostly special rows (JSON attrs): the full prefilter on all
+        return col.str.contains(FRAME_PREFILTER).fill_null(False)
+    # rows without a special character cannot match more than the plain prefilter
+    hits = col.str.contains(FRAME_PREFILTER_PLAIN).fill_null(False)
+    if n_special:
+        sidx = special.arg_true()
+        hits = hits.scatter(sidx, col.gather(sidx).str.contains(FRAME_PREFILTER).fill_null(False))
+    return hits
+
+
+def _redact_struct(col, counts: Counter[str], updates: list) -> None:
+    """Redact the string fields of a struct column (parsers.schema.FIELDS) as string columns are."""
+    import polars as pl
+
+    children = []
+    changed = False
+    for f in col.struct.fields:
+        child = col.struct.field(f)
+        if child.dtype == pl.Utf8 and child.null_count() < child.len() and \
+                (child.len() >= _JOINED_ROWS or _joined_hit(child)):
+            new: list = []
+            _apply(child, _hits(child), counts, new)
+            if new:
+                child, changed = new[0].alias(f), True
+        children.append(child)
+    if changed:
+        updates.append(pl.select(pl.when(col.is_not_null()).then(pl.struct(children))).to_series().alias(col.name))
 
 
 #: A column of fewer rows than this is first searched as one string (its rows joined by newlines): one

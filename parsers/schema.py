@@ -33,6 +33,33 @@ from typing import Any
 
 import polars as pl
 
+#: The typed figures of batch lines: a row of a kind in :data:`FIELDS_OF` keeps those of its parsed fields
+#: in the ``fields`` struct column instead of ``attrs`` — each under the same name and with the same value,
+#: moved only when the value has the field's type (an int where a float belongs stays in ``attrs``, so
+#: ``attrs`` ∪ ``fields`` is exactly what the parser read). The members are fields of reference/sglang_formats.md
+#: §6 (snake case, as parsers.sglang._snake names them) that detectors read; docs/timeline.md lists them.
+#: Every member is a column that each row of every chunk carries, null or not, so the rest stays in attrs
+#: (measured with bench/chunk.py and bench/run.py): a batch line's other fields (hybrid models' full/swa/mamba
+#: usage, PD counters, pending tokens, accept length, occupancy, MFU); the OOM, KV-pool and capture rows'
+#: figures (16 members: 5-10 % of a streamed chunk's CPU, for a handful of rows a log holds, whose attrs the
+#: facts layer parses once per analysis); the access line's strings (a string member costs 16 bytes in
+#: every row of the frame: +80 MB peak RSS on the 256 MB set, for ~5 % of its rows).
+_BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "running_req", "queue_req")
+_BATCH_FLOAT = ("token_usage", "cache_hit_rate", "gen_throughput", "input_throughput")
+_BATCH_BOOL = ("cuda_graph",)
+FIELDS: dict[str, pl.DataType] = {
+    **{k: pl.Int64 for k in _BATCH_INT}, **{k: pl.Float64 for k in _BATCH_FLOAT},
+    **{k: pl.Boolean for k in _BATCH_BOOL},
+}
+_BATCH = (*_BATCH_INT, *_BATCH_FLOAT, *_BATCH_BOOL)
+#: Kind → the fields its rows keep typed.
+FIELDS_OF: dict[str, frozenset[str]] = {
+    "decode_batch": frozenset(_BATCH), "prefill_batch": frozenset(_BATCH),
+}
+_PY_TYPE = {pl.Int64: int, pl.Float64: float, pl.Boolean: bool, pl.Utf8: str}
+_FIELD_TYPE = {k: _PY_TYPE[v] for k, v in FIELDS.items()}
+_INT64 = 1 << 63
+
 #: Column → dtype of the event frame. Order is the column order of timeline.parquet.
 EVENT_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Datetime("us", "UTC"),  # absolute instant (UTC); filled by parser only if the source has a zone
@@ -66,7 +93,8 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "count": pl.Int64,  # requests, retracted requests, repeats
     "code": pl.Int64,  # exit code, Xid number, HTTP status, signal
     "text": pl.Utf8,  # the raw record (multi-line records joined with "\n")
-    "attrs": pl.Utf8,  # JSON object of every parsed field, sorted keys
+    "attrs": pl.Utf8,  # JSON object of every parsed field not in ``fields``, sorted keys
+    "fields": pl.Struct(FIELDS),  # the batch lines' figures, typed (FIELDS_OF); null for other rows
     # what a log envelope around the record knew (parsers/envelopes.py); null for a bare log
     "envelope": pl.Utf8,  # docker-json, timestamp, journal-short, compose, ... ("+" joins stacked ones)
     "env_ts": pl.Datetime("us", "UTC"),  # the envelope's own stamp, in UTC
@@ -107,6 +135,57 @@ def _dump_attrs(value: Any) -> str | None:
     return _ENCODER.encode(value)
 
 
+def split_fields(kind: str | None, attrs: Any) -> tuple[dict[str, Any] | None, Any]:
+    """(the typed fields, the rest of attrs) of one row: the fields of ``kind`` (FIELDS_OF) whose value has
+    the field's type move out of attrs; the rest stays (None when nothing is left). attrs given as JSON text
+    or None stays as it is.
+
+    >>> split_fields("decode_batch", {"queue_req": 3, "token_usage": 0.5, "gen_throughput": 12, "odd": "x"})
+    ({'queue_req': 3, 'token_usage': 0.5}, {'gen_throughput': 12, 'odd': 'x'})
+    >>> split_fields("log", {"queue_req": 3})
+    (None, {'queue_req': 3})
+    """
+    wanted = FIELDS_OF.get(kind) if kind else None
+    if not wanted or not isinstance(attrs, dict):
+        return None, attrs
+    moved: dict[str, Any] | None = None
+    rest: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if k in wanted and type(v) is _FIELD_TYPE[k] and (type(v) is not int or -_INT64 <= v < _INT64):
+            if moved is None:
+                moved = {}
+            moved[k] = v
+        else:
+            rest[k] = v
+    if moved is None:
+        return None, attrs
+    return moved, (rest or None)
+
+
+def joined_attrs(attrs: Any, fields: dict[str, Any] | None) -> dict[str, Any]:
+    """Every parsed field of a row: its ``attrs`` (JSON text or dict) with its typed ``fields`` put back, in
+    sorted key order as ``attrs`` is written — the dict the parser built.
+
+    >>> joined_attrs('{"odd": "x"}', {"queue_req": 3, "token": None})
+    {'odd': 'x', 'queue_req': 3}
+    """
+    if isinstance(attrs, str) and attrs:
+        try:
+            out = json.loads(attrs)
+        except ValueError:
+            out = {}
+    else:
+        out = dict(attrs) if isinstance(attrs, dict) else {}
+    if not isinstance(out, dict):
+        out = {}
+    if fields:
+        typed = {k: v for k, v in fields.items() if v is not None}
+        if typed:
+            out.update(typed)
+            out = dict(sorted(out.items()))
+    return out
+
+
 def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.DataFrame:
     """Build an event frame from row dicts; missing columns are null, unknown keys are an error.
 
@@ -122,9 +201,22 @@ def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.D
         raise KeyError(f"unknown event columns: {sorted(unknown)}")
     n = len(rows)
     cols: dict[str, Any] = {}
+    typed = "attrs" in keys and any(r.get("kind") in FIELDS_OF for r in rows)
+    split = [split_fields(r.get("kind"), r.get("attrs")) for r in rows] if typed else []
     for c in COLUMNS:
         if c == "attrs":
-            vals: list[Any] = [_dump_attrs(r.get("attrs")) for r in rows] if c in keys else [None] * n
+            if c in keys and typed:
+                vals: list[Any] = [_dump_attrs(a) for _f, a in split]
+            else:
+                vals = [_dump_attrs(r.get("attrs")) for r in rows] if c in keys else [None] * n
+        elif c == "fields":
+            if typed:
+                vals = [f if f is not None else r.get("fields") for (f, _a), r in zip(split, rows, strict=True)]
+            elif c in keys:
+                vals = [r.get(c) for r in rows]
+            else:
+                cols[c] = pl.Series(c, [None] * n, dtype=EVENT_SCHEMA[c])
+                continue
         elif c == "source":
             vals = [source if r.get(c) is None else r[c] for r in rows] if c in keys else [source] * n
         elif c == "file":

@@ -29,6 +29,8 @@ from parsers import sglang as S
 from parsers.schema import (
     COLUMNS,
     EVENT_SCHEMA,
+    FIELDS,
+    FIELDS_OF,
     MAX_UNRECOGNIZED_EXAMPLES,
     NotThisFormat,
     ParseResult,
@@ -227,12 +229,7 @@ def _batch_frame(lines: pl.DataFrame, t: _Template) -> pl.DataFrame:
         exprs += _column_values(frame.get_column(name), name)
     frame = frame.with_columns(exprs) if exprs else frame
     oks = [pl.col(f"ok_{n}") for n in cols]
-    parts: list[pl.Expr] = []
-    for i, key in enumerate(sorted(keyed)):
-        name = keyed[key]
-        parts.append(pl.lit(("{" if i == 0 else ", ") + '"' + key + '": '))
-        parts.append(pl.col(name) if name == "v_iteration" else pl.col(f"j_{name}"))
-    attrs = pl.concat_str(parts) + pl.lit("}") if parts else pl.lit(None, dtype=pl.Utf8)
+    attrs, fields = _typed_split(t.kind, keyed)
 
     def typed(key: str, kind: str) -> tuple[pl.Expr, pl.Expr]:
         """(value, ok) for a typed column from attrs[key]: bools in int columns are left to the scanner."""
@@ -256,7 +253,46 @@ def _batch_frame(lines: pl.DataFrame, t: _Template) -> pl.DataFrame:
     return frame.select("i", "l", "stamp", "labels",
                         pl.lit(t.kind).alias("kind"), tokens.alias("tokens"), ratio.alias("ratio"),
                         count.alias("count"), pl.lit(None, dtype=pl.Int64).alias("code"),
-                        attrs.alias("attrs"), ok.alias("ok"))
+                        attrs.alias("attrs"), fields.alias("fields"), ok.alias("ok"))
+
+
+def _typed_split(kind: str, keyed: dict[str, str]) -> tuple[pl.Expr, pl.Expr]:
+    """(attrs, fields) of a batch template's rows: each key whose value has its typed field's type
+    (parsers.schema.FIELDS) goes to ``fields``, row by row; the others make the sorted-key JSON, null when
+    none is left — what parsers.schema.rows_to_frame makes of the scanner's rows."""
+    wanted = FIELDS_OF[kind]
+    typed: dict[str, pl.Expr] = {}
+    moved: list[pl.Expr] = []
+    pieces: list[pl.Expr] = []
+    for key in sorted(keyed):
+        name = keyed[key]
+        js = pl.col(name) if name == "v_iteration" else pl.col(f"j_{name}")
+        dt = FIELDS.get(key) if key in wanted else None
+        if name == "v_iteration":
+            go = pl.lit(dt == pl.Int64)
+            value = pl.col(name).cast(pl.Int64)
+        elif dt == pl.Int64:
+            go, value = pl.col(f"i_{name}").is_not_null(), pl.col(f"i_{name}")
+        elif dt == pl.Float64:
+            go = pl.col(f"i_{name}").is_null() & pl.col(f"n_{name}").is_not_null()
+            value = pl.col(f"n_{name}")
+        elif dt == pl.Boolean:
+            go, value = pl.col(f"b_{name}"), pl.col(f"j_{name}") == "true"
+        else:
+            pieces.append(pl.concat_str([pl.lit(f'"{key}": '), js]))
+            continue
+        typed[key] = pl.when(go).then(value)
+        moved.append(go)
+        pieces.append(pl.when(~go).then(pl.concat_str([pl.lit(f'"{key}": '), js])))
+    body = pl.concat_str(pieces, separator=", ", ignore_nulls=True) if pieces else pl.lit(None, dtype=pl.Utf8)
+    attrs = pl.when(body.is_not_null() & (body != "")).then(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
+    return attrs, _fields_struct(typed, pl.any_horizontal(moved) if moved else pl.lit(False))
+
+
+def _fields_struct(typed: dict[str, pl.Expr], any_set: pl.Expr) -> pl.Expr:
+    """The ``fields`` struct from the given field values (others null); null where ``any_set`` is false."""
+    parts = [typed[k].cast(dt).alias(k) if k in typed else pl.lit(None, dtype=dt).alias(k) for k, dt in FIELDS.items()]
+    return pl.when(any_set).then(pl.struct(parts))
 
 
 def _access_frame(lines: pl.DataFrame) -> pl.DataFrame:
@@ -269,12 +305,13 @@ def _access_frame(lines: pl.DataFrame) -> pl.DataFrame:
                     pl.when(gf("3") != "").then(gf("3").str.strip_chars(" ")).alias("labels"), pl.lit("http_access").alias("kind"),
                     pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("ratio"),
                     pl.lit(None, dtype=pl.Int64).alias("count"), gf("8").cast(pl.Int64).alias("code"),
-                    attrs.alias("attrs"), pl.lit(True).alias("ok"))
+                    attrs.alias("attrs"), pl.lit(None, dtype=EVENT_SCHEMA["fields"]).alias("fields"),
+                    pl.lit(True).alias("ok"))
 
 
 _FAST_SCHEMA = {"i": pl.UInt32, "l": pl.Utf8, "stamp": pl.Utf8, "labels": pl.Utf8, "kind": pl.Utf8,
                 "tokens": pl.Int64, "ratio": pl.Float64, "count": pl.Int64, "code": pl.Int64,
-                "attrs": pl.Utf8, "ok": pl.Boolean}
+                "attrs": pl.Utf8, "fields": EVENT_SCHEMA["fields"], "ok": pl.Boolean}
 
 
 def _bulk(lines: pl.DataFrame, clean: bool) -> pl.DataFrame:
@@ -380,7 +417,7 @@ def _native_chunk(data: bytes | bytearray | str) -> tuple[int, pl.DataFrame, pl.
     assert isinstance(bulk, pl.DataFrame)
     bulk = bulk.select(pl.col("i").cast(pl.UInt32), "l", "labels",
                        pl.col("k").replace_strict(bulkscan.KIND_NAMES, return_dtype=pl.Utf8).alias("kind"),
-                       "tokens", "ratio", "count", "code", "attrs",
+                       "tokens", "ratio", "count", "code", "attrs", "fields",
                        pl.col("ts").cast(pl.Datetime("us")).alias("ts_local"))
     if bulk.height:
         odd = _odd_labels(bulk.get_column("labels").unique().to_list())
@@ -517,7 +554,8 @@ class Stream:
                    tp_rank=by_label("tp_rank", pl.Int32), dp_rank=by_label("dp_rank", pl.Int32),
                    pp_rank=by_label("pp_rank", pl.Int32), ep_rank=by_label("ep_rank", pl.Int32),
                    tokens=pl.col("tokens"), ratio=pl.col("ratio"),
-                   count=pl.col("count"), code=pl.col("code"), text=pl.col("l"), attrs=pl.col("attrs"))
+                   count=pl.col("count"), code=pl.col("code"), text=pl.col("l"), attrs=pl.col("attrs"),
+                   fields=pl.col("fields"))
         return bulk.select([sel[c].cast(EVENT_SCHEMA[c]).alias(c) for c in COLUMNS])
 
     def _held_line(self) -> int | None:

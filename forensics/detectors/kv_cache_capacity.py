@@ -17,7 +17,7 @@ import re
 
 from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.rows import Row, attrs, field, rank_of
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -37,7 +37,7 @@ def pressure_severity(*, retract_events: int, growing_queue: bool) -> str:
 
 
 def _queue(row: Row) -> int | None:
-    q = attrs(row).get("queue_req")
+    q = field(row, "queue_req")
     return int(q) if isinstance(q, int | float) else None
 
 
@@ -331,7 +331,7 @@ def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None
         return _pool_from_refusal(refusal, ctx)
     pool = int(row["tokens"])
     long_prefill = [r for r in of_kind(run, "prefill_batch") if r.get("tokens") is not None
-                    and int(r["tokens"]) + int(attrs(r).get("cached_token") or 0) > pool]
+                    and int(r["tokens"]) + int(field(r, "cached_token") or 0) > pool]
     too_big = dumped if dumped is not None and int(dumped["tokens"]) > pool else None
     if not (isinstance(ctx, int | float) and ctx > pool) and not long_prefill and too_big is None:
         return []

@@ -18,24 +18,46 @@ from typing import Any
 import polars as pl
 
 from forensics.model import Timeline
+from parsers.schema import joined_attrs
 
 Row = dict[str, Any]
 
 
 
 def attrs(row: Row) -> dict[str, Any]:
-    """The row's parsed attrs (cached on the row dict)."""
+    """Every field the parser read for the row (cached on the row dict): its ``attrs`` JSON with its typed
+    ``fields`` (parsers.schema.FIELDS: the batch, access and memory rows' figures) put back, keys sorted."""
     cached = row.get("_attrs")
     if cached is None:
         raw = row.get("attrs")
-        try:
-            cached = json.loads(raw) if raw else {}
-        except (TypeError, ValueError):
-            cached = {}
-        if not isinstance(cached, dict):
-            cached = {}
+        typed = row.get("fields")
+        if typed:
+            cached = joined_attrs(raw, typed)
+        else:
+            try:
+                cached = json.loads(raw) if raw else {}
+            except (TypeError, ValueError):
+                cached = {}
+            if not isinstance(cached, dict):
+                cached = {}
         row["_attrs"] = cached
     return cached
+
+
+def field(row: Row, name: str) -> Any:
+    """One parsed field of the row: the typed value when the row has it (no JSON read), else from attrs.
+
+    >>> field({"kind": "decode_batch", "fields": {"queue_req": 4}, "attrs": None}, "queue_req")
+    4
+    >>> field({"kind": "log", "attrs": '{"queue_req": 5}'}, "queue_req")
+    5
+    """
+    typed = row.get("fields")
+    if typed:
+        v = typed.get(name)
+        if v is not None:
+            return v
+    return attrs(row).get(name)
 
 
 
@@ -80,7 +102,7 @@ def rows(tl: Timeline, *kinds: str) -> list[Row]:
         # one str object per distinct file, kind, rank… instead of one per row: a big input's ~100k rows
         # weigh ~15% less
         shared: dict[str, str] = timeline_memo(tl).setdefault("strings", {})
-        for r in frame.filter(pl.col("kind").is_in(missing)).iter_rows(named=True):
+        for r in narrow_fields(frame.filter(pl.col("kind").is_in(missing))).iter_rows(named=True):
             for c in _REPEATED:
                 v = r.get(c)
                 if v is not None:
@@ -95,6 +117,21 @@ def rows(tl: Timeline, *kinds: str) -> list[Row]:
     out.sort(key=_row_key)
     return out
 
+
+
+def narrow_fields(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its ``fields`` struct cut to the fields some row holds: a row dict then carries the
+    handful its kind has, not every field of every hot kind (or None when no row holds one)."""
+    if "fields" not in frame.columns or not frame.height:
+        return frame
+    col = frame.get_column("fields")
+    if col.null_count() == frame.height:
+        return frame.with_columns(pl.lit(None).alias("fields"))
+    parts = [col.struct.field(f) for f in col.struct.fields]
+    present = [p for p in parts if p.null_count() < frame.height]
+    if not present:
+        return frame.with_columns(pl.lit(None).alias("fields"))
+    return frame.with_columns(pl.struct(present).alias("fields"))
 
 
 def to_number(value: Any) -> float | None:

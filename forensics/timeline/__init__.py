@@ -169,7 +169,10 @@ class _Sampler:
         if not n_bulk:
             return frame
         # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
-        b = frame.select(*self.KEYS, "ratio", "tokens", "count", "attrs").with_row_index("_i").filter(is_bulk)
+        # _q: #queue-req, the typed field (parsers.schema.FIELDS; a value that is no integer stays in attrs
+        # and ranks nothing, as when it was read out of the JSON)
+        b = frame.select(*self.KEYS, "ratio", "tokens", "count",
+                         _q=pl.col("fields").struct.field("queue_req")).with_row_index("_i").filter(is_bulk)
         kept = self._choose_native(b) if bulkscan.available() else self._choose(b)
         self.bulk += n_bulk
         self.kept += kept.len()
@@ -194,7 +197,7 @@ class _Sampler:
         keep, counts, extreme = bulkscan.sample(
             kid.to_arrow(), nkeys, ord0, self.bucket, KEEP_ALL, b.get_column("ratio").to_arrow(),
             b.get_column("tokens").to_arrow(), b.get_column("count").to_arrow(),
-            bulkscan.json_int(b.get_column("attrs").to_arrow(), "queue_req"),
+            b.get_column("_q").to_arrow(),
             (b.get_column("kind") == "http_access").fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
             self.extreme)
         for k, key in key_of.items():
@@ -215,16 +218,9 @@ class _Sampler:
             offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
             b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
             o = o + pl.col("_n")
-        # queue_req out of the attrs JSON: a literal find and a short anchored match, not a scan of every
-        # string; rows where the first '"queue_req": ' is not a plain integer take the full pattern
-        attrs = pl.col("attrs")
-        at = attrs.str.find('"queue_req": ', literal=True)
-        q = attrs.str.slice(at + 13, 17).str.extract(r"^(-?[0-9]{1,15})[,}]", 1)
         extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
-        b = b.with_columns(_o=o, _x=extreme.fill_null(False), _q=q, _at=at)
-        if b.select((pl.col("_at").is_not_null() & pl.col("_q").is_null()).any()).item():
-            b = b.with_columns(_q=attrs.str.extract(r'"queue_req": (-?[0-9]{1,15})[,}]', 1))
-        b = b.with_columns(_q=pl.col("_q").cast(pl.Int64), _b=pl.col("_o") // self.bucket,
+        b = b.with_columns(_o=o, _x=extreme.fill_null(False))
+        b = b.with_columns(_b=pl.col("_o") // self.bucket,
                            _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
 
         def at_max(col: str, desc: bool = True) -> pl.Expr:

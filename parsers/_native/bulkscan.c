@@ -2,7 +2,8 @@
  *
  * A long-running server's log is >99% these three one-line records. This reads a chunk of bytes,
  * classifies every physical line, and for each bulk line writes the columns parsers/sglang.py would
- * give it (stamp, labels, typed tokens/ratio/count/code, the sorted-key JSON of its fields, the text)
+ * give it (stamp, labels, typed tokens/ratio/count/code, its typed fields (parsers.schema.FIELDS), the
+ * sorted-key JSON of the fields that have no typed slot, the text)
  * into caller-owned Arrow-layout buffers; every other line is returned as (index, start, end) for the
  * Python scanner. A line is taken only when it is provably read the same way as the Python scanner
  * reads it (printable ASCII, no glued record, a valid stamp, every field `key: value` with a value
@@ -20,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FX_ABI 2
+#define FX_ABI 3
 #define MAX_LINE 2000
 #define MAX_FIELDS 64
 
@@ -50,6 +51,13 @@ typedef struct {
     int64_t n_rows, n_other, n_lines;
     /* in: the index of the chunk's first line (a chunk may be read in parts, one per thread) */
     int64_t line0;
+    /* the typed fields (parsers.schema.FIELDS): "name\0T\0…\0" with T = i (int64), f (double), b (bool as
+     * int64 0/1), s (string view into buf); per field a values buffer (8 bytes a row, 16 for s) and a
+     * bitmap, NULL where this scanner does not fill the field (its values then stay in attrs) */
+    const char *field_spec;
+    int64_t n_fields;
+    uint8_t **field_vals, **field_valid;
+    uint8_t *bm_fields; /* the row has at least one typed field */
 } fx_scan_t;
 
 #ifndef FX_SOURCE_HASH
@@ -64,6 +72,22 @@ static inline int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 static inline int is_alpha(uint8_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 static inline int is_label_char(uint8_t c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '.'; }
 static inline void bit_set(uint8_t *bm, int64_t i) { bm[i >> 3] |= (uint8_t)(1u << (i & 7)); }
+static inline void bit_clear(uint8_t *bm, int64_t i) { bm[i >> 3] &= (uint8_t)~(1u << (i & 7)); }
+
+/* the slot of a typed field this scanner fills (-1: none) and its type letter */
+static int field_slot(const fx_scan_t *c, const char *name, int nlen, char *type) {
+    const char *p = c->field_spec;
+    for (int64_t i = 0; p && *p && i < c->n_fields; i++) {
+        size_t l = strlen(p);
+        const char *t = p + l + 1;
+        if ((int)l == nlen && memcmp(p, name, l) == 0 && c->field_vals[i] && c->field_valid[i]) {
+            *type = *t;
+            return (int)i;
+        }
+        p = t + strlen(t) + 1;
+    }
+    return -1;
+}
 
 /* an Arrow string view of buf[at, at+len) (data buffer 0 = the chunk) */
 static void view(uint8_t *v, const uint8_t *buf, int64_t at, int32_t len) {
@@ -332,6 +356,8 @@ typedef struct {
     int out_klen[MAX_FIELDS + 1], out_koff[MAX_FIELDS + 1];
     char keys[6 * SHAPE_KEYS + 32];
     int tok, rat, cnt; /* raw field index of the typed columns, or -1 */
+    int slot[MAX_FIELDS + 1]; /* per output key: its typed field's slot, or -1 (JSON) */
+    char stype[MAX_FIELDS + 1];
 } shape_t;
 
 typedef struct {
@@ -343,8 +369,8 @@ typedef struct {
 typedef struct { int ka, kb, va, vb; } span_t;
 
 /* snake keys, last-one-wins dedup (a dict), sorted as json.dumps(sort_keys=True); 0 if it does not fit */
-static int build_shape(shape_t *sh, const uint8_t *s, const span_t *f, int nr, int has_iter, int kind,
-                       const char *renames) {
+static int build_shape(const fx_scan_t *c, shape_t *sh, const uint8_t *s, const span_t *f, int nr, int has_iter,
+                       int kind, const char *renames) {
     sh->kind = kind;
     sh->has_iter = has_iter;
     sh->nr = nr;
@@ -408,6 +434,8 @@ static int build_shape(shape_t *sh, const uint8_t *s, const span_t *f, int nr, i
         else if (strcmp(k, "full_token_usage") == 0) rat2 = sh->out_src[e];
         else if (strcmp(k, "running_req") == 0) cnt = sh->out_src[e];
     }
+    for (int e = 0; e < ne; e++)
+        sh->slot[e] = field_slot(c, sh->keys + sh->out_koff[e], sh->out_klen[e], &sh->stype[e]);
     sh->tok = tok >= 0 ? tok : tok2;
     sh->rat = rat >= 0 ? rat : rat2;
     sh->cnt = cnt;
@@ -496,7 +524,7 @@ static int batch(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int at
     sh = find_shape(ss, s, f, nr, has_iter, kind);
     if (!sh) {
         sh = ss->n < SHAPES ? &ss->s[ss->n] : &local;
-        if (!build_shape(sh, s, f, nr, has_iter, kind, c->renames)) return 0;
+        if (!build_shape(c, sh, s, f, nr, has_iter, kind, c->renames)) return 0;
         if (sh != &local) ss->n++;
     }
     ss->last[kind] = sh != &local ? sh : NULL;
@@ -540,10 +568,42 @@ values:;
         int64_t need = 2 + jp + il;
         for (int e = 0; e < sh->nout; e++) need += sh->out_klen[e] + 6;
         if (w + need > c->cap_attrs) return -1;
+        /* a value of its typed field's type goes to that field; the rest to the JSON */
+        int json_keys = 0;
+        uint8_t typed[MAX_FIELDS + 1];
+        for (int e = 0; e < sh->nout; e++) {
+            int src = sh->out_src[e], sl = sh->slot[e];
+            int cls = src < 0 ? V_INT : v[src].cls;
+            char ty = sl >= 0 ? sh->stype[e] : 0;
+            typed[e] = (ty == 'i' && cls == V_INT) || (ty == 'f' && (cls == V_DEC || cls == V_PCT)) ||
+                       (ty == 'b' && cls == V_BOOL);
+            if (!typed[e]) { json_keys++; continue; }
+            uint8_t *slot = c->field_vals[sl] + 8 * r;
+            if (ty == 'i') {
+                int64_t x = src < 0 ? iter : v[src].i;
+                memcpy(slot, &x, 8);
+            } else if (ty == 'f') {
+                if (cls == V_PCT) v[src].num = js + joff[src];
+                double d = as_double(&v[src]);
+                memcpy(slot, &d, 8);
+            } else {
+                int64_t x = js[joff[src]] == 't';
+                memcpy(slot, &x, 8);
+            }
+            bit_set(c->field_valid[sl], r);
+            bit_set(c->bm_fields, r);
+        }
+        if (!json_keys) {
+            c->attrs_off[r + 1] = w;
+            return kind;
+        }
         uint8_t *o = c->attrs + w;
         *o++ = '{';
+        int first = 1;
         for (int e = 0; e < sh->nout; e++) {
-            if (e) { *o++ = ','; *o++ = ' '; }
+            if (typed[e]) continue;
+            if (!first) { *o++ = ','; *o++ = ' '; }
+            first = 0;
             *o++ = '"';
             memcpy(o, sh->keys + sh->out_koff[e], (size_t)sh->out_klen[e]);
             o += sh->out_klen[e];
@@ -568,7 +628,9 @@ values:;
 static const char *LEVELS[] = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "TRACE"};
 
 /* uvicorn access line after the prefix: LEVEL: +CLIENT - "METHOD PATH( PROTO)?" NNN… */
-static int access(fx_scan_t *c, int64_t r, const uint8_t *s, int at, int len) {
+static const char *const ACCESS_FIELDS[4] = {"client", "level", "method", "path"};
+
+static int access(fx_scan_t *c, const int *acc_slot, int64_t r, const uint8_t *s, int at, int len) {
     int i = at, lv = -1;
     for (int q = 0; q < 6; q++) {
         int n = (int)strlen(LEVELS[q]);
@@ -600,30 +662,44 @@ static int access(fx_scan_t *c, int64_t r, const uint8_t *s, int at, int len) {
     int64_t w = c->attrs_off[r];
     int64_t need = 64 + (cb - ca) + (mb - ma) + (pb - pa) + 8;
     if (w + need > c->cap_attrs) return -1;
+    /* in key order, as the JSON is: each to its typed field (a view into the line) where it has one */
+    const char *const *names = ACCESS_FIELDS;
+    int spans[4][2] = {{ca, cb}, {at, at + (int)strlen(LEVELS[lv])}, {ma, mb}, {pa, pb}};
+    int64_t at0 = s - c->buf;
     uint8_t *o = c->attrs + w;
-#define PUT(lit) do { memcpy(o, lit, sizeof(lit) - 1); o += sizeof(lit) - 1; } while (0)
-#define SPAN(a, b) do { memcpy(o, s + (a), (b) - (a)); o += (b) - (a); } while (0)
-    PUT("{\"client\": \"");
-    SPAN(ca, cb);
-    PUT("\", \"level\": \"");
-    memcpy(o, LEVELS[lv], strlen(LEVELS[lv]));
-    o += strlen(LEVELS[lv]);
-    PUT("\", \"method\": \"");
-    SPAN(ma, mb);
-    PUT("\", \"path\": \"");
-    SPAN(pa, pb);
-    PUT("\"}");
-#undef PUT
-#undef SPAN
+    int json_keys = 0;
+    for (int q = 0; q < 4; q++) {
+        int sl = acc_slot[q];
+        if (sl >= 0) {
+            view(c->field_vals[sl] + 16 * r, c->buf, at0 + spans[q][0], spans[q][1] - spans[q][0]);
+            bit_set(c->field_valid[sl], r);
+            bit_set(c->bm_fields, r);
+            continue;
+        }
+        *o++ = json_keys ? ',' : '{';
+        if (json_keys) *o++ = ' ';
+        json_keys++;
+        *o++ = '"';
+        memcpy(o, names[q], strlen(names[q]));
+        o += strlen(names[q]);
+        memcpy(o, "\": \"", 4);
+        o += 4;
+        memcpy(o, s + spans[q][0], (size_t)(spans[q][1] - spans[q][0]));
+        o += spans[q][1] - spans[q][0];
+        *o++ = '"';
+    }
+    if (json_keys) {
+        *o++ = '}';
+        bit_set(c->bm_attrs, r);
+    }
     c->attrs_off[r + 1] = o - c->attrs;
-    bit_set(c->bm_attrs, r);
     c->row_code[r] = code;
     bit_set(c->bm_code, r);
     return K_ACCESS;
 }
 
 /* one physical line (without \n; a final \r excluded): its kind, with row r filled, or 0 */
-static int line(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int64_t len64) {
+static int line(fx_scan_t *c, shapes_t *ss, const int *acc_slot, int64_t r, const uint8_t *s, int64_t len64) {
     if (len64 < 22 || len64 > MAX_LINE || s[0] != '[' || !is_digit(s[1])) return 0;
     int len = (int)len64;
     /* printable ASCII only, and no record glued after this one ("[20…", the scanner splits it); eight
@@ -660,13 +736,16 @@ static int line(fx_scan_t *c, shapes_t *ss, int64_t r, const uint8_t *s, int64_t
     else if (len - at >= 13 && memcmp(s + at, "Prefill batch", 13) == 0)
         kind = batch(c, ss, r, s, at + 13, len, K_PREFILL);
     else
-        kind = access(c, r, s, at, len);
+        kind = access(c, acc_slot, r, s, at, len);
     if (kind <= 0) {
         /* undo what a failed row wrote */
         int64_t byte = r >> 3;
         uint8_t keep = (uint8_t)((1u << (r & 7)) - 1);
         c->bm_tokens[byte] &= keep; c->bm_count[byte] &= keep; c->bm_code[byte] &= keep;
         c->bm_ratio[byte] &= keep; c->bm_attrs[byte] &= keep;
+        if (c->bm_fields) c->bm_fields[byte] &= keep;
+        for (int64_t q = 0; q < c->n_fields; q++)
+            if (c->field_valid[q]) bit_clear(c->field_valid[q], r);
         c->attrs_off[r + 1] = c->attrs_off[r];
         return kind;
     }
@@ -692,14 +771,20 @@ int fx_scan(fx_scan_t *c) {
     ss->n = 0;
     ss->last[0] = ss->last[1] = ss->last[2] = NULL;
     c->attrs_off[0] = 0;
-    if (n > 0x7fffffff) return -3; /* views hold 32-bit offsets */
+    if (n > 0x7fffffff) { free(ss); return -3; } /* views hold 32-bit offsets */
+    int acc_slot[4];
+    for (int q = 0; q < 4; q++) {
+        char ty = 0;
+        acc_slot[q] = field_slot(c, ACCESS_FIELDS[q], (int)strlen(ACCESS_FIELDS[q]), &ty);
+        if (ty != 's') acc_slot[q] = -1;
+    }
     while (pos < n) {
         const uint8_t *nl = memchr(b + pos, '\n', n - pos);
         int64_t end = nl ? nl - b : n;
         int64_t len = end - pos;
         int64_t body = (len && b[end - 1] == '\r') ? len - 1 : len;
         int k = 0;
-        if (r < c->cap_rows) k = line(c, ss, r, b + pos, body);
+        if (r < c->cap_rows) k = line(c, ss, acc_slot, r, b + pos, body);
         if (k < 0) { free(ss); return -1; }
         if (k > 0) {
             c->row_line[r] = c->line0 + li;
