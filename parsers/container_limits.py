@@ -2,7 +2,7 @@
 
 Sources: linux Documentation/admin-guide/cgroup-v2.rst (5.x: ``memory.max``, ``max``), linux
 Documentation/admin-guide/cgroup-v1/memory.rst (4.x: ``memory.limit_in_bytes``), kubernetes
-staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Limits:`` / ``memory:``).
+staging/src/k8s.io/kubectl/pkg/describe/describe.go (1.x: ``Limits:`` / ``memory:``; ``Command:`` / ``Args:``).
 
 The per-rank host-pool arithmetic needs the limit the ranks live under; a launch file states it
 (docker ``--memory``, compose ``mem_limit``, ``#SBATCH --mem``), and so do these, read here:
@@ -12,7 +12,8 @@ The per-rank host-pool arithmetic needs the limit the ranks live under; a launch
   as ``forensics collect`` writes them (``host/cgroup-memory.txt``: ``memory.max: 343597383680``) or
   as a paste prints them (``$ cat /sys/fs/cgroup/memory.max`` then the number alone);
 * ``kubectl describe pod``: each container's ``Limits:`` block, ``memory:`` a Kubernetes quantity
-  (``320Gi`` binary, ``320G`` decimal).
+  (``320Gi`` binary, ``320G`` decimal); and the launch the container ran, its ``Command:`` and ``Args:`` lists
+  (one item a line) after its ``Image:``, as a ``launch_command`` row under that limit.
 
 One row per stated limit: ``bytes``, attrs ``limit_bytes`` and ``limit_from`` (where it was stated).
 "No limit" (``max``, v1's unlimited) gives no row.
@@ -40,6 +41,7 @@ SIGKILL to memory).
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from .schema import NotThisFormat, ParseResult
@@ -76,6 +78,12 @@ _HARD = ("memory.max", "memory.limit_in_bytes")
 _DESCRIBE_HEAD = re.compile(r"^(?:Name:\s+\S+|Containers:)\s*$", re.M)
 _LIMITS = re.compile(r"^(\s*)Limits:\s*$")
 _LIMIT_MEMORY = re.compile(r"^\s*memory:\s+(\S+)\s*$")
+#: a container's entry, its image and its ``Command:``/``Args:`` lists (describe.go ``describeContainerCommand``: the
+#: heading, then one item per line one level deeper) — the launch the pod ran, read as ``parsers.launch`` reads any
+#: command line (``args`` alone run after the image's entrypoint: docker-run(1) ``IMAGE [COMMAND] [ARG...]``)
+_CONTAINER = re.compile(r"^( {2})([\w.-]+):\s*$")
+_IMAGE = re.compile(r"^\s+Image:\s+(\S+)\s*$")
+_CMD_LIST = re.compile(r"^(\s+)(Command|Args):\s*$")
 
 
 def sniff(head: str) -> float:
@@ -95,8 +103,40 @@ def _row(line: int, text: str, value: int, where: str) -> dict[str, Any]:
             "attrs": {"limit_bytes": value, "limit_from": where, "confidence": "read"}}
 
 
+class _Container:
+    """One container of a ``kubectl describe pod``: what it runs and the memory limit it runs under."""
+
+    def __init__(self) -> None:
+        self.image: str | None = None
+        self.lists: dict[str, list[str]] = {"Command": [], "Args": []}
+        self.first: int | None = None
+        self.last = 0
+        self.limit: int | None = None
+
+    def launch_row(self) -> dict[str, Any] | None:
+        from parsers.launch import find_commands
+
+        command, args = self.lists["Command"], self.lists["Args"]
+        if self.first is None or not (command or (args and self.image)):
+            return None
+        tokens = [*command, *args] if command else ["docker", "run", self.image or "", *args]
+        text = " ".join(shlex.quote(t) for t in tokens)
+        found = find_commands(text)
+        if not found:
+            return None
+        c = found[0]
+        c.launcher, c.confidence = "kubectl describe pod", "config"
+        if self.limit:
+            c.container_memory_bytes, c.container_memory_from = self.limit, "kubectl describe: Limits.memory"
+        return {"line": self.first, "line_end": self.last, "kind": "launch_command", "text": text[:2000],
+                "attrs": c.attrs()}
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     lines = text.split("\n")
+    describe = bool(_DESCRIBE_HEAD.search(text[:20000]))
+    container: _Container | None = None
+    listing: tuple[str, int] | None = None  # the Command/Args list being read and its heading's indent
     rows: list[dict[str, Any]] = []
     recognized = 0
     cat_of = None  # the cgroup file a preceding ``cat`` printed
@@ -137,6 +177,24 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             cat_of = None
             continue
         cat_of = None
+        if describe:
+            if listing is not None and container is not None:
+                if ln.strip() and len(ln) - len(ln.lstrip()) > listing[1]:
+                    container.lists[listing[0]].append(ln.strip())
+                    container.last, recognized = i + 1, recognized + 1
+                    continue
+                listing = None
+            if _CONTAINER.match(ln) is not None:
+                if container is not None and (row := container.launch_row()) is not None:
+                    rows.append(row)
+                container = _Container()
+            elif container is not None and (im := _IMAGE.match(ln)) is not None:
+                container.image = im.group(1)
+            elif container is not None and (cl := _CMD_LIST.match(ln)) is not None:
+                listing, recognized = (cl.group(2), len(cl.group(1))), recognized + 1
+                container.first = container.first or i + 1
+                container.last = i + 1
+                continue
         if (lm := _LIMITS.match(ln)) is not None:
             limits_indent, recognized = len(lm.group(1)), recognized + 1
             continue
@@ -149,6 +207,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                 q = k8s_quantity(mm.group(1))
                 if q:
                     rows.append(_row(i + 1, ln, q, "kubectl describe: Limits.memory"))
+                    if container is not None:
+                        container.limit = q
+    if container is not None and (row := container.launch_row()) is not None:
+        rows.append(row)
     if not rows and not recognized:
         raise NotThisFormat("no cgroup or container memory limit in this text")
     # a final newline ends the last line; it does not start another
