@@ -38,7 +38,7 @@ import polars as pl
 from .elision import is_elision
 from .nvidia_smi.common import match_failure
 from .schema import ParseResult
-from .units import GIB, MIB, parse_size
+from .units import GIB, MIB, k8s_quantity, parse_size
 
 FORMAT = "failures"
 
@@ -344,6 +344,11 @@ _OOM_KILLED = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
 )
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
+#: the kubelet's node-pressure eviction (§5.3 «Kubernetes»): ``The node was low on resource: memory. Threshold
+#: quantity: 100Mi, available: 52Mi. Container api was using 900Mi, request is 0, …`` (older kubelets: ``… which exceeds
+#: its request of {y}``) — the node ran short, and the pod furthest above its memory request went first
+_EVICTED = re.compile(r"The node was low on resource: memory\.(?:.{0,200}?Container (\S+) was using (\S+?),? "
+                      r"(?:request is (\S+?)|which exceeds its request of (\S+?))[,.\s])?")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
 # §5.4 (Ray memory monitor). The monitor's own observation is the figure line: ``… which exceeds the memory usage
@@ -662,7 +667,12 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if _OOM_KILLED.search(head):
         attrs: dict[str, Any] = {"failure": "oom_killed", "message": msg[:2000]}
         cols: dict[str, Any] = {}
-        if (kp := _KILLED_PROC.search(head)) is not None:
+        if (ev := _EVICTED.search(head)) is not None:
+            attrs["via"] = "node_pressure_eviction"
+            if ev.group(1):
+                cols.update(comm=ev.group(1), used_bytes=k8s_quantity(ev.group(2)))
+                attrs["request_bytes"] = k8s_quantity(ev.group(3) or ev.group(4) or "") or 0
+        elif (kp := _KILLED_PROC.search(head)) is not None:
             cols["pid"], cols["comm"] = _int(kp.group(1)), kp.group(2)
         elif (task := _OOM_TASK.search(head)) is not None:
             cols["comm"] = task.group(1)

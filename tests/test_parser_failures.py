@@ -448,3 +448,15 @@ def test_ray_header_and_figure_line_are_one_report() -> None:
                        "recently scheduled task;\n")
     row = r.events.row(0, named=True)
     assert r.events.height == 1 and (row["line"], row["line_end"], row["pid"]) == (1, 2, 812)
+
+
+def test_kubelet_eviction_names_the_container_and_its_request() -> None:
+    """§5.3 «Kubernetes»: node-pressure eviction, distinct from the container's own limit (OOMKilled)."""
+    kind, cols, attrs = failures.classify(
+        "Message:          The node was low on resource: memory. Threshold quantity: 100Mi, available: 48Mi. "
+        "Container engine was using 30Gi, request is 4Gi, has larger consumption of memory.")
+    assert (attrs["failure"], attrs["via"], cols["comm"]) == ("oom_killed", "node_pressure_eviction", "engine")
+    assert (cols["used_bytes"], attrs["request_bytes"]) == (30 * 2**30, 4 * 2**30)
+    older = failures.classify("The node was low on resource: memory. Container engine was using 30Gi, which exceeds "
+                              "its request of 4Gi. ")
+    assert older[2]["request_bytes"] == 4 * 2**30
