@@ -362,7 +362,7 @@ _RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due 
                       r"killed due to memory pressure \(OOM\)")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
 #: the summary's count, when the paste kept it on the line (a terminal wrap can leave it on the line above)
-_RAY_SUMMARY = re.compile(r"(\d+) Workers? \(tasks / actors\) killed due to memory pressure")
+_RAY_SUMMARY = re.compile(r"(?<!\d)(\d++) Workers? \(tasks / actors\) killed due to memory pressure")
 #: the killed task in the 2.3–2.50 form (``where the task (task ID: …, name={n}, pid={p}, memory used={x}GB)``)
 _RAY_VICTIM = re.compile(r"name=([^,()]{1,200}), pid=(\d+), memory used=" + _N + r" ?GB")
 # §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
