@@ -38,7 +38,7 @@ import polars as pl
 from .elision import is_elision
 from .nvidia_smi.common import match_failure
 from .schema import ParseResult
-from .units import GIB, MIB, parse_size
+from .units import GIB, MIB, k8s_quantity, parse_size
 
 FORMAT = "failures"
 
@@ -110,7 +110,9 @@ _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _FRAME_LIKE = re.compile(r'^\s+(?:File "|\S)|^\s*\^+\s*$|^\s*~+\s*$|^\s*$')
 
 # --- the allocator OOM (§1) ---
-_OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS) out of memory\b")
+#: ``NPU``: Ascend's torch_npu caching allocator (Ascend/pytorch torch_npu/csrc/core/npu/NPUCachingAllocator.cpp,
+#: ``DeviceCachingAllocator::malloc``), which vLLM-Ascend and SGLang's NPU backend run on
+_OOM = re.compile(r"\b(CUDA|HIP|XPU|MPS|NPU) out of memory\b")
 _OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
 _OOM_GPU = re.compile(r"GPU (\d+) has a total capac(?:i)?ty of(?: " + _SIZE + ")?")  # the size may be cut off
 _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
@@ -125,6 +127,12 @@ _OOM_UNALLOC = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallo
 _OOM_V1 = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free;")
 _OOM_V1_RES = re.compile(_SIZE + r" reserved in total by PyTorch")
 _OOM_ALLOWED = re.compile(r"Allocation on device (\d+) would exceed allowed memory")
+#: torch_npu keeps the ≤2.0 layout with a ``current active`` clause and ``NPU`` for ``GPU``: ``NPU out of memory. Tried
+#: to allocate {A} (NPU {d}; {T} total capacity; {alloc} already allocated; {active} current active; {F} free;
+#: [{allowed} allowed; ]{R} reserved in total by PyTorch)`` — torch_npu torch_npu/csrc/core/npu/NPUCachingAllocator.cpp
+#: (main, 2025: ``AT_ERROR`` in ``DeviceCachingAllocator::malloc``)
+_OOM_NPU = re.compile(r"\(NPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE
+                      + r" current active; " + _SIZE + r" free;")
 
 # --- CUDA runtime/library errors (§2, §3, §7) ---
 _RUNTIME_OOM = re.compile(
@@ -248,6 +256,17 @@ _REGISTER_ERROR = re.compile(r"\b(?:CUDA|HIP) error: (part or all of the request
 _REGISTER_FRAMES = re.compile(r"cudaHostRegister|cuda_host_register|host_register")
 
 
+def ray_oom_killed(text: str) -> bool:
+    """Whether a line is Ray's memory monitor reporting a worker it killed (§5.4): the header, the figure line or the
+    raylet's summary with a count above zero.
+
+    >>> ray_oom_killed("(raylet) node_manager.cc:3040: 0 Workers (tasks / actors) killed due to memory pressure (OOM)")
+    False
+    """
+    head = text[:4000]
+    return bool(_RAY_OOM.search(head)) and not ((k := _RAY_SUMMARY.search(head)) is not None and k.group(1) == "0")
+
+
 def register_refusal(exc_line: str, frames: str = "") -> int | None:
     """The runtime code of a host registration refused for a reason other than memory, else None.
 
@@ -355,15 +374,28 @@ _OOM_KILLED = re.compile(
     r"Out of memory: Kill(?:ed)? process|oom-kill:constraint=|The node was low on resource: memory"
 )
 _KILLED_PROC = re.compile(r"Kill(?:ed)? process (\d+)? ?\(([^)]+)\)")
+#: the kubelet's node-pressure eviction (§5.3 «Kubernetes»): ``The node was low on resource: memory. Threshold
+#: quantity: 100Mi, available: 52Mi. Container api was using 900Mi, request is 0, …`` (older kubelets: ``… which exceeds
+#: its request of {y}``) — the node ran short, and the pod furthest above its memory request went first
+_EVICTED = re.compile(r"The node was low on resource: memory\.(?:.{0,200}?Container (\S+) was using (\S+?),? "
+                      r"(?:request is (\S+?)|which exceeds its request of (\S+?))[,.\s])?")
 _RSS = re.compile(r"(anon|file|shmem)-rss:(\d+)kB")
 _OOM_TASK = re.compile(r"\btask=([^,\s]+)")
-# §5.4 (Ray memory monitor: its kill message, from its first words, whose tail a paste often cuts); the raylet's
-# kill summary with at least one kill (Ray doc/source/ray-core/scheduling/ray-oom-prevention.rst, 2.2+:
-# ``node_manager.cc: N Workers (tasks / actors) killed due to memory pressure (OOM), M Workers crashed …``)
+# §5.4 (Ray memory monitor). The monitor's own observation is the figure line: ``… which exceeds the memory usage
+# threshold of {thr}. Ray killed this worker`` (2.2–2.50) or ``… was {used}GB used / {limit}GB limit ({frac})`` (2.60),
+# also when a paste keeps it without the ``Task was killed …`` line above it; and the raylet's periodic summary
+# ``(raylet) node_manager.cc:N: {k} Workers (tasks / actors) killed due to memory pressure (OOM), {m} Workers crashed
+# due to other reasons at node (ID: …, IP: …)`` (Ray's documentation, "Debugging Out of Memory": "Ray memory monitor
+# also periodically prints the aggregated out-of-memory killer summary to Ray drivers"; raylet node_manager.cc); the
+# figure line from its first words, whose tail a paste often cuts (``Memory on the node (IP: …, ID: …) where …``)
 _RAY_OOM = re.compile(r"killed due to the node running low on memory|failed due to oom|NODE_OUT_OF_MEMORY|"
-                      r"Memory on the node \(IP: [^)\s]{1,64}, ID: |[1-9]\d{0,6} Workers \(tasks / actors\) killed due to "
-                      r"memory pressure \(OOM\)")
+                      r"exceeds the memory usage threshold of [\d.]+\. Ray killed|GB used / [\d.]+ ?GB limit \(|"
+                      r"killed due to memory pressure \(OOM\)|Memory on the node \(IP: [^)\s]{1,64}, ID: ")
 _RAY_MEM = re.compile(r"(?:was|Memory on the node \([^)]*\) was) " + _N + r" ?GB(?: used)? / " + _N + r" ?GB")
+#: the summary's count, when the paste kept it on the line (a terminal wrap can leave it on the line above)
+_RAY_SUMMARY = re.compile(r"(?<!\d)(\d++) Workers? \(tasks / actors\) killed due to memory pressure")
+#: the killed task in the 2.3–2.50 form (``where the task (task ID: …, name={n}, pid={p}, memory used={x}GB)``)
+_RAY_VICTIM = re.compile(r"name=([^,()]{1,200}), pid=(\d+), memory used=" + _N + r" ?GB")
 # §5 and vllm_formats.md §3.7 (host allocations: MemoryError, std::bad_alloc, ENOMEM as errno(3) prints it)
 _HOST_OOM = re.compile(r"^(?:\w+\.)*MemoryError\b|std::bad_alloc|Cannot allocate memory|\[Errno 12\]")
 # errno(3) EADDRINUSE (``Address already in use``); the wait below
@@ -552,6 +584,12 @@ def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
         attrs["allocated_by_pytorch_bytes"], cols["free_bytes"] = _size(old.group(3)), _size(old.group(4))
         if (res := _OOM_V1_RES.search(msg)) is not None:
             attrs["reserved_bytes"] = _size(res.group(1))
+    if (npu := _OOM_NPU.search(msg)) is not None:
+        cols["gpu"], cols["total_bytes"] = _int(npu.group(1)), _size(npu.group(2))
+        attrs["allocated_by_pytorch_bytes"], cols["free_bytes"] = _size(npu.group(3)), _size(npu.group(5))
+        attrs["active_bytes"] = _size(npu.group(4))
+        if (res := _OOM_V1_RES.search(msg)) is not None:
+            attrs["reserved_bytes"] = _size(res.group(1))
     if (a := _OOM_ALLOWED.search(msg)) is not None:
         cols["gpu"] = _int(a.group(1))
         attrs["limit"] = "per_process_memory_fraction"
@@ -679,7 +717,12 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if _OOM_KILLED.search(head):
         attrs: dict[str, Any] = {"failure": "oom_killed", "message": msg[:2000]}
         cols: dict[str, Any] = {}
-        if (kp := _KILLED_PROC.search(head)) is not None:
+        if (ev := _EVICTED.search(head)) is not None:
+            attrs["via"] = "node_pressure_eviction"
+            if ev.group(1):
+                cols.update(comm=ev.group(1), used_bytes=k8s_quantity(ev.group(2)))
+                attrs["request_bytes"] = k8s_quantity(ev.group(3) or ev.group(4) or "") or 0
+        elif (kp := _KILLED_PROC.search(head)) is not None:
             cols["pid"], cols["comm"] = _int(kp.group(1)), kp.group(2)
         elif (task := _OOM_TASK.search(head)) is not None:
             cols["comm"] = task.group(1)
@@ -688,10 +731,16 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             attrs.update(rss)
             cols["used_bytes"] = sum(rss.values())
         return "failure", cols, attrs
-    if _RAY_OOM.search(head):
+    if ray_oom_killed(head):
         m = _RAY_MEM.search(msg[:20000])
         cols = {"used_bytes": round(float(m.group(1)) * GIB), "total_bytes": round(float(m.group(2)) * GIB)} if m else {}
-        return "failure", cols, {"failure": "ray_oom", "message": msg[:2000]}
+        ray_attrs: dict[str, Any] = {"failure": "ray_oom", "message": msg[:2000]}
+        if (v := _RAY_VICTIM.search(head)) is not None:
+            cols.update(comm=v.group(1).strip(), pid=_int(v.group(2)))
+            ray_attrs["victim_bytes"] = round(float(v.group(3)) * GIB)
+        if (k := _RAY_SUMMARY.search(head)) is not None:
+            ray_attrs["workers_killed"] = _int(k.group(1))
+        return "failure", cols, ray_attrs
     if (sig := _FATAL_SIGNAL.search(head)) is not None:
         name = sig.group(1) or sig.group(2)
         return "failure", {"code": _SIGNAL_CODES.get(name)}, {"failure": "signal", "signal": name, "message": msg[:500]}
@@ -1064,6 +1113,14 @@ def parse(text: str, path: str = "", command: str | None = None,
                 attrs.update({f"{k}_rss_bytes": int(v) * 1024 for k, v in _RSS.findall(lines[end + 1])})
                 cols = {**cols, "used_bytes": sum(v for k, v in attrs.items() if k.endswith("_rss_bytes"))}
                 end += 1
+            # Ray's memory monitor prints its header and its figure line as one report (§5.4): one row for both
+            while attrs.get("failure") == "ray_oom" and end + 1 < n and ray_oom_killed(lines[end + 1]):
+                more = classify(strip_prefix(lines[end + 1]))
+                if more is None or more[2].get("failure") != "ray_oom":
+                    break
+                cols = {**more[1], **{k: v for k, v in cols.items() if v is not None}}
+                attrs = {**more[2], **attrs}
+                end += 1
             rows.append({"line": i + 1, "line_end": end + 1, "kind": kind, **line_context(lines[i]),
                          **{k: v for k, v in cols.items() if v is not None and not (isinstance(v, float) and math.isnan(v))},
                          "text": "\n".join(lines[i:end + 1])[:20000], "attrs": {k: v for k, v in attrs.items() if v is not None}})
@@ -1080,4 +1137,4 @@ def parse(text: str, path: str = "", command: str | None = None,
 TRIGGER = _TRIGGER
 
 __all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
-           "populate_fault", "strip_prefix"]
+           "populate_fault", "ray_oom_killed", "strip_prefix"]

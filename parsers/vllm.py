@@ -37,7 +37,7 @@ from typing import Any
 
 from parsers import jsontext
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures, pinned_host_oom, populate_fault
+from parsers.failures import oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -534,6 +534,8 @@ class _Parser:
         self.phase: dict[Any, str] = {}  # stream (process) → phase after its last lifecycle record
         self.tb: dict[str, Any] | None = None  # the open traceback record
         self.headered = 0
+        # the last message no record pattern read: the head of one a paste may have wrapped onto the next line
+        self.held: tuple[int, str, dict[str, Any], str | None, int, int] | None = None
 
     # -- output ----------------------------------------------------------------------------
 
@@ -586,6 +588,28 @@ class _Parser:
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
             self.emit_oom(base, text, attrs["during"])
+
+    def rejoined(self, lineno: int, stripped: str, held: tuple[int, str, dict[str, Any], str | None, int, int]) -> bool:
+        """Whether this line completes the one before it into a record: a message the paste or the terminal wrapped
+        (a line that breaks mid-sentence, the next one going on in lower case: vllm_formats.md §1 «pastes»).
+
+        The earlier line's fallback reading (an exception line, a log line) gives way to the record.
+        """
+        h_line, h_text, h_base, h_level, h_rows, h_unknown = held
+        if h_line != lineno - 1 or not stripped[:1].islower() or h_text[-1:] in ".!?;:)]}" or len(h_text) < 40:
+            return False
+        before = len(self.rows)
+        if not self.classify(h_line, f"{h_text} {stripped}", {**h_base, "line_end": lineno}, h_level):
+            return False
+        joined = self.rows[before:]
+        del self.rows[h_rows:]  # the held line's own reading (emitted after it was held)
+        self.rows.extend(joined)
+        self.recognized += 1
+        if self.unrecognized > h_unknown:  # the held line had been counted as unrecognized
+            self.unrecognized, self.recognized = h_unknown, self.recognized + 1
+            if self.examples and self.examples[-1][0] == h_line:
+                self.examples.pop()
+        return True
 
     def emit_oom(self, base: dict[str, Any], text: str, during: str | None) -> None:
         """A ``cuda_oom`` row with the allocator message's figures (one reader of them: parsers.failures)."""
@@ -707,9 +731,13 @@ class _Parser:
                        "lines": [stripped], "last": lineno}
             self.recognized += 1
             return
+        held, self.held = self.held, None
         if self.classify(lineno, stripped, base, level):
             self.recognized += 1
             return
+        if held is not None and self.rejoined(lineno, stripped, held):
+            return
+        self.held = (lineno, stripped, base, level, len(self.rows), self.unrecognized)
         # an exception line outside a traceback (an excerpt that kept only the last line)
         em = _EXC_LINE.match(stripped)
         if em and (headered or ":" in stripped):
@@ -1045,8 +1073,12 @@ class _Parser:
             emit("rank_dead", {**base, **cols}, {"process_name": name, "exit_code": _int(code),
                                                  "worker_pid": _int(m.group(4) or m.group(9))}, code=_int(code))
             return True
-        if _RAY_OOM.search(s):
-            emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500]})
+        if ray_oom_killed(s):  # Ray's memory monitor saying it killed a worker: an observation (§5.4)
+            found = classify_failure(s)
+            figs = found[1] if found is not None else {}
+            emit("rank_dead", base, {"cause": "ray_oom_killer", "message": s[:500],
+                                     "host_used_bytes": figs.get("used_bytes"), "host_total_bytes": figs.get("total_bytes"),
+                                     "worker_pid": figs.get("pid")})
             return True
         if _RAY_WORKER_EXITED.search(s):
             emit("rank_dead", base, {"cause": "ray_worker_exited", "message": s[:500]})
@@ -1221,6 +1253,8 @@ _SNIFF_STRONG = (
     "Too large swap space. ", "Possibly too large swap space. ",
     "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
     "GiB) on startup is less than",  # §3.3 either wording, when a paste wrapped the rest onto the next line
+    # the start-up check's head alone, when a paste wrapped the line after it (vllm_formats.md §3.3; 0.14+ names cuda:N)
+    "Free memory on device (", "Free memory on device cuda:",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 

@@ -63,3 +63,19 @@ def test_the_cgroups_oom_kill_count_is_a_memory_kill() -> None:
     assert oom_kills("oom_kill 1\n", command="cat /sys/fs/cgroup/memory/memory.oom_control") == [1]
     assert oom_kills("memory.events:\n  low 0\n  oom 0\n  oom_kill 0\n") == []  # none happened
     assert oom_kills("memory.max: 1073741824\noom_kill 5\n") == []  # not under an events file
+
+
+def test_describe_pod_reads_the_launch_the_container_ran() -> None:
+    """describe.go prints a container's ``Command:`` and ``Args:`` one item a line: the launch, under that
+    container's ``Limits.memory``; args alone run after the image's entrypoint."""
+    text = ("Name:             srv-0\nContainers:\n  engine:\n    Image:          vllm/vllm-openai:v0.7.3\n"
+            "    Args:\n      --model\n      /models/m-7b\n      --tensor-parallel-size\n      2\n"
+            "    State:          Running\n    Limits:\n      memory:          64Gi\n  sidecar:\n"
+            "    Image:          busybox:1.36\n    Command:\n      sleep\n      infinity\n")
+    r = container_limits.parse(text)
+    launches = r.events.filter(r.events["kind"] == "launch_command")
+    assert launches.height == 1  # the sidecar runs no engine
+    a = json.loads(launches["attrs"][0])
+    assert (a["engine"], a["flags"]["--tensor-parallel-size"], a["launcher"]) == ("vllm", "2", "kubectl describe pod")
+    assert a["container_memory_bytes"] == 64 * 2**30
+    assert (launches["line"][0], launches["line_end"][0]) == (5, 9)

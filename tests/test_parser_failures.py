@@ -426,3 +426,62 @@ def test_sglang_ci_gpu_idle_wait_is_a_gpu_held_before_the_run() -> None:
     assert (kind, attrs["failure"], cols) == ("failure", "gpu_busy", {"gpu": 5, "pid": 40231})
     assert classify("RuntimeError: GPU(s) still not idle after waiting 60s before setUpClass:")[2]["failure"] == "gpu_busy"
     assert classify("the GPU was not idle when I looked") is None  # prose, no harness wording
+
+
+def test_ascend_npu_allocator_oom_keeps_its_figures() -> None:
+    """torch_npu's caching allocator (Ascend/pytorch NPUCachingAllocator.cpp) keeps the ≤2.0 layout with a
+    ``current active`` clause: the same figures as CUDA's, read from their own places."""
+    kind, cols, attrs = failures.classify(
+        "RuntimeError: NPU out of memory. Tried to allocate 512.00 MiB (NPU 3; 29.50 GiB total capacity; 27.10 GiB "
+        "already allocated; 27.10 GiB current active; 301.25 MiB free; 27.60 GiB reserved in total by PyTorch) If "
+        "reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.")
+    assert (kind, attrs["device_api"], cols["gpu"]) == ("cuda_oom", "npu", 3)
+    assert (cols["bytes"], cols["free_bytes"]) == (512 * 1024**2, round(301.25 * 1024**2))
+    assert cols["total_bytes"] == round(29.5 * 1024**3) and attrs["reserved_bytes"] == round(27.6 * 1024**3)
+
+
+@pytest.mark.parametrize("line, used", [
+    # 2.3–2.50, pasted without the ``Task was killed …`` header above it
+    ("Memory on the node (IP: 172.16.4.9, ID: 5e0c) where the task (actor ID: 77aa, name=RayWorkerWrapper.__init__, "
+     "pid=4120, memory used=52.30GB) was running was 60.12GB / 62.80GB (0.957325), which exceeds the memory usage "
+     "threshold of 0.95. Ray killed this worker (ID: 3c1d) because it was the most recently scheduled task;", 60.12),
+    # 2.60: used / limit
+    ("Memory on the node (IP: 172.16.4.9, ID: 5e0c) was 60.12GB used / 62.80GB limit (0.957325)", 60.12),
+    # the raylet's periodic summary (Ray's documentation, "Debugging Out of Memory")
+    ("(raylet) [2025-03-02 11:40:03,118 E 221 221] (raylet) node_manager.cc:3041: 3 Workers (tasks / actors) killed "
+     "due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5e0c, IP: 172.16.4.9) over "
+     "the last time period.", None),
+])
+def test_ray_memory_monitor_observations_without_their_header(line: str, used: float | None) -> None:
+    kind, cols, attrs = failures.classify(line)
+    assert (kind, attrs["failure"]) == ("failure", "ray_oom")
+    if used is not None:
+        assert cols["used_bytes"] == round(used * 1024**3)
+
+
+def test_ray_summary_with_no_oom_kill_is_not_one() -> None:
+    """``0 Workers … killed due to memory pressure`` with crashes for other reasons: no memory kill happened."""
+    assert failures.classify("(raylet) node_manager.cc:3041: 0 Workers (tasks / actors) killed due to memory pressure "
+                             "(OOM), 2 Workers crashed due to other reasons at node (ID: 5e0c, IP: 10.0.0.2)") is None
+
+
+def test_ray_header_and_figure_line_are_one_report() -> None:
+    r = failures.parse("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+                       "Memory on the node (IP: 10.2.0.7, ID: 91ab) where the task (task ID: ff01, name=Worker.run, "
+                       "pid=812, memory used=20.50GB) was running was 30.10GB / 31.20GB (0.964743), which exceeds the "
+                       "memory usage threshold of 0.95. Ray killed this worker (ID: 0c1d) because it was the most "
+                       "recently scheduled task;\n")
+    row = r.events.row(0, named=True)
+    assert r.events.height == 1 and (row["line"], row["line_end"], row["pid"]) == (1, 2, 812)
+
+
+def test_kubelet_eviction_names_the_container_and_its_request() -> None:
+    """§5.3 «Kubernetes»: node-pressure eviction, distinct from the container's own limit (OOMKilled)."""
+    kind, cols, attrs = failures.classify(
+        "Message:          The node was low on resource: memory. Threshold quantity: 100Mi, available: 48Mi. "
+        "Container engine was using 30Gi, request is 4Gi, has larger consumption of memory.")
+    assert (attrs["failure"], attrs["via"], cols["comm"]) == ("oom_killed", "node_pressure_eviction", "engine")
+    assert (cols["used_bytes"], attrs["request_bytes"]) == (30 * 2**30, 4 * 2**30)
+    older = failures.classify("The node was low on resource: memory. Container engine was using 30Gi, which exceeds "
+                              "its request of 4Gi. ")
+    assert older[2]["request_bytes"] == 4 * 2**30

@@ -255,3 +255,20 @@ def test_real_incident_excerpts_are_read() -> None:
             assert r.events.height, f
             # at most the reporter's trim markers and non-vLLM lines stay unrecognised
             assert r.unrecognized <= max(3, r.lines // 4), (f, r.unrecognized_examples)
+
+
+def test_a_start_up_check_wrapped_by_the_paste_is_read_whole() -> None:
+    """The check's ValueError broken after ``on startup is`` (a ticket's soft wrap): one record, both lines read."""
+    r = vllm.parse("ValueError: Free memory on device cuda:1 (60.20/79.10 GiB) on startup is\n"
+                   "less than desired GPU memory utilization (0.85, 67.24 GiB). Decrease GPU memory utilization or "
+                   "reduce GPU memory used by other processes.\n")
+    assert r.events.select("kind", "line").rows() == [("gpu_memory_short", 1)]
+    assert (r.recognized, r.unrecognized) == (2, 0)
+    assert r.events.row(0, named=True)["free_bytes"] == gib(60.20)
+    assert registry.best_format("ValueError: Free memory on device cuda:1 (60.20/79.10 GiB) on startup is\n")[0] == "vllm"
+
+
+def test_lines_that_do_not_complete_a_record_stay_apart() -> None:
+    r = vllm.parse("some long unrecognised line of a ticket that has no end to it at all\n"
+                   "and the next one goes on in lower case\n")
+    assert r.events.height == 0 and r.unrecognized == 2

@@ -143,6 +143,25 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
     return out
 
 
+def _eviction_words(evicted: list[Row]) -> tuple[str, list[str]]:
+    """The kubelet's node-pressure eviction (failure_messages.md §5.3 «Kubernetes»): the node's memory ran short and
+    the kubelet evicted the pod using the most above its memory request — not the container's own limit."""
+    r = next((x for x in evicted if x.get("comm")), evicted[0])
+    used, request = r.get("used_bytes"), attrs(r).get("request_bytes")
+    who = (f"; its container {r['comm']} was using {fmt_gib(used)}"
+           + (f" against a memory request of {fmt_gib(request)}" if request else " with no memory request")
+           if r.get("comm") and used else "")
+    summary = ("Kubernetes evicted the pod because the node ran low on memory (the kubelet's node-pressure eviction, "
+               "not the container's own limit)" + who + ": the kubelet evicts first the pods furthest above their "
+               "memory requests.")
+    actions = ["Set the container's memory request to what it really uses (requests = limits gives the pod Guaranteed "
+               "QoS, evicted last), or give the node more memory / fewer pods; the engine's host pools (HiCache, swap, "
+               "offload) count in that use.",
+               "See what else filled the node: `kubectl describe node <node>` (Allocated resources, MemoryPressure) "
+               "and `kubectl top pods -A --sort-by=memory`."]
+    return summary, actions
+
+
 def _from_lines(lines: list[Row]) -> list[Finding]:
     """SGL-HOST-004 from kill lines without the kernel's whole OOM report (a pasted fragment, a runtime's word)."""
     victims = sorted({str(r.get("comm")) for r in lines if r.get("comm")})
@@ -168,6 +187,9 @@ def _from_lines(lines: list[Row]) -> list[Finding]:
         actions.insert(0, "Most of the victim's memory was shared/pinned (shmem-rss): a pinned host pool or an "
                           "offload buffer, not ordinary heap. Turn that offload off or size it down; on unified-memory "
                           "GPUs (GB10, GH200) pinned host memory comes out of the same RAM as the GPU's.")
+    evicted = [r for r in lines if attrs(r).get("via") == "node_pressure_eviction"]
+    if evicted:
+        summary, actions = _eviction_words(evicted)
     counted = [r for r in lines if attrs(r).get("cgroup_file")]
     only_counted = len(counted) == len(lines)
     if only_counted:  # a cumulative counter: since the cgroup was created, any process, at a time it does not say

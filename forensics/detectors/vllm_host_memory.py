@@ -402,6 +402,14 @@ def _who(row: Row) -> str:
     return f"process {name}" if name else "worker"
 
 
+
+def _ray_figures(ray: list[Row]) -> str:
+    """Ray's own figures of the node's memory at the kill (failure_messages.md §5.4: host RAM, Ray's GB = GiB)."""
+    a = next((attrs(r) for r in ray if attrs(r).get("host_used_bytes") and attrs(r).get("host_total_bytes")), None)
+    if a is None:
+        return ""
+    return f": {fmt_gib(a['host_used_bytes'])} of the node's {fmt_gib(a['host_total_bytes'])} in use"
+
 def detect_killed(tl: Timeline) -> list[Finding]:
     if rows(tl, "oom_kill"):
         return []  # the kernel's own report: SGL-HOST-004 names the victims
@@ -446,11 +454,11 @@ def detect_killed(tl: Timeline) -> list[Finding]:
                       + ": nothing inside the process reported an error, so it was killed from outside — SIGKILL, "
                         "most often the kernel or cgroup OOM killer (host or container memory)") if silent else
                      ("A vLLM worker was killed by SIGKILL"
-                      + (" — Ray's memory monitor killed it (host memory above its threshold)" if ray else
-                         " (exit code -9): most often the kernel OOM killer")
+                      + (" — Ray's memory monitor killed it (host memory above its threshold"
+                         + _ray_figures(ray) + ")" if ray else " (exit code -9): most often the kernel OOM killer")
                       + (" while the weights were loading" if not loaded else "")))
                      + (f". {_confirmation(confirmed[0])} ties it to memory." if confirmed else
-                        ". The input holds no kernel log to confirm it.")),
+                        "." if ray else ". The input holds no kernel log to confirm it.")),
             evidence=[*dead[:4], *confirmed[:2]],
             confidence="medium" if ray or confirmed else "low",
             confidence_reason=("the kill is tied to memory but not to this worker: no kernel `Killed process <pid>` "

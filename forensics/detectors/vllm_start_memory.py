@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 
-from forensics.facts.gpu import gpu_holders
+from forensics.facts.gpu import gpu_holders, unified_memory_gpu
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.vllm import of_kind, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
@@ -121,6 +121,10 @@ def _short_at_start(tl: Timeline) -> list[Finding]:
         if new is not None and util is not None and new < util:
             flags.append(FlagChange("--gpu-memory-utilization", f"{util:g}", f"{new:.2f}",
                                     f"{fmt_gib(free)} free of {fmt_gib(total)} at start-up ÷ total − {MARGIN} margin"))
+        uma = unified_memory_gpu(tl)
+        if uma is not None:
+            out.append(_short_on_unified_memory(uma, row, short, run, free, total, util, held, flags, new))
+            continue
         out.append(make_finding(
             "VLLM-GPU-003",
             summary=("vLLM refused to start: "
@@ -147,3 +151,37 @@ def _short_at_start(tl: Timeline) -> list[Finding]:
                      "the whole GPU, not of the free memory."],
         ))
     return out
+
+
+def _short_on_unified_memory(uma: tuple[str, Row], row: Row, short: list[Row], run: list[Row], free: float | None,
+                             total: float | None, util: float | None, held: float | None, flags: list[FlagChange],
+                             new: float | None) -> Finding:
+    """VLLM-GPU-003 on a unified-memory GPU (GB10, Jetson Orin/Thor): vLLM's free figure there is the host's
+    ``MemAvailable`` (vllm vllm/utils/mem_utils.py, 0.11+), so the memory missing is the host's, in use by processes,
+    pinned or shared-memory segments, or what a failed earlier start left — the GPU's process table does not list it
+    (nvidia-smi reports the memory of a GB10 as "Not Supported")."""
+    name, named = uma
+    return make_finding(
+        "VLLM-GPU-003",
+        summary=("vLLM refused to start on the " + name + ", whose GPU memory is the host's RAM: "
+                 + (f"only {fmt_gib(free)} of {fmt_gib(total)} was available, " if free and total else "")
+                 + (f"less than the {util:g} utilization asks for" if util is not None else "less than asked for")
+                 + (f"; the other {fmt_gib(held)} is host memory in use" if held else "; the rest is host memory in use")
+                 + " — processes, pinned or /dev/shm segments, or what an earlier run that failed left behind."
+                 + (f" Free it, or lower --gpu-memory-utilization to {new:.2f}." if flags else
+                    " Free host memory first: what is left is too little to serve from.")),
+        evidence=[*short[:3], named, *of_kind(run, "init_failed", "engine_dead")[:2]],
+        confidence="medium",
+        confidence_reason="what holds the host's memory is not in vLLM's message; the host's process table says",
+        ranks=[x for x in (rank_of(r) for r in short) if x is not None],
+        figures={"free_gpu_bytes": free, "total_gpu_bytes": total, "gpu_memory_utilization": util,
+                 "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new, "unified_memory_gpu": name},
+        flags=flags,
+        actions=["List what holds host memory: `free -g`, `ps -eo pid,rss,etime,args --sort=-rss | head -20` and "
+                 "`du -sh /dev/shm`; stop what should not run (an earlier engine's workers, a notebook, a desktop "
+                 "session) — nvidia-smi does not list it on this GPU.",
+                 "A launcher that retries on failure makes it worse: each failed start can leave memory behind. Start "
+                 "once by hand after the host is clean.",
+                 "--gpu-memory-utilization is a share of the whole unified memory the OS also lives in: keep it "
+                 "below what is free at start-up and leave the OS its own room."],
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.runs import of_kind
 from forensics.model import Timeline
@@ -54,3 +56,19 @@ def gpu_holders(tl: Timeline, gpu: int | None = None, exclude_pids: frozenset[in
     procs = [r for r in rows(tl, "gpu_process") if r.get("pid") is not None and int(r["pid"]) not in exclude_pids
              and (gpu is None or r.get("gpu") == gpu)]
     return sorted(procs, key=lambda r: -(r.get("used_bytes") or 0))
+
+
+#: GPUs whose memory is the host's: vllm vllm/utils/mem_utils.py (0.11+, ``MemorySnapshot.measure``: "On UMA (Orin,
+#: Thor and Spark) platform, where both CPU and GPU rely on system memory, the cudaMemGetInfo function shows the
+#: amount of free system memory" — vLLM then takes ``psutil.virtual_memory().available`` as the GPU's free memory)
+_UNIFIED = re.compile(r"\bGB10\b|DGX Spark|\bJetson\b|\bOrin\b|\bThor\b", re.I)
+
+
+def unified_memory_gpu(tl: Timeline) -> tuple[str, Row] | None:
+    """The name of a unified-memory GPU the input names (nvidia-smi's listing, a GPU model named), with its row:
+    its "GPU memory" is the host's RAM, so what holds it is host memory in use, not another GPU process."""
+    for r in [*rows(tl, "gpu_memory"), *rows(tl, "gpu_model")]:
+        name = str(attrs(r).get("name") or attrs(r).get("model") or "")
+        if _UNIFIED.search(name):
+            return name, r
+    return None

@@ -100,7 +100,17 @@ def vllm_files(tl: Timeline) -> set[str]:
         prefixed = ev.filter(pl.col("envelope").str.contains("ray", literal=True)
                              & pl.col("container").is_not_null()).select("file", "container").unique()
         files |= {f for f, c in prefixed.iter_rows() if VLLM_PROCESS.match(c or "")}
-    return files
+    return files | _bare_failures_of_vllm_launch(tl, ev)
+
+
+def _bare_failures_of_vllm_launch(tl: Timeline, ev: pl.DataFrame) -> set[str]:
+    """Files of bare failure lines (a traceback's tail, an allocator OOM pasted alone) when the input's only launch
+    commands start vLLM and nothing in it is SGLang's: the failure is that vLLM server's (vllm_formats.md §1: a paste
+    keeps the command and the last lines; the OOM line carries no engine prefix of its own)."""
+    launches = launch_rows(tl)
+    if not launches or not all(is_vllm_launch(r) for r in launches) or (ev.get_column("source") == "sglang").any():
+        return set()
+    return set(ev.filter(pl.col("source") == "failures").get_column("file").unique().to_list())
 
 
 def vllm_runs(tl: Timeline) -> list[list[Row]]:
