@@ -26,7 +26,8 @@ Two more marks of a paste, also line for line:
   (a capitalised word and a lower-case one), and not a space after a space —, and on
   while each piece has the full width; the joined line stays at the first piece's number and the
   pieces after it become empty lines. Tables, CSV rows, ``ps`` listings and prose are cut at a width
-  too but are never records: they stay as they are.
+  too but are never records: they stay as they are; and when at least half the lines of that width end
+  where a new record starts, the width is the records' own, not a terminal's: nothing is joined.
 
 >>> unwrap("Log:\\n\\n    [2025-01-01 10:00:00 TP0] x\\n      File \\"a.py\\", line 1, in f\\n\\nThanks")
 'Log:\\n\\n[2025-01-01 10:00:00 TP0] x\\n  File "a.py", line 1, in f\\n\\nThanks'
@@ -138,6 +139,12 @@ def _hard_wraps(lines: list[str]) -> None:
     widths = [len(x.rstrip("\r")) for x in lines]
     width = max(widths, default=0)
     if width < _WRAP_MIN_WIDTH:
+        return
+    # lines of that width that end where a record follows: the width is the records' own (fixed-width batch lines),
+    # not a terminal's — when as many end so as go on, nothing was cut
+    full = [k for k in range(len(lines) - 1) if widths[k] == width]
+    ends = sum(1 for k in full if _RECORD_HEAD.match(lines[k + 1]) and lines[k + 1].strip())
+    if ends >= 2 and 2 * ends >= len(full):
         return
     k = 0
     while k < len(lines) - 1:

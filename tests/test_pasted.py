@@ -73,6 +73,11 @@ def test_a_terminal_hard_wrap_is_joined_at_the_first_piece() -> None:
     # two records of one width
     "[2025-03-01 10:00:00 TP0] Decode batch. #running-req: 12, #token: 51234, token usage: 0.41, gen throughput\n"
     "[2025-03-01 10:00:01 TP0] Decode batch. #running-req: 12, #token: 51246, token usage: 0.41, gen throughput",
+    # fixed-width records: the width is theirs, so an unknown line after one is not the rest of it
+    "[2025-03-01 10:00:00 TP0] Decode batch. #running-req: 12, #token: 51234, token usage: 0.41, gen throughput\n"
+    "[2025-03-01 10:00:01 TP0] Decode batch. #running-req: 12, #token: 51246, token usage: 0.41, gen throughput\n"
+    "[2025-03-01 10:00:02 TP0] Decode batch. #running-req: 12, #token: 51258, token usage: 0.41, gen throughput\n"
+    "a line nobody knows",
     # a shell prompt and NCCL's own prefix start lines of their own
     "[2025-03-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=41.2 GB\n"
     "user@gpu-07:~$ nvidia-smi\n"
