@@ -186,7 +186,7 @@ _ARCH_UNSUPPORTED = re.compile(
 #: dlopen(3)'s error for a shared object that needs a symbol no loaded library defines (``ImportError: {path}.so:
 #: undefined symbol: {name}``): the extension was built against another version of the library that should define
 #: it; its mangled namespace names that library (``c10``/``at``/``torch``: PyTorch; ``cu…``: the CUDA driver API)
-_UNDEFINED_SYMBOL = re.compile(r"([\w./+-]{0,400}?[\w.+-]{1,200}\.so)[\w.]{0,20}: undefined symbol: (\S{1,300})")
+_UNDEFINED_SYMBOL = re.compile(r"(?<![\w./+-])([\w./+-]{1,600}?\.so)[\w.]{0,20}: undefined symbol: (\S{1,300})")
 #: the installed package a shared object belongs to (``…/site-packages/{package}/…``)
 _PACKAGE_DIR = re.compile(r"(?:site|dist)-packages/([\w.-]{1,100})/")
 # §7 (kernel-library workspaces: FlashInfer, Triton, Inductor)
@@ -919,9 +919,9 @@ def reaches_model_forward(frames: list[tuple[str, str]]) -> bool:
 #: CPython faulthandler's dump after ``Fatal Python error: …`` (failure_messages.md §5.2): ``Current thread 0x…
 #: (most recent call first):`` then ``  File "…", line N in func`` — no comma before ``in``; concurrent ranks' dumps
 #: interleave, so the file and function are read apart
-_FAULT_THREAD = re.compile(r"(?:Current|Thread) (?:thread )?0x[0-9a-f]+")
+_DUMP_THREAD = re.compile(r"(?:Current|Thread) (?:thread )?0x[0-9a-f]+")
 _FAULT_FUNC = re.compile(r"line \d+ in (\w+)")
-_FAULT_FILE = re.compile(r"([\w.-]{1,100}\.py)\b")
+_FAULT_FILE = re.compile(r"(?<![\w.-])([\w.-]{1,100}?\.py)\b")
 
 
 def crashed_frame(after: list[str]) -> dict[str, str]:
@@ -933,7 +933,7 @@ def crashed_frame(after: list[str]) -> dict[str, str]:
     {'crashed_file': 'pynccl_wrapper.py', 'crashed_in': 'ncclCommInitRank'}
     """
     for k, line in enumerate(after):
-        if _FAULT_THREAD.search(line):
+        if _DUMP_THREAD.search(line):
             for frame in after[k + 1:k + 4]:
                 if (file := _FAULT_FILE.search(frame)) is not None:
                     func = _FAULT_FUNC.search(frame)

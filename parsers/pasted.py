@@ -17,8 +17,9 @@ where the indentation is the meaning) stays too; a quote marker goes even on a s
 
 Two more marks of a paste, also line for line:
 
-* a Markdown code fence (a line of only ```` ``` ```` or ``~~~``, with an info string such as ``yaml`` or
-  ``log``; CommonMark §4.5) becomes an empty line, so the manifest or log inside it starts at a line start;
+* the Markdown code fence around a text that is all one fenced block (a line of only ```` ``` ```` or ``~~~``,
+  with an info string such as ``yaml`` or ``log``; CommonMark §4.5) becomes an empty line, so the manifest or
+  log inside it reads as a file of its own (fences among prose are the transcript reader's to cut at);
 * a terminal's hard wrap: a terminal (or a copy from a fixed-width viewer) cuts every line longer than its
   width W into pieces of exactly W characters. A log record or an exception's line (a stamp, a level, a
   bracketed prefix, ``…Error: ``, a traceback's frame) of the text's greatest length is joined to the
@@ -120,8 +121,12 @@ _WRAPPABLE = re.compile(r"^(?:\[|\(|\d{4}-\d\d-\d\d[ T]|(?:INFO|WARNING|ERROR|DE
 
 
 def _fences(lines: list[str]) -> None:
-    for k, line in enumerate(lines):
-        if line.lstrip(" ").startswith(("```", "~~~")) and _FENCE.match(line.rstrip("\r")):
+    """A text that is one fenced block (its first and last lines the fences) loses them; fences among prose stay,
+    for the transcript reader to cut the paste into its segments (parsers/transcript.py)."""
+    filled = [k for k, line in enumerate(lines) if line.strip()]
+    fences = [k for k in filled if lines[k].lstrip(" ").startswith(("```", "~~~")) and _FENCE.match(lines[k].rstrip("\r"))]
+    if len(fences) == 2 and fences == [filled[0], filled[-1]]:
+        for k in fences:
             lines[k] = ""
 
 

@@ -114,7 +114,7 @@ _PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB
 # vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is less than ?(?:desired ?GPU ?memory ?utilization|the engine's budget after "
+                       + r" GiB\) on startup is ?less ?than ?(?:desired ?GPU ?memory ?utilization|the engine's budget after "
                        r"excluding external process's weights) ?\(" + _NUM + ", " + _NUM)  # " ?": where a wrap was re-joined
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
@@ -781,7 +781,7 @@ class _Parser:
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "Cannot auto-fit max_model_len", "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling", "on startup is less than ")):
+                                "Error in memory profiling", "on startup is less than ", "on startup isless than ")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -1047,7 +1047,7 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
-            if "on startup is less than " in s and self._profile(s, base):
+            if ("on startup is less than " in s or "on startup isless than " in s) and self._profile(s, base):
                 return True  # §3.3 (both wordings), raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)
             if m:

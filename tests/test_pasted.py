@@ -40,11 +40,12 @@ def test_text_that_only_looks_pasted_stays() -> None:
         assert unwrap(text) == text
 
 
-def test_markdown_fences_become_empty_lines() -> None:
-    text = "Compose file:\n```yaml\nservices:\n  sglang:\n    image: lmsysorg/sglang\n```\n~~~\nlog\n~~~"
-    out = unwrap(text)
-    assert out.split("\n") == ["Compose file:", "", "services:", "  sglang:", "    image: lmsysorg/sglang", "", "",
-                                "log", ""]
+def test_the_fences_around_a_text_that_is_one_block_become_empty_lines() -> None:
+    text = "```yaml\nservices:\n  sglang:\n    image: lmsysorg/sglang\n```\n"
+    assert unwrap(text).split("\n") == ["", "services:", "  sglang:", "    image: lmsysorg/sglang", "", ""]
+    # among prose the fences cut the paste into segments: the transcript reader's
+    ticket = "Compose file:\n```yaml\nservices:\n  sglang:\n```\nThanks"
+    assert unwrap(ticket) == ticket
 
 
 def test_a_terminal_hard_wrap_is_joined_at_the_first_piece() -> None:

@@ -25,6 +25,8 @@ EXCEPTIONS = {
     ("cgroup_file_copied_beside_vllm_command", "fence"): "a fenced memory.max is no longer that file",
     # CSV rows are not log records: a terminal that cut them is not repaired (tables stay as they are)
     ("gpu_counters_uncorrectable_ecc", "wrap"): "a cut CSV header loses its columns",
+    # a ticket that holds fences of its own, fenced again: a fence inside a fence is no Markdown
+    ("vllm_start_check_wrapped_in_a_ticket", "fence"): "nested fences",
 }
 
 

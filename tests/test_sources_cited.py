@@ -33,6 +33,7 @@ NO_FORMAT: dict[str, str] = {
     "forensics/detectors/rendezvous.py::_CUT": "elision marks again (a third copy of parsers/elision.py's class)",
     "parsers/transcript.py::_TOOL_RE": "a chat tool's ``[bash] cmd`` marker before a command: no published format",
     "parsers/transcript.py::_WORD_RE": "an English word, to tell prose from a log line",
+    "forensics/detectors/fatal_other.py::_ENGINE_FRAME": "package names in a frame's path, to tell engine code from a user's",
     "parsers/pasted.py::_RECORD_HEAD": "the heads of records in any log, to tell a new line from a cut one's rest",
     "parsers/pasted.py::_WRAPPABLE": "the heads of log records and exception lines, where a terminal's cut is looked for",
     "parsers/pasted.py::_SENTENCE": "an English sentence's start, to tell it from the rest of a line a terminal cut",

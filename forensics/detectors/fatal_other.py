@@ -59,8 +59,10 @@ FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not
                       # vLLM's (parsers/vllm.py)
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")
+#: a traceback's frame line (cpython Lib/traceback.py, 3.x)
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
-#: the custom all-reduce named in a capture error's own text (SGLang's capture-hint markers, see below)
+#: the custom all-reduce named in a capture error's own text (sglang
+#: python/sglang/srt/model_executor/cuda_graph_backend_utils/__init__.py, 0.5.x: the capture hint's markers)
 _CUSTOM_AR_RE = re.compile(r"custom_all_reduce|custom all-reduce|cudaipc", re.IGNORECASE)
 
 
@@ -77,6 +79,7 @@ def failure_class(row: Row) -> str | None:
     return attrs(row).get("failure") if row.get("kind") == "failure" else None
 
 
+# source: none (the engines' and their libraries' package names, as they appear in a frame's path)
 _ENGINE_FRAME = re.compile(r"sglang|vllm|torch|ray/|triton|flashinfer|nccl|deep_gemm|sgl_kernel", re.I)
 
 
@@ -333,11 +336,10 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     return "a child process failed and SGLang sent SIGQUIT to tear the server down", False, generic
 
 
-#: CUDA's own errors for an operation a stream capture forbids (CUDA runtime API, cudaErrorStreamCaptureUnsupported
-#: and cudaErrorStreamCaptureInvalidated): raised only while a graph is being captured
+#: CUDA's own errors for an operation a stream capture forbids (failure_messages.md §2.2, the stream-capture errors;
+#: cudaErrorStreamCaptureUnsupported and cudaErrorStreamCaptureInvalidated): raised only while a graph is captured
 _CAPTURE_ONLY_RE = re.compile(r"operation not permitted when stream is capturing|"
                               r"operation failed due to a previous error during capture")
-_FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
 
 
 def _capture_frames(lead: Row, run: list[Row]) -> list[tuple[str, str]]:
@@ -563,7 +565,8 @@ _CLASS_WORDS = {
 }
 
 
-#: the kernel and the condition of a device-side assertion (parsers/failures.py ``device_assert``)
+#: the kernel and the condition of a device-side assertion (parsers/failures.py ``device_assert``: CUDA's assert() in
+#: device code, failure_messages.md §2.1)
 _DEVICE_ASSERT_AT = re.compile(r": ([\w()<>~]{1,100}): block: \[[\d,]+\], thread: \[[\d,]+\] Assertion `([^`]{1,200})` failed")
 #: the far end a peer_exited line names: reference/failure_messages.md §4.6 (Gloo's ``Connection closed by peer
 #: [ip]:port``); pytorch torch/csrc/distributed/c10d/TCPStore.cpp (2.9+: ``recvValue failed on SocketImpl(…,

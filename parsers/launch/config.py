@@ -118,6 +118,9 @@ def describe_commands(text: str) -> list[Any]:
         if argv and "Command" not in blocks and image and _SGLANG_IMAGE.search(image) \
                 and any(vocab.known(a) for a in argv if a.startswith("--")):
             argv = ["python3", "-m", "sglang.launch_server", *argv]  # the flags of the image's server
+        elif argv and "Command" not in blocks and image and "vllm/vllm-openai" in image and argv[:1] != ["vllm"]:
+            # the vllm/vllm-openai image's entrypoint is the API server (vllm_formats.md §6): Args are its flags
+            argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", *argv]
         starts = [v[1] for k, v in blocks.items() if k in ("Command", "Args")]
         ends = [v[2] for k, v in blocks.items() if k in ("Command", "Args")]
         cmd = _command_from_argv(argv, min(starts), max(ends), "kubernetes", text) if argv and starts else None
