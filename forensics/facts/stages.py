@@ -55,6 +55,12 @@ REQUESTS = (90, "serving the first requests", "each step's collectives across th
 ENGINE_CORES = (5, "the engine cores' start-up (none of their stage lines is in the input)",
                 "the engine cores loading the weights (the weights' storage) and, with several nodes, the other "
                 "nodes' engine cores")
+#: a run whose only line is the engine's own ``server_args=`` record (sglang_formats.md §2, logged by the launching
+#: process before it spawns the ranks; §3's first stage line, ``Init torch distributed begin``, is each rank's): the
+#: ranks were started and not one logged its first stage — with several nodes they wait at the rendezvous
+LAUNCHED = (5, "the ranks' start (no stage line after the launch)",
+            "every rank of every node starting and reaching the rendezvous (--dist-init-addr, the TCPStore on node "
+            "rank 0)")
 #: rows that say the run got to serve (idle afterwards is health)
 SERVING = ("server_ready", "decode_batch", "engine_metrics")
 #: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
@@ -78,6 +84,14 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
         # sglang_formats.md §3 "nccl", vllm_formats.md §3.6): the communicator's set-up across the ranks
         return STAGES["nccl_info"]
     return STAGES.get(kind)
+
+
+def launched(run: list[Row]) -> Row | None:
+    """The engine's own ``server_args=`` line of the run (not a shell's echo of the command), else None."""
+    for r in run:
+        if r.get("kind") == "server_args" and "server_args=" in (r.get("text") or ""):
+            return r
+    return None
 
 
 def served(run: list[Row]) -> bool:
