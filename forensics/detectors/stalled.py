@@ -311,8 +311,9 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
     if st["how"] == "unmeasured":
         summary += (" If the server is still running with no new line, it hangs at this stage; if the excerpt was "
-                    "only cut here, nothing failed. How long it has been silent decides: more than c10d's 600 s "
-                    "NCCL timeout with the ranks alive and no new line is a hang.")
+                    "only cut here, nothing failed. How long it has been silent decides: more than 600 s (c10d's "
+                    "default NCCL timeout) with the " + ("ranks" if world > 1 else "process") + " alive and no new "
+                    "line is a hang.")
     for label, v in lagging.items():
         summary += f" {label} got only as far as {v.stage}: it is the one the others wait on."
     polls = [r for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
@@ -364,7 +365,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "and a distinct --node-rank on each.")
     actions.append("Collect while it hangs (`forensics collect`): the snapshot's time against the last line measures "
                    "the silence, and nvidia-smi shows whether the GPUs spin in a kernel.")
-    return make_finding(
+    finding = make_finding(
         rule,
         summary=summary,
         evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3]],
@@ -379,6 +380,9 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         flags=flags,
         actions=actions,
     )
+    if st["how"] == "unmeasured":  # the catalog's title says it stopped; here only the log's end is known
+        finding.title = "A server's log ends at a start-up stage with no error; whether it hung there is not measured"
+    return finding
 
 
 def _relaunched(run: list[Row], later_runs: dict[str, int]) -> bool:
