@@ -170,6 +170,18 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure de
                        r"Exception \(either an error or timeout\) detected by watchdog|"
                        # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
                        r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
+#: the watchdog's exception escaping its thread without the timeout line (failure_messages.md §1: a C++ c10::Error out of a
+#: thread prints ``Exception raised from <func> at <file>:<line>``; §4.4: the NCCL watchdog thread terminates with the
+#: exception): raised from ProcessGroupNCCL's ``checkTimeout`` it is the collective timeout itself; from
+#: ``ncclCommWatchdog`` / ``watchdogHandler`` the watchdog re-raising what it caught (a timeout or an async NCCL error)
+_WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|watchdogHandler) at \S*ProcessGroupNCCL\.cpp")
+#: DeepEP's expert all-to-all giving up on its peers (deepseek-ai/DeepEP csrc/deep_ep.cpp: the CPU waits
+#: NUM_CPU_TIMEOUT_SECS for the notify kernel's receive counts, ``throw std::runtime_error("DeepEP error: timeout
+#: (dispatch CPU)")``; csrc/kernels/internode.cu, intranode.cu: a kernel waits NUM_TIMEOUT_CYCLES for a peer's data,
+#: ``printf("DeepEP dispatch NVL receiver timeout, …")``, ``"DeepEP dispatch forwarder timeout (RDMA meta), …"``, then
+#: ``trap()``): the all-to-all's collective timeout — a peer that never sent (still compiling, hung, dead) or a transport
+#: (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
+_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
@@ -608,6 +620,12 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if _DEEPEP_TIMEOUT.search(head):
+        return "failure", {}, {"failure": "collective_timeout", "op_type": "DeepEP all-to-all", "engine": "deepep",
+                               "message": msg[:2000]}
+    if (raised := _WD_RAISED.search(head)) is not None:
+        return "failure", {}, {"failure": "collective_timeout", "engine": "c10d_watchdog", "raised_from": raised.group(1),
+                               "message": msg[:2000]}
     if _SHM.search(head):
         return "failure", {}, {"failure": "shm_exhausted", "message": msg[:2000]}
     if (df := _DF_SHM_FULL.match(head)) is not None:

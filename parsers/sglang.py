@@ -941,6 +941,10 @@ class _Scanner:
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
+                if "DeepEP" in exc.group(0):  # DeepEP's all-to-all timeout raised in the scheduler (failures.py)
+                    deepep = classify_failure(exc.group(0))
+                    if deepep is not None and deepep[2].get("engine") == "deepep":
+                        attrs.update({k: v for k, v in deepep[2].items() if k != "message"})
                 if "EADDRINUSE" in exc.group(0) or "ddress already in use" in exc.group(0):
                     # the c10d store raised inside init_torch_distributed that its port is taken
                     # (failure_messages.md §4.6, ``The server socket has failed to listen … EADDRINUSE``)
