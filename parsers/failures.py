@@ -170,18 +170,6 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure de
                        r"Exception \(either an error or timeout\) detected by watchdog|"
                        # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
                        r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
-#: the watchdog's exception escaping its thread without the timeout line (failure_messages.md §1: a C++ c10::Error out of a
-#: thread prints ``Exception raised from <func> at <file>:<line>``; §4.4: the NCCL watchdog thread terminates with the
-#: exception): raised from ProcessGroupNCCL's ``checkTimeout`` it is the collective timeout itself; from
-#: ``ncclCommWatchdog`` / ``watchdogHandler`` the watchdog re-raising what it caught (a timeout or an async NCCL error)
-_WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|watchdogHandler) at \S*ProcessGroupNCCL\.cpp")
-#: DeepEP's expert all-to-all giving up on its peers (deepseek-ai/DeepEP csrc/deep_ep.cpp: the CPU waits
-#: NUM_CPU_TIMEOUT_SECS for the notify kernel's receive counts, ``throw std::runtime_error("DeepEP error: timeout
-#: (dispatch CPU)")``; csrc/kernels/internode.cu, intranode.cu: a kernel waits NUM_TIMEOUT_CYCLES for a peer's data,
-#: ``printf("DeepEP dispatch NVL receiver timeout, …")``, ``"DeepEP dispatch forwarder timeout (RDMA meta), …"``, then
-#: ``trap()``): the all-to-all's collective timeout — a peer that never sent (still compiling, hung, dead) or a transport
-#: (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
-_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
@@ -198,6 +186,26 @@ _STORE = re.compile(
 _PEER_EXITED = re.compile(r"Connection closed by peer|Failed to recv, got 0 bytes")
 # §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
+
+#: the watchdog's exception escaping its thread without the timeout line (failure_messages.md §1: a C++ c10::Error out of a
+#: thread prints ``Exception raised from <func> at <file>:<line>``; §4.4: the NCCL watchdog thread terminates with the
+#: exception): raised from ProcessGroupNCCL's ``checkTimeout`` it is the collective timeout itself; from
+#: ``ncclCommWatchdog`` / ``watchdogHandler`` the watchdog re-raising what it caught (a timeout or an async NCCL error;
+#: pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (2.2-2.5) ``watchdogHandler`` → ``WorkNCCL::checkTimeout``)
+_WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|watchdogHandler) at \S*ProcessGroupNCCL\.cpp")
+#: DeepEP's expert all-to-all giving up on its peers: deepep csrc/deep_ep.cpp (main, 2025), the CPU waits
+#: NUM_CPU_TIMEOUT_SECS for the notify kernel's receive counts, then ``throw std::runtime_error("DeepEP error: timeout
+#: (dispatch CPU)")``; deepep csrc/kernels/internode.cu (main, 2025) and intranode.cu, a kernel waits NUM_TIMEOUT_CYCLES
+#: for a peer's data, ``printf("DeepEP dispatch NVL receiver timeout, …")`` / ``"DeepEP dispatch forwarder timeout (RDMA
+#: meta), …"``, then ``trap()``. The all-to-all's collective timeout: a peer that never sent (still compiling, hung,
+#: dead) or a transport (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
+_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
+#: the interface NCCL chose for its sockets, from its INFO lines: nccl src/transport/net_socket.cc (v2.18-2.27)
+#: ``NET/Socket : Using [0]eth0:10.1.2.3<0>``, nccl src/bootstrap.cc (v2.18-2.27) ``Bootstrap : Using eth0:10.1.2.3<0>``,
+#: nccl src/transport/net_ib.cc (v2.18-2.27) ``NET/IB : Using [0]mlx5_0:1/IB ... ; OOB eth0:10.1.2.3<0>``. The address
+#: its peers are told to connect to
+_NCCL_IFACE = re.compile(r"NCCL INFO (?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
+                         r"(?:\[\d+\])?([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
 
 # --- process death (§5) ---
 _SHM = re.compile(
@@ -228,6 +236,12 @@ _REGISTER_REFUSALS = {"part or all of the requested memory range is already mapp
 _REGISTER_ERROR = re.compile(r"\b(?:CUDA|HIP) error: (part or all of the requested memory range is already mapped|"
                              r"operation not supported)")
 _REGISTER_FRAMES = re.compile(r"cudaHostRegister|cuda_host_register|host_register")
+
+
+def nccl_interface(line: str) -> tuple[str, str] | None:
+    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None."""
+    m = _NCCL_IFACE.search(line)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def register_refusal(exc_line: str, frames: str = "") -> int | None:
@@ -620,6 +634,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if (iface := nccl_interface(head)) is not None:
+        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
     if _DEEPEP_TIMEOUT.search(head):
         return "failure", {}, {"failure": "collective_timeout", "op_type": "DeepEP all-to-all", "engine": "deepep",
                                "message": msg[:2000]}

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures, register_refusal
+from parsers.failures import nccl_interface, oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -1101,10 +1101,13 @@ class _Scanner:
             m = _NCCL.match(seg)
             if m:
                 msg = m.group("msg")
-                if m.group("level") != "INFO" or "Init COMPLETE" in msg:
+                iface = nccl_interface(seg) if m.group("level") == "INFO" else None
+                if m.group("level") != "INFO" or "Init COMPLETE" in msg or iface is not None:
                     self._emit("nccl_info", {"host": m.group("host"), "pid": _int(m.group("pid")),
                                              "gpu": _int(m.group("dev"))},
-                               {"level": m.group("level"), "message": msg[:2000]}, {"line": lineno, "text": seg})
+                               {"level": m.group("level"), "message": msg[:2000],
+                                **({"net_if": iface[0], "net_ip": iface[1]} if iface else {})},
+                               {"line": lineno, "text": seg})
                 return FOREIGN
         if seg[:1] == "[":
             if seg.startswith("[Gloo]"):
