@@ -204,6 +204,9 @@ _DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:
 #: ``NET/Socket : Using [0]eth0:10.1.2.3<0>``, nccl src/bootstrap.cc (v2.18-2.27) ``Bootstrap : Using eth0:10.1.2.3<0>``,
 #: nccl src/transport/net_ib.cc (v2.18-2.27) ``NET/IB : Using [0]mlx5_0:1/IB ... ; OOB eth0:10.1.2.3<0>``. The address
 #: its peers are told to connect to
+#: NCCL starting a communicator (nccl src/init.cc (v2.18-2.27) ``ncclCommInitRank comm %p rank %d nranks %d cudaDev %d
+#: nvmlDev %d busId %lx commId 0x%llx - Init START``; its ``Init COMPLETE`` follows once every rank joined)
+_NCCL_INIT_START = re.compile(r"NCCL INFO ncclCommInitRank(?:Config)? comm \S+ rank (\d+) nranks (\d+) [^\n]{0,200}- Init START")
 _NCCL_IFACE = re.compile(r"NCCL INFO (?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
                          r"(?:\[\d+\])?([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
 
@@ -634,6 +637,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if (start := _NCCL_INIT_START.search(head)) is not None:
+        return "nccl_info", {}, {"level": "INFO", "event": "init_start", "nccl_rank": int(start.group(1)),
+                                 "nranks": int(start.group(2)), "message": msg[:500]}
     if (iface := nccl_interface(head)) is not None:
         return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
     if _DEEPEP_TIMEOUT.search(head):

@@ -1102,11 +1102,14 @@ class _Scanner:
             if m:
                 msg = m.group("msg")
                 iface = nccl_interface(seg) if m.group("level") == "INFO" else None
-                if m.group("level") != "INFO" or "Init COMPLETE" in msg or iface is not None:
+                # a communicator's start (failures.py reads its rank and nranks): a set-up begun, not yet complete
+                start = classify_failure(seg) if m.group("level") == "INFO" and "Init START" in msg else None
+                extra = {"net_if": iface[0], "net_ip": iface[1]} if iface else \
+                    {k: v for k, v in start[2].items() if k in ("event", "nccl_rank", "nranks")} if start else {}
+                if m.group("level") != "INFO" or "Init COMPLETE" in msg or extra:
                     self._emit("nccl_info", {"host": m.group("host"), "pid": _int(m.group("pid")),
                                              "gpu": _int(m.group("dev"))},
-                               {"level": m.group("level"), "message": msg[:2000],
-                                **({"net_if": iface[0], "net_ip": iface[1]} if iface else {})},
+                               {"level": m.group("level"), "message": msg[:2000], **extra},
                                {"line": lineno, "text": seg})
                 return FOREIGN
         if seg[:1] == "[":

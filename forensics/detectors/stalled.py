@@ -415,4 +415,19 @@ def detect(tl: Timeline) -> list[Finding]:
         st = _stall(tl, run)
         if st is not None:
             out.append(_finding(tl, run, st))
+    if not runs and not vruns:  # NCCL's own lines alone (NCCL_DEBUG=INFO pasted without the engine's)
+        run = _nccl_only_run(tl)
+        st = _stall(tl, run) if run else None
+        if st is not None:
+            out.append(_finding(tl, run, st))
     return out
+
+
+def _nccl_only_run(tl: Timeline) -> list[Row]:
+    """NCCL's INFO lines of a communicator that started (``Init START``, the interface it bound) and never logged
+    ``Init COMPLETE`` nor an error, with the launch command: the server's only trace is a set-up that did not end."""
+    nccl = rows(tl, "nccl_info")
+    if not nccl or any("Init COMPLETE" in str(attrs(r).get("message") or r.get("text") or "")
+                       or attrs(r).get("level") not in (None, "INFO") for r in nccl):
+        return []
+    return sorted(nccl, key=_order)
