@@ -16,6 +16,12 @@ uses the same P2P path (vllm_formats.md §3.8 and rule T: ``--disable-custom-all
 hosts with failing P2P). ``NCCL_P2P_DISABLE=1`` (NCCL falls back to shared memory) and
 ``--disable-custom-all-reduce`` are then the test that tells a transport hang from a peer that hung.
 
+DeepEP's expert all-to-all has its own fixed timeouts (parsers/failures.py ``_DEEPEP_TIMEOUT``: the CPU's
+``DeepEP error: timeout (dispatch CPU)``, the kernels' ``DeepEP dispatch … timeout`` lines): the same wait on peers,
+read here as the collective timeout it is, without a sequence number. c10d's watchdog frames with the timeout line
+cut away (``Exception raised from checkTimeout/ncclCommWatchdog at …ProcessGroupNCCL.cpp``) are read the same, at
+lower confidence.
+
 A start-up collective whose ranks logged ``Load weight end`` and nothing later is the first collective after
 loading (SGLang all-reduces the ranks' free memory before it sizes the KV pool): the ranks it waited on had not
 finished loading. SGLang's ``--dist-timeout`` (server_args ``dist_timeout``, seconds, handed to

@@ -4,7 +4,7 @@ The stages each rank reaches, in order, and what each waits on are facts (forens
 wait never ends leaves no error: the log just stops, until a timeout fires (c10d's 600 s NCCL default,
 failure_messages.md §4.4) or forever.
 
-A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
+A log that merely ends is not proof of a hang — an excerpt ends too. A stall is measured by one of:
 
 * **silence measured**: the run's last line is at least :data:`STALL_S` before the end of the evidence (the
   bundle's collection time, or a later line of another file) and the server was not seen exiting, or before
@@ -19,6 +19,13 @@ A log that merely ends is not a hang — an excerpt ends too. A stall needs one 
 * **requests that never finish**: the offline requests' bar (``Processed prompts``, one update per finished
   request, vllm/entrypoints/llm.py) is the run's last line with requests unfinished — the log's end is then the
   state of the run when it was copied, though how long it had been there is not known.
+
+* **the log merely ending** in a start-up stage, with no clock outside it (no collection time, no later line of
+  another file), nothing saying the server exited or was stopped: the same hang, unmeasured — or an excerpt cut
+  there. It is a finding at low severity and low confidence that names the stage, what it waits on and the command
+  that measures the silence. The stages include the ranks' start (the engine's ``server_args=`` line with no stage
+  after it) and, when NCCL's INFO lines are all the input holds, the communicator's set-up (``Init START`` without
+  ``Init COMPLETE``).
 
 A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here; nor
 does a node other than the head past graph capture (its ready lines are node 0's, or the head's API server's under
