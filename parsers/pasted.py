@@ -15,6 +15,19 @@ An indented block needs at least two non-blank lines, so one indented line (a ``
 stays as it is, and a block whose lines are mostly YAML (``key: value``, ``- item``: a manifest,
 where the indentation is the meaning) stays too; a quote marker goes even on a single line.
 
+Two more marks of a paste, also line for line:
+
+* a Markdown code fence (a line of only ```` ``` ```` or ``~~~``, with an info string such as ``yaml`` or
+  ``log``; CommonMark §4.5) becomes an empty line, so the manifest or log inside it starts at a line start;
+* a terminal's hard wrap: a terminal (or a copy from a fixed-width viewer) cuts every line longer than its
+  width W into pieces of exactly W characters. A log record or an exception's line (a stamp, a level, a
+  bracketed prefix, ``…Error: ``, a traceback's frame) of the text's greatest length is joined to the
+  next line when that line goes on with it — not a record, a frame, an indented line or a sentence
+  (a capitalised word and a lower-case one), and not a space after a space —, and on
+  while each piece has the full width; the joined line stays at the first piece's number and the
+  pieces after it become empty lines. Tables, CSV rows, ``ps`` listings and prose are cut at a width
+  too but are never records: they stay as they are.
+
 >>> unwrap("Log:\\n\\n    [2025-01-01 10:00:00 TP0] x\\n      File \\"a.py\\", line 1, in f\\n\\nThanks")
 'Log:\\n\\n[2025-01-01 10:00:00 TP0] x\\n  File "a.py", line 1, in f\\n\\nThanks'
 >>> unwrap("> one\\n> > two\\n>\\n> three")
@@ -29,6 +42,7 @@ from __future__ import annotations
 
 import re
 
+# pasted logs: failure_messages.md §0; block quotes and indented code blocks: CommonMark 0.31 §5.1, §4.4
 _QUOTE = re.compile(r"^ {0,3}>(?: >){0,3}(?: |$)")  # not ">>>": a Python prompt in a transcript
 _QUOTED = _QUOTE
 _INDENTED = re.compile(r"^(?: {4}|\t)")
@@ -77,12 +91,88 @@ def _blocks(lines: list[str]) -> None:
         i = j
 
 
+#: CommonMark 0.31 §4.5: a fence is three or more backticks or tildes, an optional info string (no backtick in it)
+_FENCE = re.compile(r"^ {0,3}(?:`{3,}[^`\n]{0,80}|~{3,}[^\n]{0,80})$")
+#: hard wraps are a paste's: a long log read whole is not searched for them
+_WRAP_MAX_CHARS = 4 << 20
+#: a terminal narrower than this does not show a log
+_WRAP_MIN_WIDTH = 60
+#: a line that starts a record of its own: a stamp, a level, a bracketed prefix, a table's border, a traceback's
+#: frame or head (not the rest of the line before it)
+# source: none (the heads of records in any log, to tell a new line from the rest of one a terminal cut)
+_RECORD_HEAD = re.compile(r"^(?:\[|\(|\d{4}-\d\d-\d\d|\d\d-\d\d |[A-Z][a-z]{2} [ \d]\d |(?:INFO|WARNING|WARN|ERROR|DEBUG|"
+                          r"CRITICAL|FATAL)\b|[|+]|\s\s|\t|File \"|Traceback \(|$|"
+                          # a shell prompt ($ cmd, user@host:~$), NCCL's host:pid:tid [dev] prefix (failure_messages.md §4)
+                          r"[$#] |[\w.-]{1,64}@[\w.-]{1,64}[:$#]|[\w.-]{1,64}:\d{1,9}:\d{1,9} \[|"
+                          # an elision mark, a quoted block's fence, a key = value line (TOML, INI, shell)
+                          r"\.\.\.\s*$|\"\"\"|'''|[\w.-]{1,64} = |"
+                          # an exception's line (Python's ``Type: message``), a word and a colon (``Mem:``, ``Note:``)
+                          r"[\w.]{0,120}(?:Error|Exception|Warning|Exit|Interrupt)\b|[A-Z][\w.-]{0,40}:)")
+#: a sentence after a record, not the rest of its line: a capitalised word, a space, a lower-case word
+# source: none (English prose, to tell a sentence from a cut line's rest)
+_SENTENCE = re.compile(r"^[A-Z][a-z]+\s+[a-z]")
+#: a line a wrap is looked for in: a log record (stamp, level, bracketed prefix) or an exception's line — never a
+#: table's row, a CSV line or prose, which a viewer's width cuts the same way but which do not go on
+# source: none (the heads of log records and exception lines of any engine, as _RECORD_HEAD)
+_WRAPPABLE = re.compile(r"^(?:\[|\(|\d{4}-\d\d-\d\d[ T]|(?:INFO|WARNING|ERROR|DEBUG) |[\w.]{1,120}(?:Error|Exception|Warning): |"
+                        r"\s{1,8}File \"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )")
+
+
+def _fences(lines: list[str]) -> None:
+    for k, line in enumerate(lines):
+        if line.lstrip(" ").startswith(("```", "~~~")) and _FENCE.match(line.rstrip("\r")):
+            lines[k] = ""
+
+
+def _cut_inside(piece: str, nxt: str) -> bool:
+    """Does ``nxt`` go on with ``piece``'s line? "…shmem-rss:50331648" + "kB, UID:0 …", "…Gi" + "B is free",
+    "…KV cache" + " is needed": not when it starts a record, a frame or an indented line, or a sentence."""
+    if not piece or not nxt or _RECORD_HEAD.match(nxt) or _SENTENCE.match(nxt):
+        return False
+    if piece.endswith(".") and nxt[0].isupper():  # a sentence ended with the line
+        return False
+    return not (piece[-1].isspace() and nxt[0].isspace())
+
+
+def _hard_wraps(lines: list[str]) -> None:
+    widths = [len(x.rstrip("\r")) for x in lines]
+    width = max(widths, default=0)
+    if width < _WRAP_MIN_WIDTH:
+        return
+    k = 0
+    while k < len(lines) - 1:
+        head = lines[k].rstrip("\r")
+        if widths[k] != width or not _WRAPPABLE.match(head) or not _cut_inside(head, lines[k + 1]):
+            k += 1
+            continue
+        j = k + 1
+        while True:  # a line wrapped several times: every piece but the last has the full width
+            piece = lines[j].rstrip("\r")
+            head += piece
+            lines[j] = ""
+            if widths[j] != width or j + 1 >= len(lines) or not _cut_inside(piece, lines[j + 1]):
+                break
+            j += 1
+        lines[k] = head
+        k = j + 1
+
+
 def unwrap(text: str) -> str:
-    """``text`` with quote markers and code-block indentation taken off pasted log lines."""
-    # most logs have neither (a traceback's 4-space lines follow a non-blank line): no copy is made
-    if not text.startswith((">", " ", "\t")) and not _MARKS.search(text):
+    """``text`` with quote markers, code-block indentation, Markdown fences and terminal hard wraps taken off
+    pasted log lines (the line count stays the text's)."""
+    fenced = "```" in text or "~~~" in text
+    wrapped = len(text) <= _WRAP_MAX_CHARS and "\n" in text
+    # most logs have no quote or block (a traceback's 4-space lines follow a non-blank line)
+    marked = text.startswith((">", " ", "\t")) or bool(_MARKS.search(text))
+    if not (marked or fenced or wrapped):
         return text
     lines = text.split("\n")
-    _quotes(lines)
-    _blocks(lines)
-    return "\n".join(lines)
+    if marked:
+        _quotes(lines)
+        _blocks(lines)
+    if fenced:
+        _fences(lines)
+    if wrapped:
+        _hard_wraps(lines)
+    out = "\n".join(lines)
+    return text if out == text else out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from parsers.pasted import unwrap
 
 VLLM = [
@@ -36,3 +38,46 @@ def test_text_that_only_looks_pasted_stays() -> None:
                 "      resources:\n        limits:\n          memory: 400Gi\n")
     for text in (repl, free, one_line, manifest):
         assert unwrap(text) == text
+
+
+def test_markdown_fences_become_empty_lines() -> None:
+    text = "Compose file:\n```yaml\nservices:\n  sglang:\n    image: lmsysorg/sglang\n```\n~~~\nlog\n~~~"
+    out = unwrap(text)
+    assert out.split("\n") == ["Compose file:", "", "services:", "  sglang:", "    image: lmsysorg/sglang", "", "",
+                                "log", ""]
+
+
+def test_a_terminal_hard_wrap_is_joined_at_the_first_piece() -> None:
+    whole = ("[2025-03-01 10:00:00 TP0] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+             "GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this "
+             "process has 78.12 GiB memory in use.")
+    width = 80
+    pieces = [whole[i:i + width] for i in range(0, len(whole), width)]
+    text = "\n".join(["[2025-03-01 09:59:59 TP0] Prefill batch. #new-seq: 1, #new-token: 8192", *pieces, "next"])
+    out = unwrap(text).split("\n")
+    assert out[1] == whole and out[2:1 + len(pieces)] == [""] * (len(pieces) - 1) and out[-1] == "next"
+    assert len(out) == len(text.split("\n"))
+
+
+@pytest.mark.parametrize("text", [
+    # a table is cut at the width too, but its rows are no records
+    "               total        used        free      shared  buff/cache   available\n"
+    "Mem:             449         318          12           1         118         127\n"
+    "Swap:              0           0           0",
+    # ps cut at the terminal's width: each row is its own
+    "root      4121 99.0  2.1 812341 123 ?  Rl   10:00  12:01 python3 -m sglang.launch_server --model-path /m/Qwen2\n"
+    "root      4122 98.0  2.1 812341 123 ?  Rl   10:00  12:01 python3 -m sglang.launch_server --model-path /m/Qwen2",
+    # a sentence after the longest record is not the rest of it
+    "[412907.551203] Memory cgroup out of memory: Killed process 88120 (sglang::schedul) total-vm:611203448kB\n"
+    "Our node died overnight; we ran --tp-size 4.",
+    # two records of one width
+    "[2025-03-01 10:00:00 TP0] Decode batch. #running-req: 12, #token: 51234, token usage: 0.41, gen throughput\n"
+    "[2025-03-01 10:00:01 TP0] Decode batch. #running-req: 12, #token: 51246, token usage: 0.41, gen throughput",
+    # a shell prompt and NCCL's own prefix start lines of their own
+    "[2025-03-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=41.2 GB\n"
+    "user@gpu-07:~$ nvidia-smi\n"
+    "[2025-03-01 10:00:00 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=41.2 GB\n"
+    "gpu-07:4121:4121 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+])
+def test_lines_that_are_not_wrapped_stay(text) -> None:
+    assert unwrap(text) == text
