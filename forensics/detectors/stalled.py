@@ -252,7 +252,8 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     elif order == _REQUESTS[0] and tail is last_row and \
             (attrs(last_row).get("steps_done") or 0) < (attrs(last_row).get("steps_total") or 0):
         out["how"] = "requests_unfinished"
-    elif not _measured(tl, run, max(stamped) if stamped else None) and first_stop is None and not _server_gone(tl) and order < _REQUESTS[0]:
+    elif not _measured(tl, run, max(stamped) if stamped else None) and not _log_continues(tl, run) and \
+            first_stop is None and not _server_gone(tl) and order < _REQUESTS[0]:
         # the log just ends in a start-up stage: a hang there, or an excerpt cut there — the input cannot say which
         out["how"], out["silent_s"] = "unmeasured", None
     else:
@@ -267,10 +268,27 @@ def _measured(tl: Timeline, run: list[Row], last: datetime | None) -> bool:
         return True
     if last is None or tl.events.is_empty() or "ts" not in tl.events.columns:
         return False
-    files = [f for f in {r.get("file") for r in run} if f]
-    ev = tl.events.filter(pl.col("ts").is_not_null() & ~pl.col("file").is_in(files))
+    files = {f for f in {r.get("file") for r in run} if f}
+    for cov in tl.coverage:  # a rotation set is one log: its members' lines are the run's own, not another clock
+        members = set(cov.get("members") or ())
+        if members & files:
+            files |= members | {cov.get("file")}
+    ev = tl.events.filter(pl.col("ts").is_not_null() & ~pl.col("file").is_in(sorted(f for f in files if f)))
     later = ev.get_column("ts").max() if not ev.is_empty() else None
     return isinstance(later, datetime) and later > last
+
+
+def _log_continues(tl: Timeline, run: list[Row]) -> bool:
+    """A later member of the run's rotation set (coverage's ``members``, oldest first) holds rows: the log goes on
+    after the run's last line, so its end is not where the log stops."""
+    files = {r.get("file") for r in run}
+    for cov in tl.coverage:
+        members = list(cov.get("members") or ())
+        mine = [i for i, m in enumerate(members) if m in files]
+        if mine:
+            later = set(members[max(mine) + 1:])
+            return bool(later) and not tl.events.filter(pl.col("file").is_in(sorted(later))).is_empty()
+    return False
 
 
 def _duration(seconds: float) -> str:
