@@ -225,6 +225,29 @@ _PEER_EXITED = re.compile(r"Connection closed by peer|Failed to recv, got 0 byte
 # §4.6 (``k/world clients joined``)
 _JOINED = re.compile(r"(?<!\d)(\d++)/(\d++) clients joined")
 
+#: the watchdog's exception escaping its thread without the timeout line (failure_messages.md §1: a C++ c10::Error out of a
+#: thread prints ``Exception raised from <func> at <file>:<line>``; §4.4: the NCCL watchdog thread terminates with the
+#: exception): raised from ProcessGroupNCCL's ``checkTimeout`` it is the collective timeout itself; from
+#: ``ncclCommWatchdog`` / ``watchdogHandler`` the watchdog re-raising what it caught (a timeout or an async NCCL error;
+#: pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (2.2-2.5) ``watchdogHandler`` → ``WorkNCCL::checkTimeout``)
+_WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|watchdogHandler) at \S*ProcessGroupNCCL\.cpp")
+#: DeepEP's expert all-to-all giving up on its peers: deepep csrc/deep_ep.cpp (main, 2025), the CPU waits
+#: NUM_CPU_TIMEOUT_SECS for the notify kernel's receive counts, then ``throw std::runtime_error("DeepEP error: timeout
+#: (dispatch CPU)")``; deepep csrc/kernels/internode.cu (main, 2025) and intranode.cu, a kernel waits NUM_TIMEOUT_CYCLES
+#: for a peer's data, ``printf("DeepEP dispatch NVL receiver timeout, …")`` / ``"DeepEP dispatch forwarder timeout (RDMA
+#: meta), …"``, then ``trap()``. The all-to-all's collective timeout: a peer that never sent (still compiling, hung,
+#: dead) or a transport (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
+_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
+#: the interface NCCL chose for its sockets, from its INFO lines: nccl src/transport/net_socket.cc (v2.18-2.27)
+#: ``NET/Socket : Using [0]eth0:10.1.2.3<0>``, nccl src/bootstrap.cc (v2.18-2.27) ``Bootstrap : Using eth0:10.1.2.3<0>``,
+#: nccl src/transport/net_ib.cc (v2.18-2.27) ``NET/IB : Using [0]mlx5_0:1/IB ... ; OOB eth0:10.1.2.3<0>``. The address
+#: its peers are told to connect to
+#: NCCL starting a communicator (nccl src/init.cc (v2.18-2.27) ``ncclCommInitRank comm %p rank %d nranks %d cudaDev %d
+#: nvmlDev %d busId %lx commId 0x%llx - Init START``; its ``Init COMPLETE`` follows once every rank joined)
+_NCCL_INIT_START = re.compile(r"NCCL INFO ncclCommInitRank(?:Config)? comm \S+ rank (\d+) nranks (\d+) [^\n]{0,200}- Init START")
+_NCCL_IFACE = re.compile(r"NCCL INFO (?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
+                         r"(?:\[\d+\])?([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
+
 # --- process death (§5) ---
 _SHM = re.compile(
     r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
@@ -265,6 +288,12 @@ def ray_oom_killed(text: str) -> bool:
     """
     head = text[:4000]
     return bool(_RAY_OOM.search(head)) and not ((k := _RAY_SUMMARY.search(head)) is not None and k.group(1) == "0")
+
+
+def nccl_interface(line: str) -> tuple[str, str] | None:
+    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None."""
+    m = _NCCL_IFACE.search(line)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def register_refusal(exc_line: str, frames: str = "") -> int | None:
@@ -699,6 +728,17 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if (start := _NCCL_INIT_START.search(head)) is not None:
+        return "nccl_info", {}, {"level": "INFO", "event": "init_start", "nccl_rank": int(start.group(1)),
+                                 "nranks": int(start.group(2)), "message": msg[:500]}
+    if (iface := nccl_interface(head)) is not None:
+        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
+    if _DEEPEP_TIMEOUT.search(head):
+        return "failure", {}, {"failure": "collective_timeout", "op_type": "DeepEP all-to-all", "engine": "deepep",
+                               "message": msg[:2000]}
+    if (raised := _WD_RAISED.search(head)) is not None:
+        return "failure", {}, {"failure": "collective_timeout", "engine": "c10d_watchdog", "raised_from": raised.group(1),
+                               "message": msg[:2000]}
     if _SHM.search(head):
         return "failure", {}, {"failure": "shm_exhausted", "message": msg[:2000]}
     if (df := _DF_SHM_FULL.match(head)) is not None:

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures, register_refusal
+from parsers.failures import nccl_interface, oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -949,6 +949,10 @@ class _Scanner:
                     attrs.update(failure="host_register_refused", rc=inner[2].get("rc"))  # not a memory shortage
                 elif inner is not None and inner[2].get("host_pinned"):
                     attrs["host_pinned"] = True  # host memory that could not be pinned: not the GPU's
+                if "DeepEP" in exc.group(0):  # DeepEP's all-to-all timeout raised in the scheduler (failures.py)
+                    deepep = classify_failure(exc.group(0))
+                    if deepep is not None and deepep[2].get("engine") == "deepep":
+                        attrs.update({k: v for k, v in deepep[2].items() if k != "message"})
                 if "EADDRINUSE" in exc.group(0) or "ddress already in use" in exc.group(0):
                     # the c10d store raised inside init_torch_distributed that its port is taken
                     # (failure_messages.md §4.6, ``The server socket has failed to listen … EADDRINUSE``)
@@ -1122,10 +1126,16 @@ class _Scanner:
             m = _NCCL.match(seg)
             if m:
                 msg = m.group("msg")
-                if m.group("level") != "INFO" or "Init COMPLETE" in msg:
+                iface = nccl_interface(seg) if m.group("level") == "INFO" else None
+                # a communicator's start (failures.py reads its rank and nranks): a set-up begun, not yet complete
+                start = classify_failure(seg) if m.group("level") == "INFO" and "Init START" in msg else None
+                extra = {"net_if": iface[0], "net_ip": iface[1]} if iface else \
+                    {k: v for k, v in start[2].items() if k in ("event", "nccl_rank", "nranks")} if start else {}
+                if m.group("level") != "INFO" or "Init COMPLETE" in msg or extra:
                     self._emit("nccl_info", {"host": m.group("host"), "pid": _int(m.group("pid")),
                                              "gpu": _int(m.group("dev"))},
-                               {"level": m.group("level"), "message": msg[:2000]}, {"line": lineno, "text": seg})
+                               {"level": m.group("level"), "message": msg[:2000], **extra},
+                               {"line": lineno, "text": seg})
                 return FOREIGN
         if seg[:1] == "[":
             if seg.startswith("[Gloo]"):

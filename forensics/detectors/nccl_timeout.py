@@ -16,6 +16,12 @@ uses the same P2P path (vllm_formats.md §3.8 and rule T: ``--disable-custom-all
 hosts with failing P2P). ``NCCL_P2P_DISABLE=1`` (NCCL falls back to shared memory) and
 ``--disable-custom-all-reduce`` are then the test that tells a transport hang from a peer that hung.
 
+DeepEP's expert all-to-all has its own fixed timeouts (parsers/failures.py ``_DEEPEP_TIMEOUT``: the CPU's
+``DeepEP error: timeout (dispatch CPU)``, the kernels' ``DeepEP dispatch … timeout`` lines): the same wait on peers,
+read here as the collective timeout it is, without a sequence number. c10d's watchdog frames with the timeout line
+cut away (``Exception raised from checkTimeout/ncclCommWatchdog at …ProcessGroupNCCL.cpp``) are read the same, at
+lower confidence.
+
 A start-up collective whose ranks logged ``Load weight end`` and nothing later is the first collective after
 loading (SGLang all-reduces the ranks' free memory before it sizes the KV pool): the ranks it waited on had not
 finished loading. SGLang's ``--dist-timeout`` (server_args ``dist_timeout``, seconds, handed to
@@ -71,6 +77,7 @@ _RANK_FAILED = frozenset({"oom_killed", "ray_oom", "host_oom", "illegal_memory_a
 #: and what vLLM's engine prints when a worker's step never returned (vllm_formats.md §3.6: the RPC timeout, then
 #: the generic EngineDeadError of every vLLM death)
 _WATCHDOG_WORDS = re.compile(r"[Ww]atchdog|DistBackendError|NCCL communicator was aborted|collective operation timeout|"
+                             r"DeepEP error: timeout|"
                              r"NCCL work|ProcessGroupNCCL|RPC call to \w+ timed out|EngineDeadError|"
                              r"EngineCore encountered|"
                              # NCCL's own failure surfacing in the rank (§4.3); an OOM inside NCCL is its own row
@@ -146,6 +153,10 @@ def transport_test(tl: Timeline, cfg: ServerConfig) -> list[FlagChange]:
 _NO_SEQ_LINE = re.compile(r"collective operation timeout: WorkNCCL\(|ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
 
 
+#: failure rows whose timeout the engine stated without c10d's WorkNCCL line (parsers/failures.py)
+_TIMEOUT_ENGINES = ("deepep", "c10d_watchdog")
+
+
 def _timed_out(row: Row) -> bool:
     """A collective that timed out: a watchdog line with its sequence number, or one of the releases whose line has
     none (1.8-1.10's ``WorkNCCL(OpType=…, Timeout(ms)=…)``, 1.4-1.8's blocking-wait ``Operation timed out!``;
@@ -153,8 +164,12 @@ def _timed_out(row: Row) -> bool:
     text = row.get("text") or ""
     if text.lstrip().startswith("#"):
         return False
-    return _seq(row) is not None or ("collective_timeout" in (attrs(row).get("event"), attrs(row).get("failure"))
-                                     and _NO_SEQ_LINE.search(text) is not None)
+    # read by the failure scan from the engine's own timeout (parsers/failures.py: DeepEP's all-to-all timeouts, the
+    # exception raised from c10d's checkTimeout with its timeout line cut away)
+    engine_said = attrs(row).get("failure") == "collective_timeout" and attrs(row).get("engine") in _TIMEOUT_ENGINES
+    return _seq(row) is not None or engine_said or (
+        "collective_timeout" in (attrs(row).get("event"), attrs(row).get("failure"))
+        and _NO_SEQ_LINE.search(text) is not None)
 
 
 #: rows that say the server had served (sglang_formats.md §4 batch lines, vllm_formats.md §3 metrics and ready)
@@ -180,13 +195,16 @@ def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None or attrs(r).get("event") == "collective_timeout"]
     # the same watchdog line in a fragment or a vLLM log, read by the failure scan
     hits += [r for r in rows(tl, "failure") if attrs(r).get("failure") == "collective_timeout" and _timed_out(r)]
+    # a scheduler's traceback ending in an engine's own timeout (parsers/sglang.py reads DeepEP's into the row)
+    hits += [r for r in rows(tl, "scheduler_exception", "exception") if attrs(r).get("failure") == "collective_timeout"
+             and _timed_out(r)]
     if not hits:
         return []
     out: list[Finding] = []
     seen: set[tuple[str, int]] = set()
     for ref, run in iter_runs(tl):  # each run with its own world size
         # the c10d lines and the failure scan's reading of the same watchdog text (its ``what():``): one finding
-        mine = [r for r in of_kind(run, "nccl_watchdog", "failure") if _timed_out(r)
+        mine = [r for r in of_kind(run, "nccl_watchdog", "failure", "scheduler_exception", "exception") if _timed_out(r)
                 and (r.get("kind") == "nccl_watchdog" or attrs(r).get("failure") == "collective_timeout")]
         seen |= {(r["file"], r["line"]) for r in mine}
         out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
@@ -236,13 +254,17 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
         ranks = sorted({x for x in (_rank(r) for r in group) if x is not None})
         seqs = sorted({_seq(r) for r in group if _seq(r) is not None})
         ops = sorted({str(attrs(r).get("op_type")) for r in group if attrs(r).get("op_type")})
-        at = f"at SeqNum {seqs[0]}" if seqs else "(a release whose line carries no sequence number)"
+        deepep = bool(ops) and all(attrs(r).get("engine") == "deepep" for r in group)
+        what = "DeepEP's expert all-to-all" if deepep else f"NCCL {'/'.join(ops) or 'collective'}"
+        at = f"at SeqNum {seqs[0]}" if seqs else \
+            "(DeepEP's timeout carries no sequence number)" if deepep else \
+            "(a release whose line carries no sequence number)"
         served = any(r.get("kind") in _SERVED and any(before(r, h) for h in group) for r in context)
         silent = sorted(set(range(world)) - set(ranks)) if world and ranks and len(ranks) < world else []
         after_load = rule_id == "SGL-NCCL-001" and waited_after_load(run, group)
         if after_load:
             timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
+            summary = (f"{what} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}, the first collective after they finished loading the "
                        "weights (the free-memory all-reduce before the KV pool): the ranks they waited on had not "
                        "finished loading — slower storage or a slower node, or a rank that failed while loading.")
@@ -253,7 +275,7 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
             # SGLang's --dist-timeout sets the process group's timeout (vLLM has no such flag)
             flags = [_load_wait_flag(cfg, timeout)] if any(r.get("source") == "sglang" for r in run or []) else []
         elif rule_id == "SGL-NCCL-001" and p2p_flags:
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
+            summary = (f"{what} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}, one of the first collectives, with every rank on one node "
                        "and none failing first: the GPUs could not reach each other over their peer-to-peer path "
                        "(PCIe P2P blocked or hanging under ACS/IOMMU, consumer GPUs without working P2P).")
@@ -262,20 +284,26 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
                        "-i -e DMAR -e IOMMU`), and `nvidia-smi topo -p2p r`.",
                        "Run nccl-tests' all_reduce_perf across the same GPUs to reproduce it outside the engine."]
         elif rule_id == "SGL-NCCL-001":
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out {at} on rank(s) "
+            summary = (f"{what} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}: the ranks never got to talk (start-up/rendezvous).")
             actions = ["Rerun with NCCL_DEBUG=INFO; check NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME, the firewall between "
                        "nodes, --dist-init-addr reachability, the same image on every node, and that every rank started."]
         else:
             span = (f"SeqNum {seqs[0]}" + (f"–{seqs[-1]}" if len(seqs) > 1 else "")) if seqs else \
                 ("after the run had served" if served else "phase not stated") + \
-                "; this release's line carries no sequence number"
-            summary = (f"NCCL {'/'.join(ops) or 'collective'} timed out mid-run ({span}) on rank(s) "
+                ("; DeepEP's timeout carries no sequence number" if deepep else
+                 "; this release's line carries no sequence number")
+            summary = (f"{what} timed out mid-run ({span}) on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}"
                        + (f"; rank(s) {', '.join(map(str, silent))} did not report and are the suspects" if silent else "")
                        + ": one rank stopped joining collectives (crash, hang or hardware fault).")
             actions = ["Find the first rank that failed (its traceback, an OOM kill, an Xid) and fix that; py-spy dump a "
                        "hung rank. --watchdog-timeout only changes how long the others wait."]
+            if deepep:
+                actions.append("DeepEP's dispatch waits a fixed time for every peer's tokens: a peer still JIT-compiling "
+                               "kernels at its first MoE forward (DeepGEMM), a hung or dead rank, or NVSHMEM/IBGDA not "
+                               "moving data between the nodes (NVSHMEM_* settings, the NICs it uses) all read the same; "
+                               "the peers' logs at that moment decide.")
             if p2p_flags:
                 summary += (" No rank failed first in the input and every rank is on one node, so the peer-to-peer "
                             "path between the GPUs (PCIe P2P under ACS/IOMMU, the custom all-reduce) is the suspect.")
@@ -286,7 +314,11 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
                                     ("the world size is unknown (no server_args or launch command): the rank that "
                                      "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None),
                                     ("the timeout line carries no sequence number and nothing before it says whether "
-                                     "the run had started serving", not seqs and rule_id == "SGL-NCCL-002" and not served))
+                                     "the run had started serving", not seqs and rule_id == "SGL-NCCL-002" and not served),
+                                    ("only the watchdog's frames are in the input: it took the process down for a "
+                                     "collective that timed out or failed (NCCL's asynchronous error); the line that "
+                                     "says which is cut", any(attrs(r).get("raised_from") not in (None, "checkTimeout")
+                                                              for r in group)))
                    if bad]
         out.append(make_finding(
             rule_id,

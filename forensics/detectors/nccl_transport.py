@@ -22,10 +22,11 @@ that (SGL-RUN-001 names the peer) rather than as the link.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from forensics.facts.rows import Row, attrs, rows
-from forensics.model import Finding, Timeline
+from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding
 from .nccl_timeout import rank_failures
@@ -61,6 +62,26 @@ WC_STATUS = {
 }
 #: statuses that say the fabric or the peer failed first (not an echo of another failure on the same queue pair)
 _FIRST_FAILURES = frozenset({4, 8, 10, 11, 12, 13, 20, 21})
+
+
+def unroutable(address: str) -> bool:
+    """A link-local (169.254.0.0/16, fe80::/10: RFC 3927, RFC 4291) or loopback address: no other host can reach the
+    peer there, so the peer advertised it from an interface that does not route between the nodes."""
+    host = address.split("<", 1)[0].strip("[]").split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_link_local or ip.is_loopback
+
+
+def _routable_interface(tl: Timeline) -> str | None:
+    """The interface NCCL's INFO lines name with a routable address (parsers/failures.py ``nccl_interface``)."""
+    for r in rows(tl, "nccl_info"):
+        a = attrs(r)
+        if a.get("net_if") and a.get("net_ip") and not unroutable(str(a["net_ip"])):
+            return str(a["net_if"])
+    return None
 
 
 def status_of(text: str) -> int | None:
@@ -100,6 +121,19 @@ def detect(tl: Timeline) -> list[Finding]:
     else:
         summary = ("NCCL lost its connection to a peer (closed by the remote side, a network error or the remote "
                    "process exiting): the collectives over that link cannot complete.")
+    flags: list[FlagChange] = []
+    local = sorted({m.group(1).split("<", 1)[0] for m in connects if m.group(1) and unroutable(m.group(1))})
+    if local and not statuses:
+        iface = _routable_interface(tl)
+        m = connects[0]
+        summary = (f"NCCL could not connect to a peer's socket at {m.group(1)} ({m.group(2).strip()}): "
+                   f"{', '.join(local)} is a link-local or loopback address, which no other host can reach — the peer "
+                   "that advertised it bound NCCL to an interface that does not route between the nodes, so "
+                   "NCCL_SOCKET_IFNAME must name the one that does, on every node.")
+        if iface:
+            flags.append(FlagChange("NCCL_SOCKET_IFNAME", None, iface,
+                                    f"NCCL's own lines show {iface} with a routable address on this node; the peer's "
+                                    "advertised address was link-local/loopback (set GLOO_SOCKET_IFNAME the same)"))
     if died:
         summary += " A rank also failed on its own in the input; if it failed first, this is its echo."
     reasons = []
@@ -109,7 +143,7 @@ def detect(tl: Timeline) -> list[Finding]:
         reasons.append("only flushed completions are in the input: the error that put the queue pair in error is not")
     if not statuses and not connects:
         reasons.append("the message says a peer went away, not whether the peer or the network failed")
-    if connects and not statuses:
+    if connects and not statuses and not local:
         reasons.append("a refused or unreachable connection does not say which of firewall, interface or peer: "
                        "`nc -zv` from one node to the other's NCCL port, and the interface NCCL chose (NCCL INFO "
                        "'NET/Socket : Using'), would")
@@ -130,8 +164,11 @@ def detect(tl: Timeline) -> list[Finding]:
         "SGL-NCCL-009",
         summary=summary,
         evidence=hits[:6],
-        confidence="high" if first and not died else "medium" if first or statuses or connects else "low",
+        confidence="high" if (first or (local and flags)) and not died else
+        "medium" if first or statuses or connects else "low",
         confidence_reason="; ".join(reasons) or None,
-        figures={"wc_statuses": statuses or None, "vendor_errors": vendor or None, "peers": peers or None},
+        figures={"wc_statuses": statuses or None, "vendor_errors": vendor or None, "peers": peers or None,
+                 "unroutable_addresses": local or None},
         actions=actions,
+        flags=flags,
     )]

@@ -4,7 +4,7 @@ The stages each rank reaches, in order, and what each waits on are facts (forens
 wait never ends leaves no error: the log just stops, until a timeout fires (c10d's 600 s NCCL default,
 failure_messages.md §4.4) or forever.
 
-A log that merely ends is not a hang — an excerpt ends too. A stall needs one of:
+A log that merely ends is not proof of a hang — an excerpt ends too. A stall is measured by one of:
 
 * **silence measured**: the run's last line is at least :data:`STALL_S` before the end of the evidence (the
   bundle's collection time, or a later line of another file) and the server was not seen exiting, or before
@@ -20,6 +20,13 @@ A log that merely ends is not a hang — an excerpt ends too. A stall needs one 
   request, vllm/entrypoints/llm.py) is the run's last line with requests unfinished — the log's end is then the
   state of the run when it was copied, though how long it had been there is not known.
 
+* **the log merely ending** in a start-up stage, with no clock outside it (no collection time, no later line of
+  another file), nothing saying the server exited or was stopped: the same hang, unmeasured — or an excerpt cut
+  there. It is a finding at low severity and low confidence that names the stage, what it waits on and the command
+  that measures the silence. The stages include the ranks' start (the engine's ``server_args=`` line with no stage
+  after it) and, when NCCL's INFO lines are all the input holds, the communicator's set-up (``Init START`` without
+  ``Init COMPLETE``).
+
 A server that reached ready (or served a batch) and then is quiet is idle, not hung: it never fires here; nor
 does a node other than the head past graph capture (its ready lines are node 0's, or the head's API server's under
 vLLM's ``--headless``). With several nodes, multihost.py puts each node's furthest stage in the finding.
@@ -33,11 +40,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import polars as pl
+
 from forensics.facts.launch import server_config
 from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
 from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
-from forensics.facts.stages import ENGINE_CORES, STAGES, ranks_behind, served, stage_of
+from forensics.facts.stages import ENGINE_CORES, LAUNCHED, STAGES, launched, ranks_behind, served, stage_of
 from forensics.facts.stages import REQUESTS as _REQUESTS
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
@@ -118,6 +127,9 @@ def _ranks_of(tl: Timeline, run: list[Row]) -> int:
         world = max(world, int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1)))
     world = max(world, int(to_number(cfg.get("nnodes")) or 1))
     named = {x for x in (rank_of(r) for r in run) if x is not None}
+    # a line of rank TPk says the TP group has at least k+1 ranks (sglang_formats.md §1, the rank prefix), even when
+    # the excerpt kept only that rank's lines
+    named |= set(range(max(named) + 1)) if named else set()
     nranks = [int(attrs(r)["nranks"]) for r in run if r.get("kind") == "nccl_info" and attrs(r).get("nranks")]
     # engine cores on other nodes that the front-end waits for: several nodes (this one's and theirs), so several ranks
     cores = [max(2, int(attrs(r).get("local") or 0) + int(attrs(r).get("remote") or 0)) for r in run
@@ -188,14 +200,17 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
         return None
     core_waits = [r for r in run if r.get("kind") == "engine_startup_wait"]
     staged = [r for r in run if _stage_of(r) is not None]
-    if not staged and not (core_waits or timeouts):
+    start = launched(run)
+    if not staged and not (core_waits or timeouts or start):
         return None
     if staged:
         last_row = max(staged, key=lambda r: (_stage_of(r)[0], _order(r)))  # type: ignore[index]
         order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
-    else:  # the front-end's lines alone: the engine cores' stages are not in the input
+    elif core_waits or timeouts:  # the front-end's lines alone: the engine cores' stages are not in the input
         last_row = min(core_waits or timeouts, key=_order)
         order, stage, waits = ENGINE_CORES
+    else:  # launched, and not one rank logged its first stage
+        last_row, (order, stage, waits) = start, LAUNCHED
     if order >= STAGES["cuda_graph_end"][0] and _other_node(tl, run):
         return None  # a node other than the head's is up once its graphs are captured: the rest is node 0's to log
     tail = max(run, key=_order)
@@ -237,9 +252,43 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     elif order == _REQUESTS[0] and tail is last_row and \
             (attrs(last_row).get("steps_done") or 0) < (attrs(last_row).get("steps_total") or 0):
         out["how"] = "requests_unfinished"
+    elif not _measured(tl, run, max(stamped) if stamped else None) and not _log_continues(tl, run) and \
+            first_stop is None and not _server_gone(tl) and order < _REQUESTS[0]:
+        # the log just ends in a start-up stage: a hang there, or an excerpt cut there — the input cannot say which
+        out["how"], out["silent_s"] = "unmeasured", None
     else:
         return None
     return out
+
+
+def _measured(tl: Timeline, run: list[Row], last: datetime | None) -> bool:
+    """The silence after ``last`` (the run's last stamp) was measured by a clock outside its log: the collection's
+    time, or a later stamped line of another file. The log's own later lines measure nothing: an excerpt ends too."""
+    if tl.facts.collected_at is not None:
+        return True
+    if last is None or tl.events.is_empty() or "ts" not in tl.events.columns:
+        return False
+    files = {f for f in {r.get("file") for r in run} if f}
+    for cov in tl.coverage:  # a rotation set is one log: its members' lines are the run's own, not another clock
+        members = set(cov.get("members") or ())
+        if members & files:
+            files |= members | {cov.get("file")}
+    ev = tl.events.filter(pl.col("ts").is_not_null() & ~pl.col("file").is_in(sorted(f for f in files if f)))
+    later = ev.get_column("ts").max() if not ev.is_empty() else None
+    return isinstance(later, datetime) and later > last
+
+
+def _log_continues(tl: Timeline, run: list[Row]) -> bool:
+    """A later member of the run's rotation set (coverage's ``members``, oldest first) holds rows: the log goes on
+    after the run's last line, so its end is not where the log stops."""
+    files = {r.get("file") for r in run}
+    for cov in tl.coverage:
+        members = list(cov.get("members") or ())
+        mine = [i for i, m in enumerate(members) if m in files]
+        if mine:
+            later = set(members[max(mine) + 1:])
+            return bool(later) and not tl.events.filter(pl.col("file").is_in(sorted(later))).is_empty()
+    return False
 
 
 def _duration(seconds: float) -> str:
@@ -255,6 +304,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     behind = sorted({x for v in lagging.values() if (x := rank_of(v.row)) is not None})
     waits = st["waits_on"] if world > 1 else st["waits_on"].replace(f"{_RANKS}' collectives", "its own work") \
         .replace(f"{_RANKS} finishing their load", "its own set-up")
+    if st["order"] == LAUNCHED[0] and world == 1:
+        waits = "its own start-up (the scheduler process spawning, the model's config and tokenizer)"
     addr = server_config(tl, run).get("dist_init_addr")
     if addr and st["order"] <= STAGES["dist_init_end"][0]:
         waits = waits.replace("(--dist-init-addr, the TCPStore", f"(--dist-init-addr {addr}, the TCPStore")
@@ -270,15 +321,24 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     elif st["how"] == "engine_waits":
         how = (f"the engine logged {len(st['waits'])} times that it found no shared-memory broadcast block: its "
                "workers stopped answering")
+    elif st["how"] == "unmeasured":
+        how = ("its log ends there with no error, no exit and no ready line, and how long it had been silent is not "
+               "in the input (no snapshot's time, no later line of another file)")
     else:
         a = attrs(row)
         how = (f"the offline requests' bar is its last line at {a.get('steps_done')} of {a.get('steps_total')} "
                "finished: no request completed after it")
     opening = ("The server came up but its first requests never finished" if st["order"] == _REQUESTS[0]
+               else f"The log ends at {st['stage']}, before the server said it was ready" if st["how"] == "unmeasured"
                else f"The server stopped at {st['stage']} and never became ready")
     size = f"{world} rank{'s' if world > 1 else ''}" if world > 1 or _world_stated(tl, run) else \
         "its parallel size not in the input"
     summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
+    if st["how"] == "unmeasured":
+        summary += (" If the server is still running with no new line, it hangs at this stage; if the excerpt was "
+                    "only cut here, nothing failed. How long it has been silent decides: more than 600 s (c10d's "
+                    "default NCCL timeout) with the " + ("ranks" if world > 1 else "process") + " alive and no new "
+                    "line is a hang.")
     for label, v in lagging.items():
         summary += f" {label} got only as far as {v.stage}: it is the one the others wait on."
     polls = [r for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
@@ -294,10 +354,18 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "requests_unfinished":
         reasons.append("how long the requests had been waiting is not in the input: a later snapshot (the "
                        "collection's time, nvidia-smi or py-spy while it hangs) would say")
+    if st["how"] == "unmeasured":
+        reasons.append("the log ends at this stage; whether the server hung there or the excerpt was cut there is "
+                       "not in the input — the time it had been silent decides")
     if st["how"] == "silence" and not tl.facts.collected_at:
         reasons.append("the silence is measured against another file's later line, not a snapshot of the host")
     flags, actions = [], []
-    if world > 1 and st["order"] >= STAGES["memory_profile"][0] and row.get("kind") != "hicache_alloc":
+    if st["how"] == "unmeasured":  # the deciding fact first
+        actions.append("Measure the silence on the host: `date -u` against the stamp of the log's last line "
+                       "(`tail -n 1 <log>`), and `ps -eo pid,etime,args | grep -i sglang` for the ranks still alive; "
+                       "or `forensics collect` while it is silent, which records the snapshot's time.")
+    if world > 1 and st["order"] >= STAGES["memory_profile"][0] and row.get("kind") != "hicache_alloc" and \
+            st["how"] != "unmeasured":  # a flag needs more than an excerpt that ends
         cfg = server_config(tl, run)
         flags = transport_test(tl, cfg)
         if flags and channel_transports(tl) == {"SHM"}:
@@ -322,14 +390,14 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "and a distinct --node-rank on each.")
     actions.append("Collect while it hangs (`forensics collect`): the snapshot's time against the last line measures "
                    "the silence, and nvidia-smi shows whether the GPUs spin in a kernel.")
-    return make_finding(
+    finding = make_finding(
         rule,
         summary=summary,
         evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3]],
-        confidence="low" if st["how"] == "requests_unfinished" else "medium",
+        confidence="low" if st["how"] in ("requests_unfinished", "unmeasured") else "medium",
         confidence_reason="; ".join(reasons) or "the log says where the server stopped, not why; a stack of each "
                                                 "rank while it hangs would",
-        severity="medium" if st["how"] == "requests_unfinished" else None,
+        severity="medium" if st["how"] == "requests_unfinished" else "low" if st["how"] == "unmeasured" else None,
         ranks=behind,
         figures={"stage": st["stage"], "waits_on": waits, "silent_s": round(st["silent_s"], 1)
                  if st["silent_s"] is not None else None, "evidence_of_stall": st["how"], "ranks": world,
@@ -337,6 +405,9 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         flags=flags,
         actions=actions,
     )
+    if st["how"] == "unmeasured":  # the catalog's title says it stopped; here only the log's end is known
+        finding.title = "A server's log ends at a start-up stage with no error; whether it hung there is not measured"
+    return finding
 
 
 def _relaunched(run: list[Row], later_runs: dict[str, int]) -> bool:
@@ -369,4 +440,19 @@ def detect(tl: Timeline) -> list[Finding]:
         st = _stall(tl, run)
         if st is not None:
             out.append(_finding(tl, run, st))
+    if not runs and not vruns:  # NCCL's own lines alone (NCCL_DEBUG=INFO pasted without the engine's)
+        run = _nccl_only_run(tl)
+        st = _stall(tl, run) if run else None
+        if st is not None:
+            out.append(_finding(tl, run, st))
     return out
+
+
+def _nccl_only_run(tl: Timeline) -> list[Row]:
+    """NCCL's INFO lines of a communicator that started (``Init START``, the interface it bound) and never logged
+    ``Init COMPLETE`` nor an error, with the launch command: the server's only trace is a set-up that did not end."""
+    nccl = rows(tl, "nccl_info")
+    if not nccl or any("Init COMPLETE" in str(attrs(r).get("message") or r.get("text") or "")
+                       or attrs(r).get("level") not in (None, "INFO") for r in nccl):
+        return []
+    return sorted(nccl, key=_order)

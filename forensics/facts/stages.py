@@ -12,6 +12,7 @@ to from here (stalled starts, collective timeouts placed by the stage before the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from forensics.facts.rows import Row, attrs, rank_label, rows
@@ -55,6 +56,16 @@ REQUESTS = (90, "serving the first requests", "each step's collectives across th
 ENGINE_CORES = (5, "the engine cores' start-up (none of their stage lines is in the input)",
                 "the engine cores loading the weights (the weights' storage) and, with several nodes, the other "
                 "nodes' engine cores")
+#: a run whose only line is the engine's own ``server_args=`` record (sglang_formats.md §2, logged by the launching
+#: process before it spawns the ranks; §3's first stage line, ``Init torch distributed begin``, is each rank's): the
+#: ranks were started and not one logged its first stage — with several nodes they wait at the rendezvous
+LAUNCHED = (5, "the ranks' start (no stage line after the launch)",
+            "every rank of every node starting and reaching the rendezvous (--dist-init-addr, the TCPStore on node "
+            "rank 0)")
+#: vLLM's engine past its start-up (vllm_formats.md §2, the start-up order: ``init engine (profile, create kv cache,
+#: warmup model) took X`` once the engine core warmed up, then the front-end's ``Starting vLLM API server …`` /
+#: ``Starting vLLM server on …``): nothing is left to wait on but requests
+VLLM_UP = re.compile(r"init engine \(profile, create kv cache, warmup model\) took|Starting vLLM (?:API )?server")
 #: rows that say the run got to serve (idle afterwards is health)
 SERVING = ("server_ready", "decode_batch", "engine_metrics")
 #: SGLang's warm-up is one request (sglang_formats.md §3: uvicorn → ``GET /get_model_info``, ``POST /generate``
@@ -80,11 +91,20 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
     return STAGES.get(kind)
 
 
+def launched(run: list[Row]) -> Row | None:
+    """The engine's own ``server_args=`` line of the run (not a shell's echo of the command), else None."""
+    for r in run:
+        if r.get("kind") == "server_args" and r.get("source") == "sglang" and "server_args=" in (r.get("text") or ""):
+            return r
+    return None
+
+
 def served(run: list[Row]) -> bool:
-    """The run reached ready or served traffic beyond SGLang's one warm-up request."""
+    """The run reached ready or served traffic beyond SGLang's one warm-up request (or vLLM's engine came up)."""
     kinds = [r.get("kind") for r in run]
     return (any(k in SERVING for k in kinds) or kinds.count("prefill_batch") > WARMUP_BATCHES
-            or kinds.count("http_access") > WARMUP_REQUESTS)
+            or kinds.count("http_access") > WARMUP_REQUESTS
+            or any(r.get("source") == "vllm" and VLLM_UP.search(r.get("text") or "") for r in run))
 
 
 @dataclass(frozen=True)

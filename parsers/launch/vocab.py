@@ -29,6 +29,8 @@ SGLANG_ALIASES: dict[str, str] = {
     "--enable-hicache": "--enable-hierarchical-cache",
     "--mem-frac": "--mem-fraction-static",
     "--mem-fraction": "--mem-fraction-static",
+    # server_args.py: ``"--dist-init-addr", "--nccl-init-addr",  # For backward compatbility`` (0.3.x-0.5.x)
+    "--nccl-init-addr": "--dist-init-addr",
 }
 
 #: vLLM's short and alternative spellings → its canonical long flag (vllm/engine/arg_utils.py).
