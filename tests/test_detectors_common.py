@@ -55,6 +55,25 @@ def test_server_config_overlays_server_args_on_launch_flags():
     assert cfg.num("tp_size") == 8 and cfg.num("hicache_size") == 48 and cfg.flag_text("mem_fraction_static") == "0.93"
 
 
+def test_a_command_outranks_a_later_sentence_which_only_fills_gaps():
+    from forensics.facts.launch import server_config
+
+    prose = {"confidence": "prose", "launcher": "prose"}
+    tl = timeline(
+        {"kind": "launch_command", "source": "launch", "file": "run.sh",
+         "attrs": {"flags": {"--tp-size": "4", "--context-length": "131072"}}},
+        {"kind": "launch_command", "source": "prose", "file": "notes.md",
+         "attrs": {**prose, "flags": {"--tp-size": "8", "--hicache-size": "64"}}},
+        {"kind": "launch_command", "source": "prose", "file": "notes.md",
+         "attrs": {**prose, "flags": {"--chunked-prefill-size": "4096"}}},
+    )
+    cfg = server_config(tl)
+    assert cfg.num("tp_size") == 4 and cfg.num("context_length") == 131072
+    # only the last sentence's statement fills a gap: an earlier one may be of a configuration since changed
+    assert cfg.num("chunked_prefill_size") == 4096 and cfg.get("hicache_size") is None
+    assert cfg.origin["tp_size"]["file"] == "run.sh"
+
+
 def test_kill_commands_and_version_markers():
     from forensics.facts.lifecycle import kill_commands
     from forensics.facts.versions import version_window

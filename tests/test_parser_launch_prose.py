@@ -90,6 +90,11 @@ def test_a_flag_named_without_a_value_is_no_setting() -> None:
     ("In hindsight --hicache-size 37.5 would have given 300 GB in total.", "would"),
     ("If you run --tp-size 8 each rank pins its own pool.", "if"),
     ("We never used --enable-hierarchical-cache on that cluster.", "never used"),
+    # the engines' own advice, in the imperative
+    ("Input length (9000 tokens) exceeds the maximum allowed length (4090 tokens). Use a shorter input or enable "
+     "--allow-auto-truncate.", "or enable"),
+    ("Enable --enable-mixed-chunk to overlap the two.", "imperative"),
+    ("Please set --max-running-requests 64 to bound the batch.", "please set"),
 ])
 def test_discussion_is_not_the_configuration(sentence, cue_part) -> None:
     assert configs(sentence) == []

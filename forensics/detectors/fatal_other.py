@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
-from forensics.facts.stages import furthest, served
+from forensics.facts.stages import STAGES, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
@@ -329,6 +329,9 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
     if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
         words += f", at {reached.stage} (its last start-up stage, {reached.row.get('file')}:{reached.row.get('line')})"
+    if not said and run is not None and reached is not None and in_dist_init(reached) \
+            and len({rank_of(r) for r in run if rank_of(r) is not None}) > 1:
+        return _died_in_dist_init(lead, fatal, reached)
     reason = ("no rule explains this failure: it is reported as SGLang printed it"
               + ("" if said else "; the input does not say what failed (a cut traceback or only the teardown lines)"
                  + (f" — its exception line would decide which of the failures of {reached.stage} it was "
@@ -346,6 +349,43 @@ def _finding(fatal: list[Row], run: list[Row] | None = None) -> Finding:
                  "exit_code": lead.get("code") if lead["kind"] in ("rank_dead", "subprocess_crashed") else None,
                  "failure_kinds": sorted({r["kind"] for r in fatal})},
         actions=actions,
+    )
+
+
+#: the stages of distributed initialisation (forensics/facts/stages.py): from ``Init torch distributed begin``
+#: through ``sglang is using nccl==…`` (sglang_formats.md §3; SGLang prints the NCCL version as it sets up pynccl,
+#: after the TCPStore rendezvous) to before ``Init torch distributed ends``
+def in_dist_init(reached) -> bool:
+    return STAGES["dist_init_begin"][0] <= reached.order < STAGES["dist_init_end"][0]
+
+
+#: a wait this long at that stage is a connection or rendezvous that never completed, not a quick crash
+_DIST_WAIT_S = 60.0
+
+
+def _died_in_dist_init(lead: Row, fatal: list[Row], reached) -> Finding:
+    """SGL-NCCL-012: the ranks died at distributed initialisation and the exception is not in the input — the stage
+    is the fact: it waits only on the rendezvous and the network between the ranks (failure_messages.md §4.6)."""
+    waited = None
+    if reached.row.get("ts") is not None and lead.get("ts") is not None:
+        waited = (lead["ts"] - reached.row["ts"]).total_seconds()
+    long_wait = waited is not None and waited >= _DIST_WAIT_S
+    at = f"{reached.row.get('file')}:{reached.row.get('line')}"
+    return make_finding(
+        "SGL-NCCL-012",
+        summary=(f"The ranks died at {reached.stage} ({at}"
+                 + (f", {waited:.0f} s before the failure" if waited is not None else "")
+                 + "): that stage only waits on the rendezvous and on the network between the ranks, so the failure "
+                 "is the connection the ranks never completed (a blocked port, the wrong interface or address), "
+                 "not memory."
+                 + (" The wait is a connection timing out." if long_wait else "")),
+        evidence=[lead, reached.row, *[r for r in fatal if r is not lead][:3]],
+        confidence="medium" if long_wait else "low",
+        confidence_reason=("the traceback is cut before its exception line, which would name the failure (an NCCL "
+                           "socket or IB error, a store timeout)"),
+        ranks=[x for x in (rank_of(r) for r in fatal) if x is not None],
+        figures={"stage": reached.stage, "waited_s": round(waited, 1) if waited is not None else None,
+                 "first_failure_kind": lead["kind"]},
     )
 
 

@@ -288,6 +288,14 @@ def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
     known = isinstance(ctx, int | float)
     # a profiled pool is rarely a power of two; a context length usually is: then the limit may well be the context's
     round_number = (pool & (pool - 1)) == 0
+    # the refused request is the longer request seen: with the context length known, the fix is the flag (as in _too_long)
+    flags = []
+    if known and ctx > pool:
+        new = capped_context_length(pool)
+        flags.append(FlagChange("--context-length", f"{int(ctx)}", str(new),
+                                f"the KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6): a "
+                                f"request of the full context needs {int(ctx)}; {new} fits it (or enlarge the pool "
+                                "to keep the context)"))
     return [make_finding(
         "SGL-KV-003",
         summary=(f"The KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6)"
@@ -302,6 +310,7 @@ def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
                                                  if round_number else "")),
         figures={"kv_pool_tokens": pool, "context_len": int(ctx) if known else None, "refusal_limit_tokens": k,
                  "refused_request_tokens": int(asked) if asked else None},
+        flags=flags,
         actions=[f"Cap --context-length at {pool} or less so such requests are refused up front, or enlarge the pool "
                  "(--mem-fraction-static, --kv-cache-dtype fp8_e4m3, more GPUs)."],
     )]

@@ -88,11 +88,18 @@ def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConf
     cfg = ServerConfig()
     launches = launch_rows(tl)
     if launches:
-        row = launches[-1]
         cfg.has_launch = True
+    # the last command wins over any sentence (a write-up's recollection is weaker than the argv that ran); the
+    # last sentence fills only what the command does not state. Each is taken whole: an earlier launch may be
+    # of a configuration since changed.
+    commands = [r for r in launches if not is_prose(r)]
+    sentences = [r for r in launches if is_prose(r)]
+    stated = [*commands[-1:], *sentences[-1:]]
+    for row in stated:
         for k, v in (attrs(row).get("flags") or {}).items():
-            cfg.values[flag_key(k)] = v
-            cfg.origin[flag_key(k)] = row
+            if flag_key(k) not in cfg.values:
+                cfg.values[flag_key(k)] = v
+                cfg.origin[flag_key(k)] = row
     pool = run_rows if run_rows is not None else rows(tl, "server_args")
     dumps = [r for r in pool if r.get("kind") == "server_args"]
     if dumps:

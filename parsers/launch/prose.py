@@ -174,6 +174,15 @@ _RAN_RE = re.compile(
     r"booted|deployed|was serving|is running|are running)\b", re.IGNORECASE)
 
 
+# advice in the imperative, as the engines print it ("Use a shorter input or enable --allow-auto-truncate", the
+# scheduler's validate_input_length, failure_messages.md §6.1; "Please try to increase --mem-fraction-static",
+# sglang_formats.md §5): the verb
+# opens the clause, or follows "or"/"please", right before the flag
+_IMPERATIVE_RE = re.compile(
+    r"(?:^|\b(?:or|please))\s*(?:try\s+)?(?:enabl(?:e|ing)|use|using|set|setting|pass|add|increase|decrease|"
+    r"reduce|lower|raise|specify|disable|adjust|turn\s+(?:on|off))\s*$", re.IGNORECASE)
+
+
 def discussion_cue(before: str, after: str, sentence: str, frame: str | None) -> str | None:
     """The words that make a mention discussion rather than a statement of what ran; None if stated.
 
@@ -187,6 +196,8 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
     'back off to'
     >>> discussion_cue("for TP-8, ", " would give the intended total", "", None)
     'would'
+    >>> discussion_cue("Use a shorter input or enable ", ".", "", None)
+    'imperative: or enable'
     """
     if sentence.rstrip().endswith("?"):
         return "question"
@@ -194,6 +205,9 @@ def discussion_cue(before: str, after: str, sentence: str, frame: str | None) ->
     hits = list(_MODAL_RE.finditer(cleaned))
     if hits:
         return hits[-1].group(0).strip().lower()
+    imperative = _IMPERATIVE_RE.search(before)
+    if imperative:
+        return "imperative: " + " ".join(imperative.group(0).split()).lower()
     neg = _NEGATION_RE.search(before)
     if neg:
         return neg.group(0).lower()
