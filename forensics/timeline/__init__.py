@@ -432,6 +432,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         facts.gaps.append(f"skipped {len(inp.skipped) - MAX_SKIPPED_LISTED:,} more items not listed here")
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
     frames: list[pl.DataFrame] = []
+    held: list[pl.DataFrame] = []  # rows kept in memory as they came (emit)
     coverage: list[dict[str, Any]] = []
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
@@ -443,13 +444,15 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
         if members and fr.height:
             fr = to_members(fr, members)
+        if sink is None or sampler is None:
+            # kept in memory only: the host and the transform (redaction) are applied once to all such rows at
+            # the end, not per file (each call's set-up is most of what a small file costs)
+            held.append(fr)
+            return
         if facts.host and fr.height:
             fr = fr.with_columns(pl.col("host").fill_null(facts.host))
         if transform is not None and fr.height:
             fr = transform(fr)
-        if sink is None or sampler is None:
-            frames.append(fr)
-            return
         sink.write(fr)
         frames.append(sampler.keep(fr))
 
@@ -561,6 +564,13 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         if sampler is not None:
             n_bulk += sampler.bulk
             n_kept += sampler.kept
+    held = [fr for fr in held if fr.height]
+    if held:
+        fr = pl.concat(held, how="vertical") if len(held) > 1 else held[0]
+        held.clear()
+        if facts.host:
+            fr = fr.with_columns(pl.col("host").fill_null(facts.host))
+        frames.append(transform(fr) if transform is not None else fr)
     events = pl.concat(frames, how="vertical") if frames else empty_frame()
     frames.clear()
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)

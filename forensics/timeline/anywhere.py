@@ -119,7 +119,9 @@ class StreamedText:
         parts = [held] if held is not None else []
         if prose is not None:
             parts.append(prose.with_columns(pl.col("line") - delta, pl.col("line_end") - delta) if delta else prose)
-        routes = routing.route(text) if len(text) >= ROUTE_CHARS else None
+        # routed however short: the text is mostly the blank lines the batch lines left, which one native pass
+        # skips and the readers' own line loops would step through
+        routes = routing.route(text)
         n, newly, _found = read_anywhere(text, self.name, parts, routes, lambda fr: fr)
         self.recognized += n
         self.newly |= {x + delta for x in newly}
