@@ -189,7 +189,11 @@ class _Sampler:
     def _choose_native(self, b: pl.DataFrame) -> pl.Series:
         """The ``_i`` of the rows to keep, by the compiled twin of :meth:`_choose` (parsers/_native)."""
         keys = list(self.KEYS)
-        kid = b.select(pl.struct(keys).rank("dense").cast(pl.Int64)).to_series()
+        # 1.. per (kind, rank, run) in order of first appearance: a group-by, not a sort of the keys
+        groups = b.select(keys).with_row_index("_r").group_by(keys, maintain_order=True).agg("_r")
+        groups = groups.with_row_index("_k", offset=1)
+        kid = groups.select(pl.col("_k").cast(pl.Int64).repeat_by(pl.col("_r").list.len()).explode(),
+                            pl.col("_r").explode()).sort("_r").get_column("_k")
         firsts = kid.arg_unique()
         nkeys = int(kid.max())  # type: ignore[arg-type]
         ord0 = [0] * (nkeys + 1)
