@@ -19,6 +19,7 @@ traceback, a ``rank_dead`` waiting for its exit code) are held back until they a
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -467,6 +468,9 @@ class Stream:
         self.has_sglang = False
         self.n_rows = 0
         self.native = bulkscan.available()
+        #: called with (lines before the chunk, 0-based index in the chunk, text) of every line that is not a
+        #: batch or access line, when set: what the readers that look anywhere in a text need of a streamed one
+        self.on_other_lines: Callable[[int, pl.Series, list[str]], None] | None = None
 
     def feed(self, data: bytes | bytearray | str) -> pl.DataFrame:
         """A chunk that ends at a line end (or the last chunk); the rows now final, in line order."""
@@ -494,6 +498,8 @@ class Stream:
             py_lines = py.get_column("l").to_list()
         sc = self.sc
         off = self.offset
+        if self.on_other_lines is not None:
+            self.on_other_lines(off, py_i, py_lines)
         if bulk.height:
             self.has_sglang = True
         gaps: dict[int, list[Any]] = {}

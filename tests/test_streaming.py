@@ -182,3 +182,61 @@ def test_compiled_sampler_chooses_the_rows_polars_chooses(monkeypatch) -> None:
             assert (native.seen, native.extreme, native.kept, native.bulk) == (plain.seen, plain.extreme, plain.kept,
                                                                                plain.bulk)
         assert native.kept < native.bulk
+
+
+#: What a watchdog's py-spy run and a vLLM engine's input dump print (py-spy src/dump.rs; vllm
+#: vllm/logging_utils/dump_input.py), with a launch command, a GPU name and a failure line: the readers
+#: that look anywhere in a text, besides its parser.
+ANYWHERE = [
+    "[2026-11-30 10:00:00 TP0] Pyspy dump for PID 4242:",
+    "Process 4242: sglang::scheduler_TP0",
+    "Python v3.12.3 (/usr/bin/python3.12)",
+    "",
+    'Thread 4242 (active): "MainThread"',
+    "    all_reduce (torch/distributed/distributed_c10d.py:2501)",
+    "    forward (sglang/srt/layers/linear.py:1290)",
+    "    run_batch (sglang/srt/managers/scheduler.py:1700)",
+    'Thread 4250 (idle): "Thread-3"',
+    "    wait (threading.py:355)",
+    "",
+    "ERROR 11-30 10:00:01 [dump_input.py:69] Dumping input data for V1 LLM engine "
+    "(v0.10.1) with config: model='/models/demo-70b', max_seq_len=32768, tensor_parallel_size=4, ",
+    "ERROR 11-30 10:00:01 [dump_input.py:76] Dumping scheduler output for model execution: "
+    "SchedulerOutput(scheduled_new_reqs=[NewRequestData(req_id=cmpl-9,prompt_token_ids_len=24000,"
+    "num_computed_tokens=0)],total_num_scheduled_tokens=8192,finished_req_ids=[])",
+    "ERROR 11-30 10:00:01 [dump_input.py:79] Dumping scheduler stats: SchedulerStats("
+    "num_running_reqs=7, num_waiting_reqs=3, kv_cache_usage=0.91)",
+    "python3 -m sglang.launch_server --model-path /models/demo-70b --tp 4 --mem-fraction-static 0.85",
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-1111-2222-3333-444444444444)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+]
+
+
+def test_streamed_log_is_read_for_dumps_launches_gpus_and_failures(tmp_path, monkeypatch) -> None:
+    """A streamed SGLang log goes to the readers that look anywhere as a log read whole does: the same rows
+    (py-spy stacks, vLLM's input dump, a launch, a GPU name, a failure line), coverage and examples, with
+    the dump cut across chunks."""
+    from forensics.timeline import anywhere
+
+    lines = _mix(21, 300)
+    at = len(lines) // 2
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "tp0.log").write_text("\n".join(lines[:at] + ANYWHERE + lines[at:]) + "\n", encoding="utf-8")
+    whole = timeline.build_timeline([tmp_path])
+    kinds = set(whole.events.get_column("kind").to_list())
+    assert {"pyspy_stack", "engine_input_dump", "engine_scheduler_output", "engine_scheduler_stats",
+            "launch_command", "gpu_model"} <= kinds
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
+    for chunk in (997, 9_999):
+        monkeypatch.setattr(timeline, "CHUNK_BYTES", chunk)
+        streamed = timeline.build_timeline([tmp_path])
+        assert_frame_equal(whole.events, streamed.events)
+        assert whole.coverage == streamed.coverage
+        assert whole.unrecognized_examples == streamed.unrecognized_examples
+    # past the held text's bound the text so far is read and let go: every dump still read, once
+    monkeypatch.setattr(anywhere, "MAX_CHARS", 2_000)
+    cut = timeline.build_timeline([tmp_path])
+    key = ["line", "kind"]
+    for kind in ("pyspy_stack", "engine_input_dump", "engine_scheduler_output", "engine_scheduler_stats"):
+        want = whole.events.filter(pl.col("kind") == kind).select(key)
+        assert_frame_equal(cut.events.filter(pl.col("kind") == kind).select(key), want)

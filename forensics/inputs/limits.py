@@ -19,8 +19,10 @@ MAX_RATIO = 200
 RATIO_CHECK_AFTER = 256 << 20
 
 
-#: Regular files above this size are streamed in chunks instead of read whole.
-STREAM_BYTES = 64 << 20
+#: Regular files above this size are streamed in chunks instead of read whole. Measured (bench/run.py's rank
+#: log, `forensics report`, 2 cores): read whole, a 16 MiB SGLang log peaks at 440 MB RSS, 32 MiB at 715 MB,
+#: 62 MiB at 1.2 GB; streamed, each peaks near 300 MB and runs faster: the budget is 512 MB.
+STREAM_BYTES = 16 << 20
 
 
 #: When all inputs together pass STREAM_BYTES, files above this size are streamed too: eight 32 MiB

@@ -27,19 +27,17 @@ from forensics.inputs.rotation import member_examples
 from forensics.model import Artifact, Facts, Timeline
 from forensics.progress import byte_task
 from forensics.redact import redact_frame, redact_text
+from forensics.timeline.anywhere import BULK_KINDS, ROUTE_CHARS, StreamedText, read_anywhere
 from forensics.timeline.clock import resolve_time
 from forensics.timeline.parquet import PARQUET_OPTIONS, parquet_meta, place_parquet, write_parquet
 from forensics.timeline.parse import (
     count_lines,
-    embedded_launches,
-    failure_rows,
     hinted_format,
     is_binary,
     parse_dt,
     parse_file,
     read_binary,
     shift,
-    stack_rows,
     to_members,
 )
 from parsers import bulkscan, pasted, registry, routing
@@ -48,9 +46,8 @@ from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
 CHUNK_BYTES = 8 << 20
-#: The one-line records a long-running server's log is made of; in a streamed file only a sample of
-#: them stays in memory (every row is in timeline.parquet).
-BULK_KINDS = ("decode_batch", "prefill_batch", "http_access")
+#: BULK_KINDS (forensics.timeline.anywhere): the one-line records a long-running server's log is made of;
+#: in a streamed file only a sample of them stays in memory (every row is in timeline.parquet).
 #: Rows of one (kind, rank, run) of a streamed file kept whole before sampling starts: a log this
 #: short (every scenario, every real sample) is analysed exactly as if it were read whole.
 KEEP_ALL = 2048
@@ -61,9 +58,7 @@ EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
 
 
-#: Texts from this size on are routed (parsers.routing): below it, a few polars calls cost more than the
-#: readers' own scans of the text.
-ROUTE_CHARS = 1 << 20
+#: ROUTE_CHARS (forensics.timeline.anywhere): texts read whole from this size on are routed.
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
 def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
@@ -85,10 +80,15 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
     st = sglang_fast.Stream(f.name)
+    # the launches, GPU names, dumps and failure lines anywhere in it, as in a text read whole
+    anywhere = StreamedText(f.name)
+    st.on_other_lines = anywhere.lines
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
     for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
-        fr = env.remap(st.feed(chunk))
+        fr = st.feed(chunk)
+        anywhere.rows_of(fr)
+        fr = env.remap(fr)
         done += len(chunk)
         del chunk
         if fr.height:
@@ -101,9 +101,16 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         last, res = st.finish()
     except NotThisFormat:
         return None
+    anywhere.rows_of(last)
+    found = anywhere.rows(res)
+    res.recognized += anywhere.recognized
+    if anywhere.newly:
+        res.unrecognized_examples = [(ln, t) for ln, t in res.unrecognized_examples if ln not in anywhere.newly]
     last, res = env.remap(last), env.finish(res, f.name)
     if last.height:
         emit(last)
+    if found is not None:  # after the parser's rows: they are known at the end of the file
+        emit(env.remap(found))
     return res
 
 
@@ -185,7 +192,11 @@ class _Sampler:
     def _choose_native(self, b: pl.DataFrame) -> pl.Series:
         """The ``_i`` of the rows to keep, by the compiled twin of :meth:`_choose` (parsers/_native)."""
         keys = list(self.KEYS)
-        kid = b.select(pl.struct(keys).rank("dense").cast(pl.Int64)).to_series()
+        # 1.. per (kind, rank, run) in order of first appearance: a group-by, not a sort of the keys
+        groups = b.select(keys).with_row_index("_r").group_by(keys, maintain_order=True).agg("_r")
+        groups = groups.with_row_index("_k", offset=1)
+        kid = groups.select(pl.col("_k").cast(pl.Int64).repeat_by(pl.col("_r").list.len()).explode(),
+                            pl.col("_r").explode()).sort("_r").get_column("_k")
         firsts = kid.arg_unique()
         nkeys = int(kid.max())  # type: ignore[arg-type]
         ord0 = [0] * (nkeys + 1)
@@ -421,6 +432,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         facts.gaps.append(f"skipped {len(inp.skipped) - MAX_SKIPPED_LISTED:,} more items not listed here")
     arts_by_path = {a.get("path"): a for a in (inp.manifest or {}).get("artifacts") or []}
     frames: list[pl.DataFrame] = []
+    held: list[pl.DataFrame] = []  # rows kept in memory as they came (emit)
     coverage: list[dict[str, Any]] = []
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
@@ -432,13 +444,15 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         """One file's rows (in line order when streaming) to the sink and, maybe sampled, to memory."""
         if members and fr.height:
             fr = to_members(fr, members)
+        if sink is None or sampler is None:
+            # kept in memory only: the host and the transform (redaction) are applied once to all such rows at
+            # the end, not per file (each call's set-up is most of what a small file costs)
+            held.append(fr)
+            return
         if facts.host and fr.height:
             fr = fr.with_columns(pl.col("host").fill_null(facts.host))
         if transform is not None and fr.height:
             fr = transform(fr)
-        if sink is None or sampler is None:
-            frames.append(fr)
-            return
         sink.write(fr)
         frames.append(sampler.keep(fr))
 
@@ -523,26 +537,11 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                                               "command": piece.command, "lines": res.lines})
                 fr = shift(res.events, piece.start_line, piece.snapshot)
                 parts.append(resolve_time(fr, facts, tz, capture))
-            cmds = embedded_launches(text, f.name, parts, routes)
-            if cmds is not None:
-                parts.append(resolve_time(cmds, facts, tz, capture))
-            from parsers import gpu_models
-
-            # a GPU named anywhere: its capacity, when nothing measured it
-            models = gpu_models.parse(text, f.name, candidates=routes.for_lines("gpu_models") if routes else None).events
-            if models.height:
-                parts.append(resolve_time(models, facts, tz, capture))
-            stacks, stack_lines = stack_rows(text, f.name, parts, routes)  # py-spy stacks, vLLM's input dump
-            if stacks is not None:
-                parts.append(stacks)
-                recognized += len(stack_lines)
-            extra, newly = failure_rows(text, f.name, parts, routes)
-            newly = newly | stack_lines
-            if extra is not None:
-                parts.append(resolve_time(extra, facts, tz, capture))
-                recognized += len(newly)
-                if label is None:
-                    label = artifact.format = "failures"
+            more, newly, failed = read_anywhere(text, f.name, parts, routes,
+                                                lambda fr, _c=capture: resolve_time(fr, facts, tz, _c))
+            recognized += more
+            if failed and label is None:
+                label = artifact.format = "failures"
             if sink is None:
                 for fr in parts:
                     emit(fr, None)
@@ -565,6 +564,13 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         if sampler is not None:
             n_bulk += sampler.bulk
             n_kept += sampler.kept
+    held = [fr for fr in held if fr.height]
+    if held:
+        fr = pl.concat(held, how="vertical") if len(held) > 1 else held[0]
+        held.clear()
+        if facts.host:
+            fr = fr.with_columns(pl.col("host").fill_null(facts.host))
+        frames.append(transform(fr) if transform is not None else fr)
     events = pl.concat(frames, how="vertical") if frames else empty_frame()
     frames.clear()
     events = events.sort(["ts", "file", "line"], nulls_last=True, maintain_order=True)

@@ -235,7 +235,7 @@ def parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[Piece], 
         except NotThisFormat:
             pass
         else:
-            return [whole, *_prose_in_unread(whole.result, text, f.name)], best
+            return [whole, *prose_in_unread(whole.result, text, f.name)], best
     pieces = _transcript_pieces(text, f.name)
     if pieces:
         fmts = sorted({p.result.source for p in pieces if p.result.source != "transcript"})
@@ -243,7 +243,7 @@ def parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[Piece], 
     return [], None
 
 
-def _prose_in_unread(res: ParseResult, text: str, name: str) -> list[Piece]:
+def prose_in_unread(res: ParseResult, text: str, name: str) -> list[Piece]:
     """Sentences a format's parser left unread in a mixed paste (a kernel log with "we launched with --tp 8
     --hicache-size 100" and "the host has 512 GB of RAM" under it): every segment goes to the parser it fits,
     so the prose parser reads them, at its own (lower) weight.
