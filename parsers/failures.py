@@ -1138,12 +1138,6 @@ def parse(text: str, path: str = "", command: str | None = None,
                 if frames:  # where the faulting thread was: a mapping of /dev/shm, or of a checkpoint file
                     attrs.update(faulting_thread=True, during=_during(frames),
                                  innermost_frame=f"{frames[0][0].rsplit('/', 1)[-1]}:{frames[0][1]}")
-            # Ray's kill message on the line after its exception ("Task was killed …" then "Memory on the node …
-            # Ray killed this worker …", §5.4): one report, whose figures are on the second line
-            if attrs.get("failure") == "ray_oom" and end + 1 < n and "used_bytes" not in cols \
-                    and (rm := _RAY_MEM.search(lines[end + 1][:20000])) is not None:
-                cols = {**cols, "used_bytes": round(float(rm.group(1)) * GIB), "total_bytes": round(float(rm.group(2)) * GIB)}
-                end += 1
             # the frame a faulthandler dump names first (most recent call first): where the native crash happened
             if attrs.get("failure") == "signal" and "Fatal Python error" in lines[i]:
                 attrs.update(crashed_frame(lines[i + 1:i + 8]))

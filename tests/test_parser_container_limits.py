@@ -76,6 +76,6 @@ def test_describe_pod_reads_the_launch_the_container_ran() -> None:
     launches = r.events.filter(r.events["kind"] == "launch_command")
     assert launches.height == 1  # the sidecar runs no engine
     a = json.loads(launches["attrs"][0])
-    assert (a["engine"], a["flags"]["--tensor-parallel-size"], a["launcher"]) == ("vllm", "2", "kubectl describe pod")
+    assert (a["engine"], a["flags"]["--tensor-parallel-size"], a["launcher"]) == ("vllm", "2", "kubernetes")
     assert a["container_memory_bytes"] == 64 * 2**30
-    assert (launches["line"][0], launches["line_end"][0]) == (5, 9)
+    assert (launches["line"][0], launches["line_end"][0]) == (6, 9)  # its elements

@@ -40,6 +40,7 @@ NO_FORMAT: dict[str, str] = {
     "parsers/launch/prose.py::_DIGIT_RE": _PROSE,
     "parsers/launch/prose.py::_MENTION_HINT_RE": _PROSE,
     "parsers/launch/prose.py::_HOST_WORD_RE": _PROSE,
+    "parsers/launch/prose.py::_OUT_OF_TOTAL": _PROSE,
     "parsers/launch/prose.py::_GPU_KEY_RE": _PROSE,
     "parsers/launch/prose.py::_GPU_WORD_RE": _PROSE,
     "parsers/launch/prose.py::_SENTENCE_END_RE": _PROSE,

@@ -290,7 +290,7 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         per_new = sum(b / (flag_gb * 1e9) for b in req.pools.values()) * new_gb
         why = (f"each rank pins {len(req.pools)} pools the flag sizes ({pools_words} at --hicache-size {flag_gb:g}); "
                f"at {new_gb} GB they take {per_new:g} GB per rank, {ranks} ranks × {per_new:g} GB = "
-               f"{fmt_gib(ranks * per_new * 1e9)} ≤ {arithmetic}")
+               f"{ranks * per_new:g} GB = {fmt_gib(ranks * per_new * 1e9)} ≤ {arithmetic}")
     elif size_for_pow2:
         pinned_new = pinned_bytes(new_gb * 1e9, True)
         why = (f"{ranks} ranks × {new_gb} GB ({HICACHE_UNIT}), each pinned as {fmt_gib(pinned_new)} = "

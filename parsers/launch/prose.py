@@ -375,6 +375,8 @@ _SIZE_START = r"(?:\G|(?<!\d)(?!(?<=\d,)(?<!\G\d{0,2},)\d{3}(?!\d))|(?<=\d)(?=\d
 _UNIT_BYTES = {"tib": TIB, "gib": GIB, "mib": MIB, "tb": TIB, "gb": GIB, "mb": MIB, "t": TIB, "g": GIB,
                "m": MIB, "kib": KIB}
 
+# source: none (English prose: "… out of 503 GB total")
+_OUT_OF_TOTAL = re.compile(r"\bout\s+of\s+" + _SIZE + r"\s+total\b", re.IGNORECASE)
 _HOST_PATTERNS = [
     re.compile(_SIZE_START + r"\s+(?:of\s+)?(?:(?:total|installed|physical|system|host|main)\s+)*+(?:RAM|DRAM)\b",
                re.IGNORECASE),
@@ -382,9 +384,9 @@ _HOST_PATTERNS = [
                re.IGNORECASE),
     re.compile(r"\b(?:machine|host|server|node|box|VM|container)\s+(?:with|has|had|have)\s+" + _SIZE, re.IGNORECASE),
     re.compile(_SIZE_START + r"[- ](?:RAM\s+)?(?:host|machine|server|node|box)\b", re.IGNORECASE),
+    _OUT_OF_TOTAL,
     # an environment listing's "Mem: 256GB", "RAM: 512 GB", "Host memory = 1TB" (not "GPU memory: 80GB": see _GPU_KEY_RE)
     re.compile(r"\b(?:Mem|RAM|DRAM|Memory|(?:host|system|CPU|main)\s+(?:memory|RAM))\s*[:=]\s*" + _SIZE, re.IGNORECASE),
-    re.compile(r"\bout\s+of\s+" + _SIZE + r"\s+total\b", re.IGNORECASE),
 ]
 #: the words before a "memory: N GB" key that make it a GPU's ("GPU Memory: 80GB" in a ticket's listing)
 _GPU_KEY_RE = re.compile(r"\b(?:GPU|VRAM|HBM|device|graphics|video|CUDA)\s*$", re.IGNORECASE)
@@ -635,8 +637,8 @@ def _figures(sentence: str, line: int, frame: str | None, current) -> list[tuple
             break
     seen: set[int] = set()
     host_pats = _HOST_PATTERNS if _HOST_WORD_RE.search(sentence) else []
-    for k, pat in enumerate(host_pats):
-        explicit = k == len(_HOST_PATTERNS) - 1  # "… out of N GB total" names the total itself
+    for pat in host_pats:
+        explicit = pat is _OUT_OF_TOTAL  # "… out of N GB total" names the total itself
         for m in pat.finditer(sentence):
             if m.start(1) in seen:  # one figure that two phrasings match
                 continue
