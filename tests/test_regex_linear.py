@@ -186,7 +186,7 @@ def test_pattern_is_linear_on_adversarial_lines(path, pattern):
 _AFTER_WORDS = [
     ("parsers.launch.prose._HOST_PATTERNS[0]", "1 GB ", "total "),
     ("parsers.launch.prose._HOST_PATTERNS[2]", "host with ", "000,"),
-    ("parsers.launch.prose._HOST_PATTERNS[4]", "out of ", "000,"),
+    ("parsers.launch.prose._OUT_OF_TOTAL", "out of ", "000,"),
     ("parsers.launch.prose._GPU_CAP_PATTERNS[1]", "capacity of ", "000,"),
     ("parsers.launch.prose._LEFT_SIZE_RE", "left ", "000,"),
     ("parsers.launch.prose._GPU_CAP_PATTERNS[4]", "H100", "-SXM"),
