@@ -41,12 +41,7 @@ MEMORY_KILL_CLASSES = ("oom_killed", "ray_oom")
 
 
 def _memory_kill_lines(tl: Timeline) -> list[Row]:
-    # a vLLM worker's death by Ray's monitor is VLLM-HOST-002's: the monitor's own lines right after it (the
-    # exception, then ``Memory on the node …``, vllm_formats.md §3.7) tell that one kill, not another
-    told = {(r.get("file"), int(r.get("line_end") or r.get("line") or 0)) for r in rows(tl, "rank_dead")
-            if attrs(r).get("cause") == "ray_oom_killer"}
-    return [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES
-            and not any((r.get("file"), int(r.get("line") or 0) - k) in told for k in (1, 2))]
+    return [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
 
 
 def detect(tl: Timeline) -> list[Finding]:

@@ -273,6 +273,14 @@ def capped_context_length(pool_tokens: int) -> int:
     return pool_tokens // 1024 * 1024 if pool_tokens >= 2048 else pool_tokens
 
 
+def context_cap(ctx: float, pool: int, holds: str) -> FlagChange:
+    """--context-length capped at what the pool holds (``holds``: the pool in words, with how it was read)."""
+    new = capped_context_length(pool)
+    return FlagChange("--context-length", f"{int(ctx)}", str(new),
+                      f"the KV pool holds {holds}: one request of the full context needs {int(ctx)}; {new} fits it "
+                      "(or enlarge the pool to keep the context)")
+
+
 def _pool_refusal(run: list[Row]) -> Row | None:
     found = [r for r in of_kind(run, "failure") if attrs(r).get("failure") == "request_refused"
              and _ALLOWED_LENGTH_RE.search(f"{attrs(r).get('message') or ''} {r.get('text') or ''}")]
@@ -289,13 +297,8 @@ def _pool_from_refusal(refusal: Row, ctx: float | None) -> list[Finding]:
     # a profiled pool is rarely a power of two; a context length usually is: then the limit may well be the context's
     round_number = (pool & (pool - 1)) == 0
     # the refused request is the longer request seen: with the context length known, the fix is the flag (as in _too_long)
-    flags = []
-    if known and ctx > pool:
-        new = capped_context_length(pool)
-        flags.append(FlagChange("--context-length", f"{int(ctx)}", str(new),
-                                f"the KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6): a "
-                                f"request of the full context needs {int(ctx)}; {new} fits it (or enlarge the pool "
-                                "to keep the context)"))
+    flags = [context_cap(ctx, pool, f"about {pool} tokens per rank (the refusal's limit {k} + 6)")] \
+        if known and ctx > pool else []
     return [make_finding(
         "SGL-KV-003",
         summary=(f"The KV pool holds about {pool} tokens per rank (the refusal's limit {k} + 6)"
@@ -342,10 +345,7 @@ def _too_long(run: list[Row], dumped: Row | None = None, snap: Row | None = None
     # sizing line against a long configured context is latent and stays advice
     advised = any(attrs(r).get("warning") == "pool_below_context" for r in sizing)
     if isinstance(ctx, int | float) and ctx > pool and (advised or seen):
-        new = capped_context_length(pool)
-        flags.append(FlagChange("--context-length", f"{int(ctx)}", str(new),
-                                f"the KV pool holds {pool} tokens per rank: one request of the full context needs "
-                                f"{int(ctx)}; {new} fits it (or enlarge the pool to keep the context)"))
+        flags.append(context_cap(ctx, pool, f"{pool} tokens per rank"))
     return [make_finding(
         "SGL-KV-003",
         summary=(f"The KV pool holds {pool} tokens {where}"
