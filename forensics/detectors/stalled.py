@@ -201,6 +201,13 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     core_waits = [r for r in run if r.get("kind") == "engine_startup_wait"]
     staged = [r for r in run if _stage_of(r) is not None]
     start = launched(run)
+    if not staged and start is None and not core_waits:
+        mine = {_order(r) for r in run}
+        started = [r for r in _ranks_started(tl, run) if _order(r) not in mine]
+        if started or (run and all(_is_chatter(r) for r in run)):
+            started = started or run  # the ranks are up and logging, and not one logged its first stage
+            run = sorted([*run, *started], key=_order)
+            start = started[-1]
     if not staged and not (core_waits or timeouts or start):
         return None
     if staged:
@@ -233,7 +240,7 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
                      if first_stop.get("kind") == "oom_kill" else
                      f"it was stopped by hand ({first_stop.get('file')}:{first_stop.get('line')})")
     silent_s = (end - max(stamped)).total_seconds() if end is not None and stamped else None
-    out: dict[str, Any] = {"row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
+    out: dict[str, Any] = {"run": run, "row": last_row, "stage": stage, "waits_on": waits, "order": order, "silent_s": silent_s,
                            "end_words": end_words, "waits": waits_rows or core_after or timeouts}
     # how long the front-end waited on its engine cores after the last stage: their stamps, else 10 s a line
     core_s = (_span_s(last_row, core_after[-1], tl) if core_after and staged else None)
@@ -259,6 +266,34 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     else:
         return None
     return out
+
+
+#: at most this many of the ranks' own lines stand for their start (the last ones of each file say where they stopped)
+STARTED_ROWS = 64
+
+
+def _ranks_started(tl: Timeline, run: list[Row]) -> list[Row]:
+    """SGLang's rank-prefixed lines of the run's log that mark no stage (sglang_formats.md §1, the ``[time TPn]``
+    prefix; §3: each rank's first stage line is ``Init torch distributed begin``): a rank that logs is running, and
+    one that logged no stage yet is still in its own start-up (the model's config, the tokenizer), before the
+    rendezvous. Empty when the run's rows come from no log of their own."""
+    files = sorted({f for r in run if (f := r.get("file"))})
+    return _chatter(tl, files) if files else []
+
+
+def _chatter(tl: Timeline, files: list[str] | None = None) -> list[Row]:
+    """The last :data:`STARTED_ROWS` rank-prefixed SGLang lines that mark nothing (of these files, or of all)."""
+    ev = tl.events
+    if ev.is_empty() or not {"kind", "source", "rank", "file", "line"} <= set(ev.columns):
+        return []
+    keep = (pl.col("kind") == "log") & (pl.col("source") == "sglang") & pl.col("rank").is_not_null()
+    if files is not None:
+        keep &= pl.col("file").is_in(files)
+    return list(ev.filter(keep).sort("file", "line").tail(STARTED_ROWS).iter_rows(named=True))
+
+
+def _is_chatter(row: Row) -> bool:
+    return row.get("kind") == "log" and row.get("source") == "sglang" and row.get("rank") is not None
 
 
 def _measured(tl: Timeline, run: list[Row], last: datetime | None) -> bool:
@@ -297,6 +332,7 @@ def _duration(seconds: float) -> str:
 
 
 def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
+    run = st.get("run") or run  # with the ranks' own lines when they alone say the ranks started
     world = _ranks_of(tl, run)
     rule = "SGL-NCCL-010" if world > 1 else "SGL-RUN-003"
     row = st["row"]
@@ -440,8 +476,9 @@ def detect(tl: Timeline) -> list[Finding]:
         st = _stall(tl, run)
         if st is not None:
             out.append(_finding(tl, run, st))
-    if not runs and not vruns:  # NCCL's own lines alone (NCCL_DEBUG=INFO pasted without the engine's)
-        run = _nccl_only_run(tl)
+    if not runs and not vruns:
+        # NCCL's own lines alone, else the ranks' own chatter with no stage line (a worker node's log cut early)
+        run = _nccl_only_run(tl) or _chatter(tl)
         st = _stall(tl, run) if run else None
         if st is not None:
             out.append(_finding(tl, run, st))
