@@ -95,13 +95,14 @@ def detect(tl: Timeline) -> list[Finding]:
                                         + "; NCCL and the server's IPC segments need gigabytes on a multi-GPU host"))
             break
     else:
-        if direct:
-            # no launch says where it ran: a /dev/shm too small for NCCL's segments is almost always a container's
-            # tmpfs (Docker's default is 64 MiB; a host's /dev/shm is half its RAM), so the fix is the container's
-            flags.append(FlagChange("--shm-size", None, SUGGESTED_SHM,
-                                    "if the server runs in a container: Docker gives /dev/shm 64 MiB unless told "
-                                    "otherwise (docker-run(1) --shm-size; compose shm_size; a memory-backed emptyDir "
-                                    "in Kubernetes); NCCL and the server's IPC segments need gigabytes"))
+        # no launch says where it ran: a /dev/shm too small for NCCL's segments is almost always a container's tmpfs
+        # (Docker's default is 64 MiB; a host's /dev/shm is half its RAM), and one that leaked full is best confined
+        # to a container of its own: either way the fix is a private /dev/shm of its own size
+        flags.append(FlagChange("--shm-size", None, SUGGESTED_SHM,
+                                "if the server runs in a container: a private /dev/shm of this size, removed with the "
+                                "container (docker-run(1) --shm-size; compose shm_size; a memory-backed emptyDir in "
+                                "Kubernetes) — Docker's default is 64 MiB, and NCCL and the server's IPC segments need "
+                                "gigabytes"))
     df = [r for r in direct if attrs(r).get("df_use_pct") is not None]
     died = [r for r in hits if r not in direct]
     what = []
@@ -144,8 +145,9 @@ def detect(tl: Timeline) -> list[Finding]:
             "e.g. stale `psm_*`, `nccl-*`, `sglang*`, `vllm_offload_*.mmap` files; never delete a segment a live "
             "process maps. In Kubernetes a memory-backed emptyDir survives container restarts: clear it in an init "
             "container, or delete the pod.",
-            "Give containers a real /dev/shm: `docker run --shm-size 16g` (or `--ipc=host`), or a memory-backed "
-            "emptyDir on /dev/shm in Kubernetes.",
+            "Give containers a /dev/shm of their own: `docker run --shm-size 16g`, or a memory-backed emptyDir on "
+            "/dev/shm in Kubernetes. Not `--ipc=host`: it lifts the 64 MiB default but puts every container's "
+            "segments in the host's /dev/shm, where those of killed runs outlive their container.",
             "Make the supervisor clean up: kill the whole process group so segments are unlinked, or sweep /dev/shm "
             "between CI jobs.",
         ],
