@@ -15,7 +15,12 @@ An indented block needs at least two non-blank lines, so one indented line (a ``
 stays as it is, and a block whose lines are mostly YAML (``key: value``, ``- item``: a manifest,
 where the indentation is the meaning) stays too; a quote marker goes even on a single line.
 
-Two more marks of a paste, also line for line:
+Three more marks of a paste, also line for line:
+
+* grep's own prefix (grep(1): ``-H`` the file's name, ``-n`` the line number, ``:`` after a match and ``-`` after
+  a context line of ``-A/-B/-C``, ``--`` between groups): a run of at least two lines that carry the same file name
+  (a path: a ``/`` or an extension) with or without a line number, or line numbers alone that rise and are followed
+  by a record rather than a clock's digits, loses the prefix; the ``--`` lines between its groups become empty;
 
 * the Markdown code fence around a text that is all one fenced block (a line of only ```` ``` ```` or ``~~~``,
   with an info string such as ``yaml`` or ``log``; CommonMark §4.5) becomes an empty line, so the manifest or
@@ -120,6 +125,66 @@ _WRAPPABLE = re.compile(r"^(?:\[|\(|\d{4}-\d\d-\d\d[ T]|(?:INFO|WARNING|ERROR|DE
                         r"\s{1,8}File \"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d )")
 
 
+#: grep(1)'s prefix: ``name:12:`` / ``name-12-`` (-Hn), ``name:`` / ``name-`` (-H), ``12:`` / ``12-`` (-n); the name is
+#: a path (a ``/`` or an extension), so ``Error:`` or ``http:`` never is one
+_GREP_NAMED = re.compile(r"^((?:[\w.@+~-]{0,100}/){0,12}[\w@+~-][\w.@+~-]{0,100}?\.[A-Za-z]\w{0,7})([:-])(?:(\d{1,9})\2)?")
+_GREP_NUMBERED = re.compile(r"^(\d{1,9})([:-])")
+#: what follows a bare line number: not a clock's or a date's next digits (``10:00:01``), unless a whole date
+_GREP_REST_OK = re.compile(r"^(?:\D|\d{4}-\d\d-\d\d)")
+_GREP_GROUPS = "--"
+#: names of logs and captures (a single line grep printed from one of them is still grep's)
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
+#: a line grep may have printed, anywhere in the text (one search: most texts have none)
+_GREP_LINE = re.compile(r"\n(?:\d{1,9}|[\w./@+~-]{1,200}\.[A-Za-z]\w{0,7})[:-]")
+
+
+def _grep_key(line: str) -> tuple[str, int | None, int] | None:
+    """(file name or "", line number or None, prefix length) of a line grep printed, else None."""
+    m = _GREP_NAMED.match(line)
+    # without a number, grep's name is followed by the line itself: not a space (a label's ``name.ext: 10%|``,
+    # ``socket.timeout: timed out``)
+    if m and (m.group(3) is not None or not line[m.end():m.end() + 1].isspace() and line[m.end():m.end() + 1] != ""):
+        return m.group(1), int(m.group(3)) if m.group(3) is not None else None, m.end()
+    m = _GREP_NUMBERED.match(line)
+    if m and _GREP_REST_OK.match(line[m.end():]):
+        return "", int(m.group(1)), m.end()
+    return None
+
+
+def _grep_prefixes(lines: list[str]) -> None:
+    i, n = 0, len(lines)
+    while i < n:
+        first = _grep_key(lines[i])
+        if first is None:
+            i += 1
+            continue
+        run, last, j = [(i, first[2])], first[1], i + 1
+        while j < n:
+            if lines[j].rstrip("\r") == _GREP_GROUPS:
+                j += 1
+                continue
+            key = _grep_key(lines[j])
+            if key is None or key[0] != first[0] or (key[1] is None) != (first[1] is None):
+                break
+            if key[1] is not None and last is not None and key[1] <= last and lines[j - 1].rstrip("\r") != _GREP_GROUPS:
+                break  # numbers rise within a group (a new group, after ``--``, may start anywhere)
+            run.append((j, key[2]))
+            last = key[1]
+            j += 1
+        # a bare number needs a rising run of three: two lines that start with digits and a colon prove little; one
+        # line is grep's when it names a log by its number (``rank3.log:118:``), not a source file (a warning's
+        # ``__init__.py:123:``)
+        if len(run) >= (3 if first[0] == "" else 2) or (first[1] is not None and first[0].endswith(_LOG_SUFFIXES)):
+            for k, cut in run:
+                lines[k] = lines[k][cut:]
+            for k in range(i, run[-1][0]):
+                if lines[k].rstrip("\r") == _GREP_GROUPS:
+                    lines[k] = ""
+            i = run[-1][0] + 1
+        else:
+            i += 1
+
+
 def _fences(lines: list[str]) -> None:
     """A text that is one fenced block (its first and last lines the fences) loses them; fences among prose stay,
     for the transcript reader to cut the paste into its segments (parsers/transcript.py)."""
@@ -176,9 +241,12 @@ def unwrap(text: str) -> str:
     wrapped = len(text) <= _WRAP_MAX_CHARS and "\n" in text
     # most logs have no quote or block (a traceback's 4-space lines follow a non-blank line)
     marked = text.startswith((">", " ", "\t")) or bool(_MARKS.search(text))
-    if not (marked or fenced or wrapped):
+    grepped = len(text) <= _WRAP_MAX_CHARS and (_grep_key(text) is not None or bool(_GREP_LINE.search(text)))
+    if not (marked or fenced or wrapped or grepped):
         return text
     lines = text.split("\n")
+    if grepped:
+        _grep_prefixes(lines)
     if marked:
         _quotes(lines)
         _blocks(lines)

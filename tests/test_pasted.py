@@ -87,3 +87,33 @@ def test_a_terminal_hard_wrap_is_joined_at_the_first_piece() -> None:
 ])
 def test_lines_that_are_not_wrapped_stay(text) -> None:
     assert unwrap(text) == text
+
+
+# grep(1)'s prefixes: -Hn, -n, -H, context lines and group separators go; look-alikes stay
+@pytest.mark.parametrize("text, want", [
+    ("a/rank1.log:7:[2026-02-01 01:00:00 TP1] x\na/rank1.log:9:[2026-02-01 01:00:02 TP1] y\n",
+     "[2026-02-01 01:00:00 TP1] x\n[2026-02-01 01:00:02 TP1] y\n"),
+    ("w.log-3-ctx line\nw.log:4:match line\n--\nw.log-40-ctx two\nw.log:41:match two",
+     "ctx line\nmatch line\n\nctx two\nmatch two"),
+    ("88:INFO 03-01 10:00:00 a\n90:INFO 03-01 10:00:01 b\n97:WARNING 03-01 10:00:09 c", "INFO 03-01 10:00:00 a\n"
+     "INFO 03-01 10:00:01 b\nWARNING 03-01 10:00:09 c"),
+    ("node0.txt:[  12.5] NVRM: Xid 79\nnode0.txt:[  12.6] NVRM: Xid 79", "[  12.5] NVRM: Xid 79\n[  12.6] NVRM: Xid 79"),
+    ("dmesg.txt:2041:[Mon Mar  2 01:00:00 2026] Out of memory: Killed process 1",
+     "[Mon Mar  2 01:00:00 2026] Out of memory: Killed process 1"),
+])
+def test_grep_prefixes_come_off(text: str, want: str) -> None:
+    assert unwrap(text) == want
+
+
+@pytest.mark.parametrize("text", [
+    "10:00:01 start\n10:00:02 next\n10:00:03 more\n",  # a clock, not line numbers
+    "12:3 ratio\n13:4 ratio\n14:5 ratio\n",
+    "5:a\n9:b\n",  # two numbered lines prove nothing
+    "30:a\n20:b\n10:c\n",  # numbers that fall are not grep's
+    "model.safetensors:  10%|#   | 1G/9G\nmodel.safetensors:  20%|##  | 2G/9G\n",  # a download bar's label
+    "socket.timeout: timed out\nsocket.timeout: timed out\n",  # an exception's type
+    "/opt/venv/torch/cuda/__init__.py:123: UserWarning: x\n",  # a warning's source file
+    "Error: one\nError: two\n",
+])
+def test_grep_look_alikes_stay(text: str) -> None:
+    assert unwrap(text) == text

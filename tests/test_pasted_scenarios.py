@@ -1,4 +1,5 @@
-"""Every scenario, pasted as people paste: inside a Markdown code fence, and hard-wrapped by a terminal.
+"""Every scenario, pasted as people paste: inside a Markdown code fence, hard-wrapped by a terminal, and as grep
+printed its logs (``grep -Hn``: each line after its file's name and number).
 
 A ticket's log arrives in a ```` ``` ```` fence, or copied from a terminal that cut every long line at its
 width. parsers/pasted.py takes both marks off, line for line; here each scenario's text inputs are rewritten
@@ -44,7 +45,18 @@ def hard_wrap(text: str) -> str:
     return "\n".join(out)
 
 
-VARIANTS = {"fence": fence, "wrap": hard_wrap}
+def grepped(text: str, name: str) -> str:
+    """The text as ``grep -Hn '' <name>`` prints it (every line a match)."""
+    lines = text.split("\n")
+    tail = lines.pop() if lines and lines[-1] == "" else None
+    out = [f"{name}:{k}:{line}" for k, line in enumerate(lines, 1)]
+    return "\n".join(out) + ("\n" if tail is not None else "")
+
+
+#: files a user greps: logs and text captures, not structured files read by their name or shape
+GREP_SUFFIXES = (".log", ".txt", ".out", ".err")
+
+VARIANTS = {"fence": fence, "wrap": hard_wrap, "grep": grepped}
 
 
 def _text_files(folder: Path) -> list[Path]:
@@ -68,7 +80,12 @@ def _rewritten(folder: Path, variant: str, into: Path) -> list[Path] | None:
             except UnicodeDecodeError:
                 return None  # pickles, archives: not pasted
             # a bundle's manifest is read by its name and shape, never pasted
-            new = text if src.name == "manifest.json" else VARIANTS[variant](text)
+            if src.name == "manifest.json" or (variant == "grep" and src.suffix not in GREP_SUFFIXES):
+                new = text
+            elif variant == "grep":
+                new = grepped(text, f"logs/{src.name}")
+            else:
+                new = VARIANTS[variant](text)
             changed |= new != text
             dst.write_text(new, encoding="utf-8")
         out.append(into / top.name if top.is_dir() else into / top.name)
@@ -80,7 +97,7 @@ def _root(paths: list[Path]) -> str | None:
 
 
 CASES = [(d, v) for d in scenario_dirs() for v in VARIANTS if (d.name, v) not in EXCEPTIONS
-         and (v == "fence" or any(len(ln) > WIDTH for p in _text_files(d) if p.suffix not in (".pkl", ".gz", ".zst")
+         and (v in ("fence", "grep") or any(len(ln) > WIDTH for p in _text_files(d) if p.suffix not in (".pkl", ".gz", ".zst")
                                   for ln in p.read_bytes().split(b"\n")))]
 
 
