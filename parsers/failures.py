@@ -127,6 +127,9 @@ _OOM_UNALLOC = re.compile(r"and " + _SIZE + r" is reserved by PyTorch but unallo
 _OOM_V1 = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free;")
 _OOM_V1_RES = re.compile(_SIZE + r" reserved in total by PyTorch")
 _OOM_ALLOWED = re.compile(r"Allocation on device (\d+) would exceed allowed memory")
+# §1.1 (2.2+): the allocator's own hint names its configuration variable (PYTORCH_ALLOC_CONF from 2.10, the HIP
+# spelling on ROCm, §3)
+_OOM_CONF_VAR = re.compile(r"try setting (PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF)=expandable_segments:True")
 #: torch_npu keeps the ≤2.0 layout with a ``current active`` clause and ``NPU`` for ``GPU``: ``NPU out of memory. Tried
 #: to allocate {A} (NPU {d}; {T} total capacity; {alloc} already allocated; {active} current active; {F} free;
 #: [{allowed} allowed; ]{R} reserved in total by PyTorch)`` — torch_npu torch_npu/csrc/core/npu/NPUCachingAllocator.cpp
@@ -608,6 +611,8 @@ def oom_figures(msg: str) -> tuple[dict[str, Any], dict[str, Any]]:
                      ("reserved_unallocated_bytes", _OOM_UNALLOC)):
         if (x := rx.search(msg)) is not None:
             attrs[name] = _size(x.group(1))
+    if (conf := _OOM_CONF_VAR.search(msg)) is not None:
+        attrs["alloc_conf_var"] = conf.group(1)
     if (old := _OOM_V1.search(msg)) is not None:
         cols["gpu"], cols["total_bytes"] = _int(old.group(1)), _size(old.group(2))
         attrs["allocated_by_pytorch_bytes"], cols["free_bytes"] = _size(old.group(3)), _size(old.group(4))

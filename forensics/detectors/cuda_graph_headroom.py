@@ -21,7 +21,7 @@ import re
 
 from forensics.facts.gpu import gpu_capacity, target_load_rows
 from forensics.facts.launch import ServerConfig, server_config
-from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, memory_kind, place_ooms
+from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, fragmentation, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -388,6 +388,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
                     f"at the failure + {fmt_gib(tried)} it tried" if headroom is not None and free_at is not None
                     else f". Need: {fmt_gib(need)}")
         flags = _flag(cfg, new, why)
+    frag = fragmentation(oom)
+    if frag is not None:
+        flags.insert(0, fragmentation_flag(frag))
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     ranks = [x for x in (rank_of(oom),) if x is not None]
     summary = (
@@ -403,7 +406,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
            else f", and a forward needing {fmt_gib(tried)} more failed" if tried is not None
            else f" in a {phase} forward" if phase else "")
         + (f" after a prefill of {last_prefill['tokens']} new tokens" if last_prefill and last_prefill.get("tokens") else "")
-        + "." + (f" Lower --mem-fraction-static to {new:.2f}." if new else "")
+        + "." + (fragmentation_words(frag) if frag is not None else "")
+        + (f" Lower --mem-fraction-static to {new:.2f}." if new else "")
     )
     figures = {
         "mem_fraction_static": f,
@@ -417,6 +421,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         "margin_bytes": int(margin_bytes(gpu)) if gpu else None,
         "prefill_new_tokens": last_prefill.get("tokens") if last_prefill else None,
         "corrected_mem_fraction_static": new,
+        "reserved_unallocated_bytes": frag["reserved_unallocated_bytes"] if frag else None,
     }
     actions = _alternatives(cfg, run)
     # SGLang's troubleshooting guide (docs/references/troubleshooting.md, "CUDA out of memory"): an OOM in prefill is
@@ -448,6 +453,20 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         flags=flags,
         actions=actions,
     )
+
+
+def fragmentation_flag(frag: dict) -> FlagChange:
+    """The allocator's own fix when fragmentation alone explains the OOM (forensics.facts.oom.fragmentation)."""
+    return FlagChange(frag["variable"], None, "expandable_segments:True",
+                      f"{fmt_gib(frag['reserved_unallocated_bytes'])} was reserved by PyTorch but unallocated, at least "
+                      f"the {fmt_gib(frag['tried_bytes'])} that failed: split blocks, not a lack of memory; expandable "
+                      "segments let the allocator grow one segment instead (PyTorch 2.1+, the OOM message's own hint)")
+
+
+def fragmentation_words(frag: dict) -> str:
+    return (f" {fmt_gib(frag['reserved_unallocated_bytes'])} was reserved but unallocated — more than the "
+            f"{fmt_gib(frag['tried_bytes'])} it asked for — so fragmentation alone could explain it: try "
+            f"{frag['variable']}=expandable_segments:True first.")
 
 
 def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> Finding:

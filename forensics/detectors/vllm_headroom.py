@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
-from forensics.facts.oom import memory_kind
+from forensics.facts.oom import fragmentation, memory_kind
 from forensics.facts.rows import attrs, rank_of
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding, old_value
+from .cuda_graph_headroom import fragmentation_flag, fragmentation_words
 from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
@@ -127,12 +128,15 @@ def detect(tl: Timeline) -> list[Finding]:
                 f"vLLM's own start-up hint: a KV cache of {fmt_gib(fit)} keeps weights, activations, CUDA graphs and the "
                 f"cache inside the requested budget (vllm_formats.md §2.6)"))
         seqs = cfg.num("max_num_seqs")
+        frag = fragmentation(first)
         actions = [
             f"Or keep the utilization and drop the CUDA graphs: {engines.flag_for('vllm', 'eager')} (slower decode), "
             f"or capture fewer/smaller graphs with a lower {engines.flag_for('vllm', 'max_concurrent')}"
             + (f" (now {seqs:g})" if seqs else "") + ".",
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when much memory is reserved but unallocated.",
         ]
+        if frag is None:
+            actions.append("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True helps when much memory is reserved but "
+                           "unallocated.")
         reasons = []
         if not util_seen:
             reasons.append(f"the utilization is vLLM's default ({util:g}), not read from the input")
@@ -147,12 +151,16 @@ def detect(tl: Timeline) -> list[Finding]:
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache",
                  "after_kv_sizing": "after the KV cache was sized (allocating it, capturing CUDA graphs or warming "
                                     "up: all outside the profiled budget)"}.get(during, "at start-up")
+        lowered = next((c.new for c in flags if c.flag == uflag), None)
+        if frag is not None:
+            flags.insert(0, fragmentation_flag(frag))
         out.append(make_finding(
             "VLLM-GPU-001",
             summary=(f"vLLM ran out of GPU memory {phase}, outside the budget of {uflag}"
                      + (f" {util:g}" if util is not None else "")
                      + (f" ({fmt_gib(tried)} requested, {fmt_gib(free)} free)" if tried else "")
-                     + (f"; lower it to {flags[0].new}" if flags else "") + "."),
+                     + (f"; lower it to {lowered}" if lowered else "") + "."
+                     + (fragmentation_words(frag) if frag is not None else "")),
             evidence=[*ooms[:3], *cfg.evidence_rows("gpu_memory_utilization")],
             confidence="high" if not reasons else "medium",
             confidence_reason="; ".join(reasons) or None,

@@ -215,3 +215,24 @@ def place_ooms(run: list[Row], ooms: list[Row]) -> dict[int, tuple[str | None, s
 
 #: phases of start-up before anything is served: an OOM there is the weights' or a pool's, not serving headroom
 STARTUP_PHASES = ("weight_load", "memory_pool", "profile")
+
+
+def fragmentation(row: Row) -> dict | None:
+    """The allocator's own figures when fragmentation alone could explain the OOM, else None.
+
+    failure_messages.md §1.3/§1.4: ``X`` reserved by PyTorch but unallocated (2.1+) is memory the caching
+    allocator holds in split blocks; when X is at least the allocation A that failed, A would have fit in memory
+    the process already had, had it been contiguous — the allocator's own hint (``expandable_segments:True``, 2.1+)
+    is the fix to try before giving activations more room. X small with little free is genuine exhaustion.
+
+    >>> fragmentation({"bytes": 2 * 2**30, "attrs": '{"reserved_unallocated_bytes": 3221225472}'})["variable"]
+    'PYTORCH_CUDA_ALLOC_CONF'
+    >>> fragmentation({"bytes": 2 * 2**30, "attrs": '{"reserved_unallocated_bytes": 104857600}'}) is None
+    True
+    """
+    a = attrs(row)
+    unalloc, tried = a.get("reserved_unallocated_bytes"), row.get("bytes")
+    if not isinstance(unalloc, int | float) or not isinstance(tried, int | float) or tried <= 0 or unalloc < tried:
+        return None
+    return {"reserved_unallocated_bytes": int(unalloc), "tried_bytes": int(tried),
+            "variable": a.get("alloc_conf_var") or "PYTORCH_CUDA_ALLOC_CONF"}
