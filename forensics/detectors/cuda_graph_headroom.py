@@ -24,6 +24,7 @@ from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, fragmentation, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
+from forensics.facts.versions import sglang_version
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.elision import is_elision
 from parsers.failures import reaches_model_forward, stage_of_frames, stops_at_allocation
@@ -455,6 +456,35 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     )
 
 
+#: the capture failure's own list of remedies (sglang_formats.md §5 "graph capture failure": 0.4.6+ ``set
+#: --cuda-graph-max-bs to a smaller value (e.g., 16)``, 0.5.15+ ``--cuda-graph-max-bs-decode``)
+_CAPTURE_BS_ADVICE = re.compile(r"(--cuda-graph-max-bs(?:-decode)?) to a smaller value \(e\.g\., (\d{1,5})\)")
+#: the release that renamed the decode graphs' batch size (§5 flag table: the old name an alias 0.5.15-0.5.19)
+DECODE_BS_FLAG_SINCE = (0, 5, 15)
+
+
+def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> FlagChange | None:
+    """Fewer captured batch sizes: the graphs' memory shrinks with the largest one (sglang_formats.md §5, the
+    capture failure's remedy 2). The flag the engine's own message names, else the one of its release; half the
+    largest captured size when the input shows it, else the message's example value."""
+    texts = " ".join(str(r.get("text") or "") + " " + str(attrs(r).get("message") or "") for r in fails)
+    advice = _CAPTURE_BS_ADVICE.search(texts)
+    version, _where = sglang_version(tl)
+    name = advice.group(1) if advice else (
+        "--cuda-graph-max-bs-decode" if version is not None and version >= DECODE_BS_FLAG_SINCE else "--cuda-graph-max-bs")
+    max_bs, how = graph_max_bs(run, cfg)
+    if max_bs and max_bs > 1:
+        new, why = max(max_bs // 2, 1), (f"half of bs {max_bs} ({how}): the captured graphs' memory shrinks with the "
+                                         "largest batch captured; larger decode batches run without graphs")
+    elif advice:
+        new, why = int(advice.group(2)), ("the capture failure's own advice (its example value); larger decode "
+                                          "batches run without graphs")
+    else:
+        return None
+    old = cfg.flag_text("cuda_graph_max_bs")
+    return FlagChange(name, old, str(new), why)
+
+
 def fragmentation_flag(frag: dict) -> FlagChange:
     """The allocator's own fix when fragmentation alone explains the OOM (forensics.facts.oom.fragmentation)."""
     return FlagChange(frag["variable"], None, "expandable_segments:True",
@@ -488,11 +518,16 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                             f"{assumed:g} (SGLang's automatic value for {how}, assumed) − {BLIND_STEP} → {new:.2f}: "
                             "the capture needs that share of the GPU outside the static pool")]
     graph_bs = cfg.num("cuda_graph_max_bs")
+    bs_flag = capture_bs_flag(tl, cfg, run, fails)
+    if bs_flag is not None:
+        flags.append(bs_flag)
     actions = [
-        "Or capture fewer graphs: --cuda-graph-max-bs" + (f" {int(graph_bs) // 2} (now {int(graph_bs)})" if graph_bs else " smaller")
-        + "; larger decode batches then run without graphs.",
         "Last resort: --disable-cuda-graph (large decode slowdown).",
     ]
+    if bs_flag is None:
+        actions.insert(0, "Or capture fewer graphs: --cuda-graph-max-bs" + (f" {int(graph_bs) // 2} (now {int(graph_bs)})"
+                                                                            if graph_bs else " smaller")
+                       + "; larger decode batches then run without graphs.")
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     reasons = [m for m, bad in (("--mem-fraction-static unknown", f is None), ("GPU memory unknown", gpu is None),
                                 ("the failure does not say what it tried to allocate", tried is None)) if bad]
