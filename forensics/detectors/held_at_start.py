@@ -252,14 +252,24 @@ def detect_orphans(tl: Timeline) -> list[Finding]:
 
     out: list[Finding] = []
     gpu_rows = rows(tl, "gpu_process")
+    holding = {int(g["pid"]) for g in gpu_rows if g.get("pid") is not None and g.get("used_bytes")}
     for snap in group_snapshots(rows(tl, "process")):
-        orphans = [r for r in snap if attrs(r).get("orphaned") and _role(r) in _WORKER_ROLES
-                   and attrs(r).get("state") not in ("Z", "X")]
+        live = [r for r in snap if _role(r) in _WORKER_ROLES and attrs(r).get("state") not in ("Z", "X")]
+        orphans = [r for r in live if attrs(r).get("orphaned")]
+        # a listing without PID 1 (``ps -p <pid>``) says only that the worker's parent is init: with GPU memory
+        # held by it, that is the orphan too — unless the server is a container's entry point (PID 1 itself)
+        unsure = [r for r in live if not orphans and attrs(r).get("reparented_to_init")
+                  and "orphaned" not in attrs(r) and r.get("pid") is not None and int(r["pid"]) in holding]
+        orphans = orphans or unsure
         if not orphans:
             continue
         pids = {int(r["pid"]) for r in orphans if r.get("pid") is not None}
         held_rows = [g for g in gpu_rows if g.get("pid") is not None and int(g["pid"]) in pids]
         held = sum(int(g.get("used_bytes") or 0) for g in held_rows)
+        reason = (None if held else "no GPU process list in the same snapshot shows what they hold")
+        if unsure:
+            reason = ("the process listing does not show PID 1: a container whose entry point is the server would "
+                      "show the same parent; `ps -p 1 -o pid,args` tells them apart")
         engines = sorted({str(attrs(r).get("engine")) for r in orphans if attrs(r).get("engine")})
         out.append(make_finding(
             "SGL-GPU-008",
@@ -268,8 +278,8 @@ def detect_orphans(tl: Timeline) -> list[Finding]:
                      "reparented to PID 1" + (f"; they still hold {fmt_gib(held)} of GPU memory" if held else "")
                      + ". The next launch on these GPUs will fail until they are killed."),
             evidence=[*orphans[:6], *held_rows[:4]],
-            confidence="high" if held else "medium",
-            confidence_reason=None if held else "no GPU process list in the same snapshot shows what they hold",
+            confidence="high" if held and not unsure else "medium",
+            confidence_reason=reason,
             severity="high" if held or not gpu_rows else "medium",
             gpus=[g["gpu"] for g in held_rows if g.get("gpu") is not None],
             figures={"orphan_pids": sorted(pids), "held_bytes": held or None},

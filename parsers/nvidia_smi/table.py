@@ -87,13 +87,15 @@ _PROC_RE = re.compile(
 )
 #: The same row pasted without the box (or with the right border cut off): the name needs a blank on
 #: both sides and the memory its ``MiB``, so a row cut inside the name or the figure is not read.
+#: A ticket's copy may drop the Type column (and write ``100998 MiB`` with a space): the other columns keep their
+#: order, so the row still reads.
 _BARE_PROC_RE = re.compile(
     r"^\|?\s*(?P<gpu>\d+)\s+(?:(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+)?(?P<pid>\d+)\s+"
-    r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>\S.*?)\s+(?P<mem>\d+MiB|N/A)\s*\|?\s*$"
+    r"(?:(?P<type>C\+G|M\+C|C|G|M)\s+)?(?P<name>\S.*?)\s+(?P<mem>\d+ ?MiB|N/A)\s*\|?\s*$"
 )
 #: Column headings and titles of a process list pasted without its box.
 _BARE_HEADING_RE = re.compile(
-    r"^\s*(?:GPU\s+(?:GI\s+CI\s+)?PID\s+Type\s+Process name(?:\s+(?:GPU Memory|Usage))?"
+    r"^\s*(?:GPU\s+(?:GI\s+CI\s+)?PID\s+(?:Type\s+)?Process name(?:\s+(?:GPU Memory|Usage))?"
     r"|(?:ID\s+ID\s+)?Usage|Processes:(?:\s+GPU Memory)?|=+)\s*$")
 # reference/system_formats.md §2.1 (the process box and its placeholders), §2.5 (failure output)
 _NOPROC_RE = re.compile(r"^\|\s+No running processes found\s+\|$")
