@@ -392,6 +392,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     frag = fragmentation(oom)
     if frag is not None:
         flags.insert(0, fragmentation_flag(frag))
+    batch = _concurrency_flag(cfg, run, oom, phase if phase in ("prefill", "decode") else None)
+    if batch is not None:
+        flags.append(batch)
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
     ranks = [x for x in (rank_of(oom),) if x is not None]
     summary = (
@@ -483,6 +486,26 @@ def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
         return None
     old = cfg.flag_text("cuda_graph_max_bs")
     return FlagChange(name, old, str(new), why)
+
+
+def _concurrency_flag(cfg: ServerConfig, run: list[Row], oom: Row, phase: str | None) -> FlagChange | None:
+    """The batch that ran out, made smaller: an alternative to a smaller pool (SGLang's troubleshooting guide,
+    docs/references/troubleshooting.md "CUDA out of memory": a decode OOM eases with fewer
+    --max-running-requests). Only where the input shows how many requests ran: half the last decode batch's
+    ``#running-req`` before the OOM, under the configured cap when there is one."""
+    if phase != "decode":
+        return None
+    decodes = [r for r in of_kind(run, "decode_batch") if before(r, oom) and r.get("count")]
+    if not decodes:
+        return None
+    running = int(decodes[-1]["count"])
+    cap = cfg.num("max_running_requests")
+    new = max(1, min(running, int(cap) if cap else running) // 2)
+    if running < 2 or (cap and new >= cap):
+        return None
+    return FlagChange("--max-running-requests", cfg.flag_text("max_running_requests"), str(new),
+                      f"half the {running} requests the last decode batch before the OOM ran: each decode step's "
+                      "activations and sampling buffers grow with the batch (the other way is a smaller pool)")
 
 
 def fragmentation_flag(frag: dict) -> FlagChange:
