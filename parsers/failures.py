@@ -945,6 +945,29 @@ _MODEL_FORWARD = re.compile(r"/(?:model_executor|models|layers|flashinfer|sgl_ke
 _MODEL_FORWARD_FUNCS = re.compile(r"^(?:forward(?:_\w+)?|execute_model|replay|sample)$")
 
 
+#: the PyTorch compiler's own marks on a failure it raised: its frames (torch/_dynamo, torch/_inductor), dynamo's
+#: ``from user code:`` trailer, its exception types (BackendCompilerFailed, TorchRuntimeError; InductorError 2.6+)
+#: and the compile worker's ``SubprocException`` — pytorch torch/_dynamo/exc.py (2.0-2.9),
+#: pytorch torch/_inductor/compile_worker/subproc_pool.py (2.4-2.9)
+_COMPILER = re.compile(r'File "[^"\n]{0,400}/torch/_(?:dynamo|inductor)/|^\s*from user code:\s*$|'
+                       r"\b(?:BackendCompilerFailed|TorchRuntimeError|InductorError|SubprocException|"
+                       r"torch\._dynamo\.exc\.\w+|torch\._inductor\.exc\.\w+)\b", re.M)
+
+
+def compiler_failure(text: str) -> bool:
+    """Whether a failure's text is the PyTorch compiler's (dynamo tracing, Inductor compiling): a compile failure,
+    not the model's memory.
+
+    >>> compiler_failure('  File "/usr/lib/python3/torch/_dynamo/eval_frame.py", line 9, in _fn\\n    return fn()')
+    True
+    >>> compiler_failure("Exception: Capture cuda graph failed: SubprocException: An exception occurred in a subprocess:")
+    True
+    >>> compiler_failure('  File "/x/sglang/srt/models/llama.py", line 3, in forward\\ntorch.OutOfMemoryError: CUDA out')
+    False
+    """
+    return bool(_COMPILER.search(text[:200000]))
+
+
 def reaches_model_forward(frames: list[tuple[str, str]]) -> bool:
     """Whether a traceback's frames reach the model's forward pass, not only the scheduler's loop around it.
 
@@ -1175,5 +1198,5 @@ def parse(text: str, path: str = "", command: str | None = None,
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
+__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "compiler_failure", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
            "populate_fault", "ray_oom_killed", "strip_prefix"]

@@ -27,7 +27,7 @@ from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.facts.versions import sglang_version
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.elision import is_elision
-from parsers.failures import reaches_model_forward, stage_of_frames, stops_at_allocation
+from parsers.failures import compiler_failure, reaches_model_forward, stage_of_frames, stops_at_allocation
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
@@ -284,8 +284,9 @@ def lost_message_stage(row: Row) -> str | None:
         stage, at_alloc = stage_of_frames(frames), stops_at_allocation(_drop_elisions(text))
     else:
         return None
-    # the engine's own ``raise`` in the last frame (a KV allocator, a check) is its error, not the allocator's OOM
-    if _LAST_RAISE_RE.search(_drop_elisions(text)):
+    # the engine's own ``raise`` in the last frame (a KV allocator, a check) is its error, not the allocator's OOM;
+    # nor is a failure of the PyTorch compiler (dynamo's frames, its ``from user code:`` trailer) the model's memory
+    if _LAST_RAISE_RE.search(_drop_elisions(text)) or compiler_failure(text):
         return None
     # capture fails for reasons of its own (a backend's plan, a stream-capture error: failure_messages.md §2.2):
     # there the cut must stop where memory was being allocated

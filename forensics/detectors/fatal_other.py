@@ -31,7 +31,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
-from parsers.failures import classify
+from parsers.failures import classify, compiler_failure
 
 from ._common import make_finding, tag_run
 from .crash_site import COMPONENTS, crash_site, outside_forward
@@ -339,7 +339,10 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
 #: CUDA's own errors for an operation a stream capture forbids (failure_messages.md §2.2, the stream-capture errors;
 #: cudaErrorStreamCaptureUnsupported and cudaErrorStreamCaptureInvalidated): raised only while a graph is captured
 _CAPTURE_ONLY_RE = re.compile(r"operation not permitted when stream is capturing|"
-                              r"operation failed due to a previous error during capture")
+                              r"operation failed due to a previous error during capture|"
+                              # SGLang's own capture-failure message (sglang_formats.md §5, graph capture failure
+                              # row: cuda_graph_runner.py, 0.5.15+ the decode and prefill runners)
+                              r"Capture (?:cuda|prefill CUDA|decode CUDA) graph failed")
 
 
 def _capture_frames(lead: Row, run: list[Row]) -> list[tuple[str, str]]:
@@ -367,23 +370,38 @@ def during_capture(lead: Row, run: list[Row]) -> bool:
     return not any(r.get("kind") == "cuda_graph_end" and r["line"] > last for r in same)
 
 
-def _torch_compile_flag(tl: Timeline | None, run: list[Row]) -> FlagChange | None:
-    """Remove --enable-torch-compile when the launch set it and the capture died of something that is no OOM.
+def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = ()) -> FlagChange | None:
+    """Remove --enable-torch-compile when the launch set it, or the failure is the compiler's, and the capture died
+    of something that is no OOM.
 
     SGLang compiles the model inside the capture (sglang cuda_graph_runner.py, 0.3+: ``patch_model(…,
     enable_compile=bs in compile_bs)`` for batch sizes up to --torch-compile-max-bs), so a compiler or Inductor
     failure surfaces as a capture failure; its own capture-failure advice lists "disable torch compile by not using
-    --enable-torch-compile" (sglang_formats.md §2, graph capture failure row). Dropping it keeps the graphs.
+    --enable-torch-compile" (sglang_formats.md §2, graph capture failure row). Dropping it keeps the graphs. Without
+    the launch in the input, a failure the compiler raised (``parsers.failures.compiler_failure``) says the compiler
+    ran, which SGLang does only when asked (--enable-torch-compile; piecewise graphs, 0.5.4+, compile too).
     """
     if tl is None:
         return None
     cfg = server_config(tl, run)
-    if not cfg.enabled("enable_torch_compile"):
+    if cfg.enabled("enable_torch_compile"):
+        old = "(set)"
+    elif not (cfg.has_server_args or cfg.has_launch) and any(compiler_failure(str(r.get("text") or "") + "\n" + str(attrs(r).get("message") or ""))
+                               for r in (*fatal, *run) if r.get("kind") in _COMPILER_KINDS):
+        old = None
+    else:
         return None
-    return FlagChange("--enable-torch-compile", "(set)", "(remove)",
+    return FlagChange("--enable-torch-compile", old, "(remove)",
                       "SGLang compiles the model inside the CUDA-graph capture (batch sizes up to "
                       "--torch-compile-max-bs), so a compile failure shows as a capture failure; without it the graphs "
-                      "are still captured, only not compiled — try this before giving up the graphs")
+                      "are still captured, only not compiled — try this before giving up the graphs"
+                      + ("" if old else " (the launch is not in the input: the failure is the compiler's own, so the "
+                                        "compiler ran; with piecewise CUDA graphs, --enable-piecewise-cuda-graph "
+                                        "instead)"))
+
+
+#: rows whose text may carry the compiler's failure (a traceback, a capture failure, a loose failure line)
+_COMPILER_KINDS = ("scheduler_exception", "cuda_graph_failed", "failure", "exception")
 
 
 def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:
@@ -422,7 +440,7 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
             flags.append(ar_flag)
             actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
                        "confirms the capture path is what fails (slower decode).", *actions]
-        elif (compile_flag := _torch_compile_flag(tl, run)) is not None:
+        elif (compile_flag := _torch_compile_flag(tl, run, fatal)) is not None:
             # the cheaper step first; giving up the graphs is what to try only if the capture still fails
             flags.append(compile_flag)
             actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "
