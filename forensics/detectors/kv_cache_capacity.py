@@ -49,7 +49,7 @@ def detect(tl: Timeline) -> list[Finding]:
     for i, (ref, run) in enumerate(runs):
         cfg = server_config(tl, run)
         last = i == len(runs) - 1
-        out += [tag_run(f, ref) for f in (*(_req_slots(run, cfg) or _exhausted(run)), *_pressure(run, cfg),
+        out += [tag_run(f, ref) for f in (*(_req_slots(run, cfg) or _exhausted(run, cfg)), *_pressure(run, cfg),
                                           *_too_long(run, longest if last else None, snap if last else None, cfg))]
     if not runs and (longest or snap):
         out += _too_long([], longest, snap, server_config(tl))
@@ -165,7 +165,7 @@ def _req_slots(run: list[Row], cfg) -> list[Finding]:
     )]
 
 
-def _exhausted(run: list[Row]) -> list[Finding]:
+def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
     hits = of_kind(run, "kv_exhausted")
     inferred = False
     if not hits:  # the message inside a traceback the parser kept whole
@@ -194,6 +194,9 @@ def _exhausted(run: list[Row]) -> list[Finding]:
     phase = attrs(first).get("phase")
     if phase is None and inferred:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
+    tried = first.get("tokens")
+    if not retract_assert and isinstance(tried, int) and isinstance(avail, int) and 0 < tried <= avail:
+        return [_free_tokens_refused(run, cfg, hits, first, tried, avail, phase)]
     return [make_finding(
         "SGL-KV-002",
         summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
@@ -220,6 +223,46 @@ def _exhausted(run: list[Row]) -> list[Finding]:
         actions=["Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype fp8_e4m3, "
                  "more GPUs, --mem-fraction-static up if the headroom allows); newer SGLang retracts instead of crashing."],
     )]
+
+
+def _free_tokens_refused(run: list[Row], cfg, hits: list[Row], first: Row, tried: int, avail: int,
+                         phase: str | None) -> Finding:
+    """SGL-KV-006: the KV allocator refused a batch although its own message counts enough free tokens.
+
+    SGLang's logical-OOM message prints what the batch tried and what the pool had (sglang_formats.md §6: ``Try to
+    allocate N tokens`` / ``Available tokens: A``, available plus evictable from 0.4.10). With A ≥ N the pool was
+    not full: the allocation is by whole pages when --page-size is above 1 (each request's new tokens rounded up to a
+    page, §3 page alignment), and the admission that let the batch in counted tokens — so a batch that fits by
+    tokens can need more pages than are free (sglang PR #5081 aligned the estimate to pages). More KV memory does
+    not fix a miscount; a smaller page, or a release with the estimate aligned, does.
+    """
+    page = cfg.num("page_size") if cfg is not None else None
+    flags = []
+    if page is None or page > 1:
+        flags.append(FlagChange("--page-size", cfg.flag_text("page_size") if cfg is not None else None, "1",
+                                "SGLang's default: with one-token pages what the admission counts and what the "
+                                "allocator needs are the same" + ("" if page else " (the page size is not in the input: "
+                                                                                  "any page above 1 token can do this)")))
+    return make_finding(
+        "SGL-KV-006",
+        summary=(f"SGLang's KV allocator refused a {phase + ' ' if phase else ''}batch of {tried} tokens although its "
+                 f"own message counts {avail} available: the pool was not full. "
+                 + (f"With --page-size {int(page)} each request takes whole pages" if page and page > 1 else
+                    "A page size above 1 makes each request take whole pages" if page is None else
+                    "With --page-size 1 no page rounding explains it")
+                 + ", and the admission that let the batch in counted tokens: an accounting mismatch in the engine, "
+                 "not a pool too small for the load."),
+        evidence=[*hits[:3], *(cfg.evidence_rows("page_size") if cfg is not None else [])],
+        confidence="medium",
+        confidence_reason="the request count of the refused batch is not in the message: how many pages it needed "
+                          "is inferred, not measured",
+        ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
+        figures={"tokens_tried": tried, "tokens_available": avail, "page_size": page},
+        flags=flags,
+        actions=["Upgrade SGLang: releases after the page-aligned admission estimate (PR #5081, 0.4.5) count whole "
+                 "pages before admitting a batch.",
+                 "Not a bigger pool: more KV memory leaves the same miscount."],
+    )
 
 
 def _pressure(run: list[Row], cfg) -> list[Finding]:
