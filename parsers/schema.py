@@ -60,11 +60,12 @@ FIELDS_OF: dict[str, frozenset[str]] = {
 #: by the same rule as ``fields`` (same names and values, moved only when of the member's type; attrs ∪
 #: figures is what the parser read). A column of its own, not members of ``fields``: a batch row's
 #: ``fields`` is never null, so a member there is a null in every batch row of every chunk (measured with
-#: bench/chunk.py: 19 members there cost ~15 % of a streamed chunk's CPU and 4 % of its Parquet bytes),
-#: while ``figures`` is null in every row of a chunk of batch lines (polars holds it as one null, Parquet
-#: encodes it as one run: ~2 ms an 8 MiB chunk for its 19 leaves, ~150 bytes each). The members are the
-#: attrs that detectors read out of those rows (parsers/sglang.py, parsers/vllm.py, parsers/failures.py name
-#: them); the rest (messages, frames, the processes' list, flags) stays in attrs.
+#: bench/chunk.py's chunks of the 256 MB set: these 19 members in ``fields`` cost +5 ms of Parquet encoding,
+#: +3 ms of sampling and +79 KB, 4 %, an 8 MiB chunk), while ``figures`` is null in every row of a chunk of
+#: batch lines (polars holds it as one null, :data:`NO_FIGURES`): ~1.6 ms of Parquet and ~5 KB, 0.3 %, a
+#: chunk. The members are the attrs that detectors read out of those rows (parsers/sglang.py,
+#: parsers/vllm.py, parsers/failures.py name them); the rest (messages, frames, the processes' list, flags,
+#: the pool's K/V sizes) stays in attrs. docs/timeline.md lists them.
 _OOM_INT = ("allocated_by_pytorch_bytes", "private_pools_bytes", "reserved_unallocated_bytes")
 _KV_INT = ("available_tokens", "chunked_prefill_size", "context_len", "max_running_requests", "max_model_len",
            "gpu_blocks", "cpu_blocks", "available_kv_bytes", "needed_kv_bytes", "kv_cache_tokens",
