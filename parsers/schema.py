@@ -62,8 +62,8 @@ FIELDS_OF: dict[str, frozenset[str]] = {
 #: ``fields`` is never null, so a member there is a null in every batch row of every chunk (measured with
 #: bench/chunk.py's chunks of the 256 MB set: these 19 members in ``fields`` cost +5 ms of Parquet encoding,
 #: +3 ms of sampling and +79 KB, 4 %, an 8 MiB chunk), while ``figures`` is null in every row of a chunk of
-#: batch lines (polars holds it as one null, :data:`NO_FIGURES`): ~1.6 ms of Parquet and ~5 KB, 0.3 %, a
-#: chunk. The members are the attrs that detectors read out of those rows (parsers/sglang.py,
+#: batch lines (polars holds it as one null, :data:`NO_FIGURES`): ~2 ms of Parquet and ~5 KB, 0.3 %, a
+#: chunk; the analysis' sample holds it as nulls (~11.5 MB for the 256 MB set's 87k kept rows). The members are the attrs that detectors read out of those rows (parsers/sglang.py,
 #: parsers/vllm.py, parsers/failures.py name them); the rest (messages, frames, the processes' list, flags,
 #: the pool's K/V sizes) stays in attrs. docs/timeline.md lists them.
 _OOM_INT = ("allocated_by_pytorch_bytes", "private_pools_bytes", "reserved_unallocated_bytes")
