@@ -101,7 +101,7 @@ def main() -> int:
     stages["sampler"] = sum(_ms(lambda f=f: _Sampler(1 << 30).keep(f)) for f in timed) / n
     stages["to_arrow"] = sum(_ms(lambda f=f: f.to_arrow()) for f in timed) / n
     text_cols = ["text"]
-    attrs_cols = [c for c in ("attrs", "fields") if c in tables[0].column_names]
+    attrs_cols = [c for c in ("attrs", "fields", "figures") if c in tables[0].column_names]
     rest_cols = [c for c in tables[0].column_names if c not in text_cols + attrs_cols]
 
     def enc(cols: list[str]) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.schema import joined_attrs
+from parsers.schema import row_attrs
 
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}  # 0 = worst
@@ -132,8 +132,8 @@ class Timeline:
     @staticmethod
     def attrs(row: dict[str, Any]) -> dict[str, Any]:
         """Every parsed field of one row (from ``frame.iter_rows(named=True)``): ``attrs`` and the typed
-        ``fields`` (parsers.schema.FIELDS) together."""
-        return joined_attrs(row.get("attrs"), row.get("fields"))
+        ``fields`` or ``figures`` (parsers.schema.FIELDS, FIGURES) together."""
+        return row_attrs(row)
 
 
 @dataclass

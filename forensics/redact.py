@@ -330,7 +330,7 @@ BATCH_KINDS = ("decode_batch", "prefill_batch")
 BATCH_ATTRS_PREFILTER = r"hf_|aws_"
 
 
-def redact_frame(frame, columns: Iterable[str] = ("text", "attrs", "fields")):
+def redact_frame(frame, columns: Iterable[str] = ("text", "attrs", "fields", "figures")):
     """Redact string columns of a polars frame; returns the frame and the counts per kind.
 
     >>> import polars as pl
@@ -352,8 +352,9 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs", "fields")):
         if name not in frame.columns or frame.height == 0:
             continue
         col = frame.get_column(name)
-        if isinstance(col.dtype, pl.Struct):  # the typed fields: their strings (an access line's path)
-            _redact_struct(col, counts, updates)
+        if isinstance(col.dtype, pl.Struct):  # the typed members: their strings (an OOM's phase)
+            if col.null_count() < col.len():  # a chunk of batch lines has no figures: nothing to walk
+                _redact_struct(col, counts, updates)
             continue
         if frame.height < _JOINED_ROWS and not _joined_hit(col):
             continue  # not one row of the column can match the prefilter, so none holds a secret
@@ -381,7 +382,7 @@ def _hits(col):
 
 
 def _redact_struct(col, counts: Counter[str], updates: list) -> None:
-    """Redact the string fields of a struct column (parsers.schema.FIELDS) as string columns are."""
+    """Redact the string fields of a struct column (parsers.schema.FIELDS, FIGURES) as string columns are."""
     import polars as pl
 
     children = []

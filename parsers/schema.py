@@ -40,10 +40,8 @@ import polars as pl
 #: §6 (snake case, as parsers.sglang._snake names them) that detectors read; docs/timeline.md lists them.
 #: Every member is a column that each row of every chunk carries, null or not, so the rest stays in attrs
 #: (measured with bench/chunk.py and bench/run.py): a batch line's other fields (hybrid models' full/swa/mamba
-#: usage, PD counters, pending tokens, accept length, occupancy, MFU); the OOM, KV-pool and capture rows'
-#: figures (16 members: 5-10 % of a streamed chunk's CPU, for a handful of rows a log holds, whose attrs the
-#: facts layer parses once per analysis); the access line's strings (a string member costs 16 bytes in
-#: every row of the frame: +80 MB peak RSS on the 256 MB set, for ~5 % of its rows).
+#: usage, PD counters, pending tokens, accept length, occupancy, MFU); the access line's strings (a string
+#: member costs 16 bytes in every row of the frame: +80 MB peak RSS on the 256 MB set, for ~5 % of its rows).
 _BATCH_INT = ("iteration", "new_seq", "new_token", "cached_token", "token", "running_req", "queue_req")
 _BATCH_FLOAT = ("token_usage", "cache_hit_rate", "gen_throughput", "input_throughput")
 _BATCH_BOOL = ("cuda_graph",)
@@ -56,8 +54,47 @@ _BATCH = (*_BATCH_INT, *_BATCH_FLOAT, *_BATCH_BOOL)
 FIELDS_OF: dict[str, frozenset[str]] = {
     "decode_batch": frozenset(_BATCH), "prefill_batch": frozenset(_BATCH),
 }
+
+#: The typed figures of the few rows a log holds of each kind that detectors weigh — the CUDA OOMs, the KV
+#: pool's sizing and refusals, the CUDA-graph capture, the weights' load — in the ``figures`` struct column,
+#: by the same rule as ``fields`` (same names and values, moved only when of the member's type; attrs ∪
+#: figures is what the parser read). A column of its own, not members of ``fields``: a batch row's
+#: ``fields`` is never null, so a member there is a null in every batch row of every chunk (measured with
+#: bench/chunk.py's chunks of the 256 MB set: these 19 members in ``fields`` cost +5 ms of Parquet encoding,
+#: +3 ms of sampling and +79 KB, 4 %, an 8 MiB chunk), while ``figures`` is null in every row of a chunk of
+#: batch lines (polars holds it as one null, :data:`NO_FIGURES`): ~2 ms of Parquet and ~5 KB, 0.3 %, a
+#: chunk; the analysis' sample holds it as nulls (~11.5 MB for the 256 MB set's 87k kept rows). The members are the attrs that detectors read out of those rows (parsers/sglang.py,
+#: parsers/vllm.py, parsers/failures.py name them); the rest (messages, frames, the processes' list, flags,
+#: the pool's K/V sizes) stays in attrs. docs/timeline.md lists them.
+_OOM_INT = ("allocated_by_pytorch_bytes", "private_pools_bytes", "reserved_unallocated_bytes")
+_KV_INT = ("available_tokens", "chunked_prefill_size", "context_len", "max_running_requests", "max_model_len",
+           "gpu_blocks", "cpu_blocks", "available_kv_bytes", "needed_kv_bytes", "kv_cache_tokens",
+           "estimated_max_model_len")
+_LOAD_INT = ("weights_bytes", "graph_bytes", "bs")
+_PHASE = ("during", "phase")
+FIGURES: dict[str, pl.DataType] = {
+    **{k: pl.Int64 for k in (*_OOM_INT, *_KV_INT, *_LOAD_INT)}, **{k: pl.Utf8 for k in _PHASE},
+}
+_OOM = frozenset((*_OOM_INT, "during"))
+#: Kind → the figures its rows keep typed.
+FIGURES_OF: dict[str, frozenset[str]] = {
+    "cuda_oom": _OOM, "cuda_error_oom": _OOM, "scheduler_exception": _OOM | {"phase"},
+    "kv_exhausted": frozenset(("available_tokens", "phase")),
+    "kv_sizing": frozenset(("chunked_prefill_size", "context_len", "max_running_requests", "max_model_len",
+                            "gpu_blocks", "cpu_blocks")),
+    "kv_memory": frozenset(("available_kv_bytes",)),
+    "kv_cache_too_small": frozenset(("available_kv_bytes", "needed_kv_bytes", "kv_cache_tokens", "max_model_len",
+                                     "estimated_max_model_len")),
+    "cuda_graph_begin": frozenset(("bs",)), "capture_progress": frozenset(("bs",)),
+    "cuda_graph_end": frozenset(("graph_bytes",)), "weight_load_end": frozenset(("weights_bytes",)),
+}
+#: Kind → (the struct column its typed members go to, those members).
+TYPED_OF: dict[str, tuple[str, frozenset[str]]] = {
+    **{k: ("fields", v) for k, v in FIELDS_OF.items()}, **{k: ("figures", v) for k, v in FIGURES_OF.items()},
+}
+assert not FIELDS.keys() & FIGURES.keys(), "a member belongs to one struct column"
 _PY_TYPE = {pl.Int64: int, pl.Float64: float, pl.Boolean: bool, pl.Utf8: str}
-_FIELD_TYPE = {k: _PY_TYPE[v] for k, v in FIELDS.items()}
+_FIELD_TYPE = {k: _PY_TYPE[v] for k, v in (*FIELDS.items(), *FIGURES.items())}
 _INT64 = 1 << 63
 
 #: Column → dtype of the event frame. Order is the column order of timeline.parquet.
@@ -93,8 +130,9 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "count": pl.Int64,  # requests, retracted requests, repeats
     "code": pl.Int64,  # exit code, Xid number, HTTP status, signal
     "text": pl.Utf8,  # the raw record (multi-line records joined with "\n")
-    "attrs": pl.Utf8,  # JSON object of every parsed field not in ``fields``, sorted keys
+    "attrs": pl.Utf8,  # JSON object of every parsed field not in ``fields``/``figures``, sorted keys
     "fields": pl.Struct(FIELDS),  # the batch lines' figures, typed (FIELDS_OF); null for other rows
+    "figures": pl.Struct(FIGURES),  # the OOM, KV-pool, capture and load rows' figures, typed (FIGURES_OF)
     # what a log envelope around the record knew (parsers/envelopes.py); null for a bare log
     "envelope": pl.Utf8,  # docker-json, timestamp, journal-short, compose, ... ("+" joins stacked ones)
     "env_ts": pl.Datetime("us", "UTC"),  # the envelope's own stamp, in UTC
@@ -136,18 +174,21 @@ def _dump_attrs(value: Any) -> str | None:
 
 
 def split_fields(kind: str | None, attrs: Any) -> tuple[dict[str, Any] | None, Any]:
-    """(the typed fields, the rest of attrs) of one row: the fields of ``kind`` (FIELDS_OF) whose value has
-    the field's type move out of attrs; the rest stays (None when nothing is left). attrs given as JSON text
-    or None stays as it is.
+    """(the typed members, the rest of attrs) of one row: the members of ``kind`` (FIELDS_OF, FIGURES_OF;
+    :data:`TYPED_OF` names their column) whose value has the member's type move out of attrs; the rest stays
+    (None when nothing is left). attrs given as JSON text or None stays as it is.
 
     >>> split_fields("decode_batch", {"queue_req": 3, "token_usage": 0.5, "gen_throughput": 12, "odd": "x"})
     ({'queue_req': 3, 'token_usage': 0.5}, {'gen_throughput': 12, 'odd': 'x'})
+    >>> split_fields("cuda_graph_end", {"graph_bytes": 1 << 30, "capture_name": "decode"})
+    ({'graph_bytes': 1073741824}, {'capture_name': 'decode'})
     >>> split_fields("log", {"queue_req": 3})
     (None, {'queue_req': 3})
     """
-    wanted = FIELDS_OF.get(kind) if kind else None
-    if not wanted or not isinstance(attrs, dict):
+    typed = TYPED_OF.get(kind) if kind else None
+    if not typed or not isinstance(attrs, dict):
         return None, attrs
+    wanted = typed[1]
     moved: dict[str, Any] | None = None
     rest: dict[str, Any] = {}
     for k, v in attrs.items():
@@ -163,8 +204,9 @@ def split_fields(kind: str | None, attrs: Any) -> tuple[dict[str, Any] | None, A
 
 
 def joined_attrs(attrs: Any, fields: dict[str, Any] | None) -> dict[str, Any]:
-    """Every parsed field of a row: its ``attrs`` (JSON text or dict) with its typed ``fields`` put back, in
-    sorted key order as ``attrs`` is written — the dict the parser built.
+    """Every parsed field of a row: its ``attrs`` (JSON text or dict) with its typed members (its ``fields``
+    or its ``figures``: :func:`row_attrs` takes the row) put back, in sorted key order as ``attrs`` is
+    written — the dict the parser built.
 
     >>> joined_attrs('{"odd": "x"}', {"queue_req": 3, "token": None})
     {'odd': 'x', 'queue_req': 3}
@@ -186,6 +228,24 @@ def joined_attrs(attrs: Any, fields: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def row_attrs(row: dict[str, Any]) -> dict[str, Any]:
+    """:func:`joined_attrs` of a row dict (a frame's row, named): attrs with whichever struct holds its members.
+
+    >>> row_attrs({"attrs": '{"capture_name": "decode"}', "fields": None, "figures": {"graph_bytes": 5}})
+    {'capture_name': 'decode', 'graph_bytes': 5}
+    """
+    return joined_attrs(row.get("attrs"), typed_members(row))
+
+
+def typed_members(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row dict's typed members: its ``fields`` and its ``figures`` (a row has one of them; a frame cut to
+    some members may hand the other as a dict of nulls)."""
+    fields, figures = row.get("fields"), row.get("figures")
+    if fields and figures:
+        return {**fields, **{k: v for k, v in figures.items() if v is not None}}
+    return fields or figures
+
+
 def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.DataFrame:
     """Build an event frame from row dicts; missing columns are null, unknown keys are an error.
 
@@ -201,22 +261,25 @@ def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.D
         raise KeyError(f"unknown event columns: {sorted(unknown)}")
     n = len(rows)
     cols: dict[str, Any] = {}
-    typed = "attrs" in keys and any(r.get("kind") in FIELDS_OF for r in rows)
+    typed = "attrs" in keys and any(r.get("kind") in TYPED_OF for r in rows)
     split = [split_fields(r.get("kind"), r.get("attrs")) for r in rows] if typed else []
+    figures_set = False
     for c in COLUMNS:
         if c == "attrs":
             if c in keys and typed:
                 vals: list[Any] = [_dump_attrs(a) for _f, a in split]
             else:
                 vals = [_dump_attrs(r.get("attrs")) for r in rows] if c in keys else [None] * n
-        elif c == "fields":
+        elif c in ("fields", "figures"):
             if typed:
-                vals = [f if f is not None else r.get("fields") for (f, _a), r in zip(split, rows, strict=True)]
+                vals = [_typed(c, r, f) for (f, _a), r in zip(split, rows, strict=True)]
             elif c in keys:
                 vals = [r.get(c) for r in rows]
             else:
                 cols[c] = pl.Series(c, [None] * n, dtype=EVENT_SCHEMA[c])
                 continue
+            if c == "figures":
+                figures_set = any(v is not None for v in vals)
         elif c == "source":
             vals = [source if r.get(c) is None else r[c] for r in rows] if c in keys else [source] * n
         elif c == "file":
@@ -230,7 +293,21 @@ def rows_to_frame(rows: list[dict[str, Any]], *, source: str, path: str) -> pl.D
             cols[c] = pl.Series(c, [None] * n, dtype=EVENT_SCHEMA[c])
             continue
         cols[c] = vals
-    return pl.DataFrame(cols, schema=EVENT_SCHEMA, strict=False)
+    frame = pl.DataFrame(cols, schema=EVENT_SCHEMA, strict=False)
+    return frame if figures_set else frame.with_columns(NO_FIGURES)
+
+
+#: The ``figures`` column of rows that have none, as one null (polars keeps a constant column as one value)
+#: instead of a struct of nulls that every filter, gather and concat of a chunk's rows walks member by member.
+NO_FIGURES = pl.lit(None, dtype=EVENT_SCHEMA["figures"]).alias("figures")
+
+
+def _typed(column: str, row: dict[str, Any], moved: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The value of struct column ``column`` for a row whose members ``moved`` out of its attrs."""
+    given = row.get(column)
+    if moved is None or TYPED_OF[row["kind"]][0] != column:
+        return given
+    return {**given, **moved} if given else moved
 
 
 @dataclass

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from parsers import failures
-from parsers.schema import joined_attrs
+from parsers.schema import row_attrs
 from parsers.units import GIB, MIB
 
 PREFIXES = (
@@ -30,7 +30,7 @@ def one(text: str) -> dict:
     ev = failures.parse(text).events
     assert ev.height == 1, ev
     row = ev.row(0, named=True)
-    row["a"] = joined_attrs(row["attrs"], row.get("fields"))
+    row["a"] = row_attrs(row)
     return row
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from parsers import sglang
-from parsers.schema import NotThisFormat, joined_attrs
+from parsers.schema import NotThisFormat, row_attrs
 from parsers.units import gb_decimal, gib, mib
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang"
@@ -24,7 +24,7 @@ P = "[2025-11-20 09:18:02 TP3] "
 def rows(text: str) -> list[dict]:
     out = []
     for r in sglang.parse(text, "t.log").events.iter_rows(named=True):
-        r["attrs"] = joined_attrs(r["attrs"], r.get("fields"))
+        r["attrs"] = row_attrs(r)
         out.append(r)
     return out
 

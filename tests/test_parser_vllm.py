@@ -9,7 +9,7 @@ import pytest
 from shared_data import SHARED, SKIP_REASON
 
 from parsers import registry, vllm
-from parsers.schema import joined_attrs
+from parsers.schema import row_attrs
 from parsers.units import gib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def parse_file(name: str):
 def rows(result, kind: str | None = None) -> list[dict]:
     out = result.events.to_dicts()
     for r in out:
-        r["a"] = joined_attrs(r["attrs"], r.get("fields"))
+        r["a"] = row_attrs(r)
     return [r for r in out if kind is None or r["kind"] == kind]
 
 

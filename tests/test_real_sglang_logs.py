@@ -13,7 +13,7 @@ import pytest
 from shared_data import SHARED, SKIP_REASON
 
 from parsers import sglang
-from parsers.schema import joined_attrs
+from parsers.schema import row_attrs
 from parsers.units import gb_decimal, gib, mib
 
 LOGS = SHARED / "sglang_real_logs"
@@ -32,7 +32,7 @@ def log_text(name_start: str) -> str:
 def events(name_start: str) -> list[dict]:
     out = []
     for r in sglang.parse(log_text(name_start), name_start).events.iter_rows(named=True):
-        r["attrs"] = joined_attrs(r["attrs"], r.get("fields"))
+        r["attrs"] = row_attrs(r)
         out.append(r)
     return out
 

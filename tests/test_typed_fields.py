@@ -1,6 +1,6 @@
-"""The hot kinds' figures are typed (parsers.schema.FIELDS): in the ``fields`` struct of the frame and of
-timeline.parquet, not in the ``attrs`` JSON, with nothing the parser read lost (issue 23 item 3, issue 26
-item 3). The native scanner and its polars twin are held to the Python scanner by test_perf_equivalence;
+"""The figures detectors read are typed: the batch lines' in the ``fields`` struct (parsers.schema.FIELDS), the
+OOM, KV-pool, capture and load rows' in the ``figures`` struct (FIGURES), of the frame and of timeline.parquet,
+not in the ``attrs`` JSON, with nothing the parser read lost (issue 23 item 3, issue 26 item 3). The native scanner and its polars twin are held to the Python scanner by test_perf_equivalence;
 here, what the three give is checked against the scanner's own dicts."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from forensics.facts.rows import attrs, field, narrow_fields
 from forensics.timeline import build_timeline, write_parquet
-from parsers import bulkscan, sglang, sglang_fast
-from parsers.schema import FIELDS, split_fields
+from parsers import bulkscan, sglang, sglang_fast, vllm
+from parsers.schema import FIELDS, FIELDS_OF, FIGURES, FIGURES_OF, split_fields
 
 # our own lines, in the shapes of reference/sglang_formats.md §6 (0.5.5-0.5.8 decode/prefill) and uvicorn's access line
 DECODE = ("[2025-11-20 11:02:41 DP1 TP1] Decode batch, #running-req: 41, #token: 199472, token usage: 0.90, "
@@ -77,7 +77,8 @@ def test_the_accessor_reads_the_typed_value_first() -> None:
 def test_rows_of_other_kinds_keep_attrs_as_before() -> None:
     text = "[2025-11-20 09:18:02 TP3] KV Cache is allocated. #tokens: 221628, K size: 7.25 GB, V size: 7.25 GB\n"
     row = sglang.parse(text, "tp3.log").events.row(0, named=True)
-    assert row["kind"] == "kv_cache_allocated" and row["fields"] is None
+    # no detector reads the pool's K/V sizes out of attrs (its size is the bytes column): no member for them
+    assert row["kind"] == "kv_cache_allocated" and row["fields"] is None and row["figures"] is None
     assert json.loads(row["attrs"])["k_size_bytes"] == attrs(row)["k_size_bytes"] > 7 << 30
 
 
@@ -117,3 +118,138 @@ def test_values_of_another_type_stay_in_attrs_on_every_path(parse) -> None:
     mid = ev.row(1, named=True)
     assert json.loads(mid["attrs"]) == {"cuda_graph": 1, "queue_req": 1.5, "token_usage": 1}
     assert mid["fields"]["gen_throughput"] == pytest.approx(0.91) and mid["fields"]["token"] == 199472
+
+
+# our own lines, in the shapes parsers/sglang.py, parsers/failures.py and parsers/vllm.py read (PyTorch's
+# OutOfMemoryError message; SGLang's KV-pool sizing and refusal; vLLM's KV-cache, load and capture lines)
+SGL_TEXT = "\n".join([
+    "[2025-11-20 09:18:01 TP0] max_total_num_tokens=20480, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    "max_running_requests=512, context_len=32768, available_gpu_mem=9.50 GB",
+    "[2025-11-20 09:18:02 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=9.40 GB",
+    "[2025-11-20 09:19:02 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1990, in run_batch',
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB "
+    "of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.07 GiB memory in use. Of the "
+    "allocated memory 70.12 GiB is allocated by PyTorch, and 3.40 GiB is reserved by PyTorch but unallocated.",
+]) + "\n"
+VLLM_TEXT = "\n".join([
+    "INFO 01-30 03:18:12 gpu_model_runner.py:848] Loading model weights took 67.7229 GB",
+    "INFO 02-01 10:00:00 executor_base.py:110] # CUDA blocks: 2048, # CPU blocks: 512",
+    "(EngineCore_DP0 pid=1094) ValueError: To serve at least one request with the models's max seq len (262144), "
+    "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB). Based on the "
+    "available memory, the estimated maximum model length is 34736. Try increasing `gpu_memory_utilization` or "
+    "decreasing `max_model_len` when initializing the engine.",
+]) + "\n"
+
+
+def _parsed(text: str, parse) -> tuple[list[dict], list[dict]]:
+    """(the rows of the frame, what the parser built for each: its attrs before any split)."""
+    built: list[dict] = []
+    real = split_fields
+
+    def spy(kind, attrs):
+        built.append(dict(attrs) if isinstance(attrs, dict) else attrs)
+        return real(kind, attrs)
+
+    import parsers.schema as schema
+    schema.split_fields, saved = spy, schema.split_fields
+    try:
+        ev = parse(text, "x.log").events
+    finally:
+        schema.split_fields = saved
+    return list(ev.iter_rows(named=True)), built
+
+
+@pytest.mark.parametrize(("text", "parse", "want"), [
+    (SGL_TEXT, sglang.parse, {
+        "kv_sizing": {"chunked_prefill_size": 8192, "max_running_requests": 512, "context_len": 32768},
+        "cuda_oom": {"allocated_by_pytorch_bytes": int(70.12 * (1 << 30)),
+                     "reserved_unallocated_bytes": int(3.40 * (1 << 30))}}),
+    (VLLM_TEXT, vllm.parse, {
+        "weight_load_end": {"weights_bytes": None}, "kv_sizing": {"gpu_blocks": 2048, "cpu_blocks": 512},
+        "kv_cache_too_small": {"max_model_len": 262144, "estimated_max_model_len": 34736}}),
+])
+def test_oom_kv_capture_and_load_figures_are_typed_and_lose_nothing(text, parse, want) -> None:
+    got, built = _parsed(text, parse)
+    by_kind = {r["kind"]: r for r in got}
+    for kind, members in want.items():
+        row = by_kind[kind]
+        assert row["fields"] is None and row["figures"] is not None, kind
+        for k, v in members.items():
+            assert row["figures"][k] is not None if v is None else row["figures"][k] == pytest.approx(v, rel=1e-3)
+            assert f'"{k}"' not in (row["attrs"] or ""), (kind, k)  # typed, not repeated in the JSON
+        assert set(k for k, v in row["figures"].items() if v is not None) <= FIGURES_OF[kind]
+    # attrs and figures together are what the parser built, key for key, value for value, type for type
+    parsed = {json.dumps(dict(sorted(b.items()))) for b in built if isinstance(b, dict)}
+    for r in got:
+        if r["kind"] in FIGURES_OF:
+            assert json.dumps(attrs(r)) in parsed, r["kind"]
+
+
+def test_figures_and_fields_never_share_a_member_nor_a_kind() -> None:
+    assert not FIELDS.keys() & FIGURES.keys()
+    assert not FIELDS_OF.keys() & FIGURES_OF.keys()
+    assert all(m <= FIGURES.keys() for m in FIGURES_OF.values())
+
+
+def test_a_figure_of_another_type_stays_in_attrs() -> None:
+    figures, rest = split_fields("cuda_graph_end", {"graph_bytes": 1.5, "capture_name": "decode"})
+    assert figures is None and rest == {"graph_bytes": 1.5, "capture_name": "decode"}
+    figures, rest = split_fields("capture_progress", {"bs": [1, 2, 4], "steps_done": 3})
+    assert figures is None and rest["bs"] == [1, 2, 4]  # a list of batch sizes (cuda_graph_bs's form) is no int
+
+
+def test_a_row_of_another_kind_read_with_batch_rows_gets_its_figures() -> None:
+    """rows() cuts the structs to the members some row holds; a kv_sizing row read together with batch rows
+    keeps its fields null (not a dict of nulls hiding its figures)."""
+    tl_text = SGL_TEXT + DECODE + "\n"
+    ev = sglang.parse(tl_text, "tp0.log").events.filter(pl.col("kind").is_in(["kv_sizing", "decode_batch"]))
+    rows = list(narrow_fields(ev).iter_rows(named=True))
+    sizing = next(r for r in rows if r["kind"] == "kv_sizing")
+    assert sizing["fields"] is None
+    assert attrs(sizing)["context_len"] == 32768 and field(sizing, "max_running_requests") == 512
+
+
+def test_a_chunk_of_batch_lines_holds_no_figures(parse) -> None:
+    ev = parse(TEXT, "tp1.log").events
+    assert ev.get_column("figures").null_count() == ev.height
+
+
+def test_parquet_and_duckdb_read_the_figures_as_real_columns(tmp_path) -> None:
+    log = tmp_path / "tp0.log"
+    log.write_text(SGL_TEXT + TEXT)
+    out = tmp_path / "t.parquet"
+    write_parquet(build_timeline([log]), out)
+    schema = pq.ParquetFile(out).schema
+    leaves = {schema.column(i).path: schema.column(i).physical_type for i in range(len(schema))}
+    assert leaves["figures.context_len"] == "INT64" and leaves["figures.during"] == "BYTE_ARRAY"
+    assert leaves["fields.queue_req"] == "INT64"  # the documented columns stay
+    back = pl.read_parquet(out)
+    assert back.schema["figures"] == pl.Struct(FIGURES)
+    duckdb = pytest.importorskip("duckdb")
+    # docs/timeline.md's example
+    got = duckdb.sql(f"SELECT kind, figures.context_len, figures.max_running_requests FROM '{out}' "
+                     "WHERE kind = 'kv_sizing'").fetchall()
+    assert got == [("kv_sizing", 32768, 512)]
+
+
+def test_docs_list_every_typed_member_of_every_kind() -> None:
+    """docs/timeline.md's tables of members name each kind's members (FIELDS_OF, FIGURES_OF), no more."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "timeline.md").read_text(encoding="utf-8")
+    for title, of in (("### `fields`", FIELDS_OF), ("### `figures`", FIGURES_OF)):
+        section = doc[doc.index(title):]
+        table = section[section.index("| kinds |"):section.index("\n\n", section.index("| kinds |"))]
+        listed: dict[str, set[str]] = {}
+        for line in table.splitlines()[2:]:
+            kinds, members = line.strip("|").split("|", 1)
+            members = members.split("(a list", 1)[0].split("The rest", 1)[0]
+            if "as `cuda_oom`" in members:
+                members += " " + next(x for x in table.splitlines() if x.startswith("| `cuda_oom`"))
+            names = set(re.findall(r"`([a-z_]+)`", members)) - set(of) - {"graph_capture", "weight_load",
+                                                                           "forward", "init", "prefill", "decode"}
+            for k in re.findall(r"`([a-z_]+)`", kinds):
+                listed[k] = names
+        assert listed == {k: set(v) for k, v in of.items()}, title

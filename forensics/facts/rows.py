@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from forensics.model import Timeline
-from parsers.schema import joined_attrs
+from parsers.schema import joined_attrs, typed_members
 
 Row = dict[str, Any]
 
@@ -26,11 +26,12 @@ Row = dict[str, Any]
 
 def attrs(row: Row) -> dict[str, Any]:
     """Every field the parser read for the row (cached on the row dict): its ``attrs`` JSON with its typed
-    ``fields`` (parsers.schema.FIELDS: the batch, access and memory rows' figures) put back, keys sorted."""
+    members put back (``fields``: the batch lines' figures, parsers.schema.FIELDS; ``figures``: the OOM,
+    KV-pool, capture and load rows', parsers.schema.FIGURES), keys sorted."""
     cached = row.get("_attrs")
     if cached is None:
         raw = row.get("attrs")
-        typed = row.get("fields")
+        typed = typed_members(row)
         if typed:
             cached = joined_attrs(raw, typed)
         else:
@@ -51,8 +52,10 @@ def field(row: Row, name: str) -> Any:
     4
     >>> field({"kind": "log", "attrs": '{"queue_req": 5}'}, "queue_req")
     5
+    >>> field({"kind": "cuda_graph_end", "fields": None, "figures": {"graph_bytes": 7}}, "graph_bytes")
+    7
     """
-    typed = row.get("fields")
+    typed = typed_members(row)
     if typed:
         v = typed.get(name)
         if v is not None:
@@ -120,18 +123,24 @@ def rows(tl: Timeline, *kinds: str) -> list[Row]:
 
 
 def narrow_fields(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with its ``fields`` struct cut to the fields some row holds: a row dict then carries the
-    handful its kind has, not every field of every hot kind (or None when no row holds one)."""
-    if "fields" not in frame.columns or not frame.height:
+    """``frame`` with its ``fields`` and ``figures`` structs cut to the members some row holds: a row dict
+    then carries the handful its kind has, not every member of every typed kind (or None when no row holds
+    one)."""
+    if not frame.height:
         return frame
-    col = frame.get_column("fields")
+    cut = [_narrowed(frame, c) for c in ("fields", "figures") if c in frame.columns]
+    return frame.with_columns(cut) if cut else frame
+
+
+def _narrowed(frame: pl.DataFrame, name: str) -> pl.Expr:
+    col = frame.get_column(name)
     if col.null_count() == frame.height:
-        return frame.with_columns(pl.lit(None).alias("fields"))
+        return pl.lit(None).alias(name)
     parts = [col.struct.field(f) for f in col.struct.fields]
     present = [p for p in parts if p.null_count() < frame.height]
     if not present:
-        return frame.with_columns(pl.lit(None).alias("fields"))
-    return frame.with_columns(pl.struct(present).alias("fields"))
+        return pl.lit(None).alias(name)
+    return pl.when(col.is_not_null()).then(pl.struct(present)).alias(name)  # a row without one keeps None
 
 
 def to_number(value: Any) -> float | None:

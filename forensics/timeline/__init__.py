@@ -41,7 +41,7 @@ from forensics.timeline.parse import (
     to_members,
 )
 from parsers import bulkscan, pasted, registry, routing
-from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
+from parsers.schema import EVENT_SCHEMA, NO_FIGURES, NotThisFormat, ParseResult, empty_frame
 
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
@@ -187,7 +187,12 @@ class _Sampler:
         out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
         # a gathered string column still points into the whole chunk's buffers: copy what is kept so
         # the chunk can be freed (else memory grows by the chunk, not by the sample)
-        return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
+        # (a figures column no kept row fills stays one null: not copied as a struct of nulls)
+        bare = out.get_column("figures").null_count() == out.height
+        copied = pl.from_arrow((out.drop("figures") if bare else out).to_arrow())
+        if bare:
+            copied = copied.with_columns(NO_FIGURES).select(out.columns)  # type: ignore[union-attr]
+        return copied.cast(EVENT_SCHEMA)  # type: ignore[union-attr]
 
     def _choose_native(self, b: pl.DataFrame) -> pl.Series:
         """The ``_i`` of the rows to keep, by the compiled twin of :meth:`_choose` (parsers/_native)."""
