@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from forensics.check import CheckOptions, corrected_argv, run_check
+from forensics.facts import engines
 from parsers import launch
 from parsers.launch import vocab
 
@@ -145,9 +146,18 @@ def test_the_option_lists_are_the_engines_release_facts() -> None:
     # every canonical name our tables map to is an option the engine registers
     for table, engine in ((vocab.SGLANG_ALIASES, "sglang"), (vocab.VLLM_ALIASES, "vllm")):
         assert set(table.values()) <= set(OPTIONS[engine]["options"]), engine
-    # the abbreviations the prose tables know read the same way in a command
+    # the abbreviations the prose tables know read the same way in a command (--pp excepted: ambiguous there)
     for written in ("--tp", "--dp", "--mem-frac", "--mem-fraction"):
         assert vocab.resolve(written, "sglang").flag == vocab.SGLANG_ALIASES[written]
+    assert vocab.resolve("--pp", "sglang").how == "ambiguous" and vocab.SGLANG_ALIASES["--pp"] == "--pp-size"
+
+
+def test_the_facts_spellings_of_each_flag_are_read_as_that_flag() -> None:
+    """forensics/facts/engines.py's aliases (which value_for reads a flag under) are the engine's reading too."""
+    for e in (engines.SGLANG, engines.VLLM):
+        for concept, spec in e.flags.items():
+            for name in (spec.name, *spec.aliases):
+                assert vocab.resolve(name, e.name).flag == spec.name, (e.name, concept, name)
 
 
 # ---------------------------------------------------------------------------------------------

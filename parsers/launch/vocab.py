@@ -37,7 +37,7 @@ SGLANG_ALIASES: dict[str, str] = {
     "--tensor-parallel-size": "--tp-size",
     "--dp": "--dp-size",
     "--data-parallel-size": "--dp-size",
-    "--pp": "--pp-size",
+    "--pp": "--pp-size",  # in a sentence only: a command's --pp is ambiguous from 0.5.4 (``resolve``)
     "--pipeline-parallel-size": "--pp-size",
     "--ep": "--ep-size",
     "--expert-parallel-size": "--ep-size",
