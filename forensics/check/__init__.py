@@ -283,6 +283,7 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
         name, cmd, _text = found[-1]
         launch = Launch(name, cmd.line, cmd.line_end, cmd.text, list(cmd.argv), dict(cmd.flags),
                         dict(cmd.scan.spellings), dict(cmd.attrs()))
+        notes += launch_parser.ambiguity_notes([cmd])  # the engine refuses these before it starts
         if cmd.launcher == "config":  # an engine config file: corrections name its lines
             launch.config_lines = {flag: line for flag, (_v, line) in engine_config(_text).items()}
         if cmd.launcher == "docker run":
@@ -292,8 +293,11 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
         rest = args_after_cut(_text, cmd.line_end)
         if rest is not None:  # the paste cut the middle of the command; the engine's flags follow the cut
             launch.argv += rest.argv
-            for flag, value in launch_parser.scan_flags(rest.argv, cmd.engine).flags.items():
+            rest_scan = launch_parser.scan_flags(rest.argv, cmd.engine)
+            for flag, value in rest_scan.flags.items():
                 launch.flags.setdefault(flag, value)
+            for flag, written in rest_scan.spellings.items():
+                launch.spellings.setdefault(flag, written)
             notes.append(f"the command is cut after line {cmd.line_end}; its flags on line {cmd.line_end + rest.line} "
                          "and after are read as its own.")
         if not (launch.attrs.get("docker_memory_bytes") or launch.attrs.get("container_memory_bytes")):
@@ -617,7 +621,7 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
         done = False
         for i, tok in enumerate(argv):
             head, eq, _ = tok.partition("=")
-            if head in names or launch_parser.canonical_flag(head) == flag:
+            if head in names or launch_parser.canonical_flag(head, launch.attrs.get("engine") or "sglang") == flag:
                 if eq:
                     argv[i] = f"{head}={new}"
                 elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):

@@ -1223,15 +1223,27 @@ def known_hostnames(host: str) -> list[str]:
 
 
 def _argv_hosts(processes: list[dict]) -> list[str]:
-    """Host names in --host / --dist-init-addr / --nccl-init-addr values of SGLang argv."""
+    """Host names in --host / --dist-init-addr (--nccl-init-addr) values of an engine's argv, spelt any way its
+    argparse reads (an abbreviation such as ``--nccl-init`` too: parsers/launch/vocab.py::resolve).
+
+    >>> _argv_hosts([{"argv": ["python", "-m", "sglang.launch_server", "--nccl-init", "head-0:5000", "--host=h1"]}])
+    ['head-0', 'h1']
+    """
+    from parsers.launch import canonical_flag, engine_of_argv
+
     hosts = []
     for p in processes:
         argv = p.get("argv") or []
+        engine = engine_of_argv(argv)
         for i, arg in enumerate(argv):
-            flag, _, value = arg.partition("=")
-            if flag in ("--host", "--dist-init-addr", "--nccl-init-addr") and not value and i + 1 < len(argv):
+            written, _, value = arg.partition("=")
+            if not written.startswith("--"):
+                continue
+            if canonical_flag(written, engine) not in ("--host", "--dist-init-addr"):
+                continue
+            if not value and i + 1 < len(argv):
                 value = argv[i + 1]
-            if flag in ("--host", "--dist-init-addr", "--nccl-init-addr") and value:
+            if value:
                 hosts.append(value.rsplit(":", 1)[0].strip("[]"))
     return hosts
 

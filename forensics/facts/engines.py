@@ -75,7 +75,8 @@ SGLANG = Engine(
         "gpu_memory_fraction": Flag("--mem-fraction-static", unit="fraction", per="gpu",
                                     note="weights + KV pool; activations and CUDA graphs live outside it"),
         "tensor_parallel": Flag("--tp-size", ("--tp", "--tensor-parallel-size"), unit="ranks"),
-        "pipeline_parallel": Flag("--pp-size", ("--pp", "--pipeline-parallel-size"), unit="ranks"),
+        # ``--pp`` is no spelling of it: a prefix of --pp-max-micro-batch-size too from 0.5.4, which argparse refuses
+        "pipeline_parallel": Flag("--pp-size", ("--pipeline-parallel-size",), unit="ranks"),
         "data_parallel": Flag("--dp-size", ("--dp", "--data-parallel-size"), unit="ranks"),
         "max_context": Flag("--context-length", ("--context-len",), unit="tokens", per="request"),
         "max_concurrent": Flag("--max-running-requests", unit="requests", per="server"),

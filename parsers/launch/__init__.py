@@ -20,7 +20,10 @@ same way). Sample::
 Flags are read in both ``--flag value`` and ``--flag=value`` forms; a flag with no value is
 ``True``; a flag followed by several values (``--cuda-graph-bs 1 2 4``) keeps them joined by one
 space. SGLang's aliases become the canonical long flag (``--tp`` → ``--tp-size``, ``--model`` →
-``--model-path``, ``--enable-hicache`` → ``--enable-hierarchical-cache``, …). Docker sizes
+``--model-path``, ``--enable-hicache`` → ``--enable-hierarchical-cache``, …), and an abbreviation the one
+option it is a prefix of, as the engine's argparse reads it (``--nccl-init`` → ``--dist-init-addr``); a
+prefix of several (``--pp``: ``--pp-size``, ``--pp-max-micro-batch-size`` … from 0.5.4) stays as written
+and is listed in ``ambiguous_flags``, as the engine refuses it. Docker sizes
 (``400g``) are binary: docker's ``b k m g t`` suffixes are powers of 1024.
 
 One ``launch_command`` event per command found.
@@ -32,8 +35,8 @@ One ``launch_command`` event per command found.
 {'--enable-hierarchical-cache': True, '--mem-fraction-static': '0.85', '--model-path': '/m', '--tp-size': '2'}
 >>> a["env"], a["launcher"]
 ({'CUDA_VISIBLE_DEVICES': '0,1'}, 'python -m')
->>> parse_argv(["python", "-m", "sglang.launch_server", "--dp", "4", "--pp=2"])
-{'--dp-size': '4', '--pp-size': '2'}
+>>> parse_argv(["python", "-m", "sglang.launch_server", "--dp", "4", "--pp-s=2", "--nccl-init", "10.0.0.7:5000"])
+{'--dist-init-addr': '10.0.0.7:5000', '--dp-size': '4', '--pp-size': '2'}
 """
 
 from __future__ import annotations
@@ -125,7 +128,7 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
     if not found and _args_only(lines):
         argv = [t for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not is_elision(ln)
                 for t in tokenize(strip_comment(ln).rstrip().rstrip("\\"))]
-        flags_known = [t.split("=", 1)[0] for t in argv if is_flag(t) and vocab.known(t.split("=", 1)[0])]
+        flags_known = [t.split("=", 1)[0] for t in argv if is_flag(t) and vocab.known(t.split("=", 1)[0], abbrev=True)]
         engines = {vocab.engine_of_flag(f) for f in flags_known} - {None}
         engine = engines.pop() if len(engines) == 1 else "sglang"
         content = [i for i, ln in enumerate(lines) if ln.strip()]
@@ -238,7 +241,7 @@ def _args_only(lines: list[str]) -> bool:
     if not content or len(content) > 200 or not all(_ARGS_LINE_RE.match(ln) for ln in content):
         return False
     toks = [t for ln in content for t in tokenize(ln.rstrip().rstrip("\\"))]
-    return any(is_flag(t) and vocab.known(t.split("=", 1)[0]) for t in toks)
+    return any(is_flag(t) and vocab.known(t.split("=", 1)[0], abbrev=True) for t in toks)
 
 
 def _ignorable(line: str) -> bool:
@@ -314,13 +317,25 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         for c in found
     ]
     rows += launch_config.limit_rows(found, launch_config.slurm_directives(lines) if script_like else {})
+    notes += ambiguity_notes(found)
     return ParseResult.from_rows(
         rows, source=FORMAT, path=path, lines=len(lines), recognized=len(lines) - len(unrec),
         unrecognized_examples=unrec[:MAX_UNRECOGNIZED_EXAMPLES], notes=notes,
     )
 
 
+def ambiguity_notes(found: list[LaunchCommand]) -> list[str]:
+    """One note per abbreviation the engine's argparse refuses as ambiguous (it exits before starting).
+
+    >>> ambiguity_notes(find_commands("python -m sglang.launch_server --model-path m --pp 2"))
+    ['line 1: --pp is ambiguous for sglang (--pp-async-batch-depth, --pp-max-micro-batch-size, --pp-size): \
+argparse stops with "ambiguous option"; it is not read as any of them']
+    """
+    return [f"line {c.line}: {w} is ambiguous for {c.engine} ({', '.join(cands)}): argparse stops with "
+            f'"ambiguous option"; it is not read as any of them' for c in found for w, cands in c.scan.ambiguous.items()]
+
+
 #: The launch reader's public face (the command-line reader's pieces are in parsers.launch.command).
-__all__ = ["FORMAT", "sniff", "parse", "find_commands", "mentions_launch", "LaunchCommand", "FlagScan",
+__all__ = ["FORMAT", "sniff", "parse", "find_commands", "mentions_launch", "ambiguity_notes", "LaunchCommand", "FlagScan",
            "tokenize", "scan_flags", "parse_argv", "canonical_flag", "engine_of_argv", "docker_size",
            "strip_comment", "FLAG_ALIASES", "LAUNCH_MODULES", "VLLM_MODULES", "DYNAMO_MODULES"]

@@ -56,6 +56,8 @@ class FlagScan:
     repeated: list[str] = field(default_factory=list)
     spellings: dict[str, str] = field(default_factory=dict)  # canonical → as written, when different
     positional: list[str] = field(default_factory=list)
+    #: options as written that are the prefix of several of the engine's options (argparse refuses them)
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,6 +106,7 @@ class LaunchCommand:
             "repeated": self.scan.repeated or None,
             "spellings": self.scan.spellings or None,
             "positional": self.scan.positional or None,
+            "ambiguous_flags": self.scan.ambiguous or None,
             "container_memory_bytes": self.container_memory_bytes,
             "container_memory_from": self.container_memory_from,
             "gpu_count": self.gpu_count,
@@ -122,17 +125,17 @@ class LaunchCommand:
 
 def canonical_flag(flag: str, engine: str = "sglang") -> str:
     """``--tp`` → ``--tp-size``; ``--mem_fraction_static`` → ``--mem-fraction-static``; as the engine writes it.
+    An abbreviation is the one option it is a prefix of, as argparse reads it (parsers/launch/vocab.py::resolve);
+    an ambiguous or unknown one stays as written.
 
     >>> canonical_flag("--tensor-parallel-size"), canonical_flag("--cuda-graph-max-bs-decode")
     ('--tp-size', '--cuda-graph-max-bs-decode')
     >>> canonical_flag("-tp", "vllm"), canonical_flag("--gpu_memory_utilization", "vllm")
     ('--tensor-parallel-size', '--gpu-memory-utilization')
+    >>> canonical_flag("--nccl-init"), canonical_flag("--max-model", "vllm"), canonical_flag("--pp")
+    ('--dist-init-addr', '--max-model-len', '--pp')
     """
-    if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-")
-    if engine == "vllm":
-        return vocab.VLLM_ALIASES.get(flag, flag)
-    return FLAG_ALIASES.get(flag, flag)
+    return vocab.resolve(flag, engine).flag
 
 
 def is_flag(tok: str) -> bool:
@@ -183,7 +186,10 @@ def scan_flags(argv: list[str], engine: str | None = None) -> FlagScan:
             i += 1
             continue
         written, eq, inline = tok.partition("=")
-        name = canonical_flag(written, engine)
+        read = vocab.resolve(written, engine)
+        name = read.flag
+        if read.how == "ambiguous":
+            out.ambiguous[written] = list(read.candidates)
         value: str | bool
         if eq:
             value = inline

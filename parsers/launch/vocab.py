@@ -11,9 +11,25 @@ engine writes them: SGLang's ``--tp`` → ``--tp-size``; vLLM's ``-tp`` → ``--
 ('vllm', 'sglang', None)
 >>> known("--mem-fraction-static"), known("--format"), known("mem_fraction_static")
 (True, False, True)
+
+A command line is read the way the engine's argparse parser reads it (Python argparse docs, "Argument
+abbreviations (prefix matching)": ``allow_abbrev`` is on by default, and neither engine turns it off): an
+option string the engine registers is that option; a long option that is the prefix of exactly one option
+string is that option; a prefix of several is an error (``ambiguous option: --pp could match …``), never a
+guess. The option strings are every one the engines' releases register (``engine_options.json``):
+
+>>> resolve("--nccl-init", "sglang"), resolve("--mem-frac=0.8".split("=")[0], "sglang").flag
+(Resolved(flag='--dist-init-addr', how='prefix', candidates=()), '--mem-fraction-static')
+>>> resolve("--pp", "sglang").how, resolve("--max_model_len", "vllm").flag, resolve("--cuda-graph-max-bs").how
+('ambiguous', '--max-model-len', 'exact')
 """
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from pathlib import Path
 
 #: SGLang's spellings → the canonical long flag (server_args.py aliases and the short forms the docs use).
 SGLANG_ALIASES: dict[str, str] = {
@@ -21,12 +37,13 @@ SGLANG_ALIASES: dict[str, str] = {
     "--tensor-parallel-size": "--tp-size",
     "--dp": "--dp-size",
     "--data-parallel-size": "--dp-size",
-    "--pp": "--pp-size",
+    "--pp": "--pp-size",  # in a sentence only: a command's --pp is ambiguous from 0.5.4 (``resolve``)
     "--pipeline-parallel-size": "--pp-size",
     "--ep": "--ep-size",
     "--expert-parallel-size": "--ep-size",
     "--model": "--model-path",
     "--enable-hicache": "--enable-hierarchical-cache",
+    # abbreviations (argparse prefix matching, unique in every sampled release), for text that is not a command
     "--mem-frac": "--mem-fraction-static",
     "--mem-fraction": "--mem-fraction-static",
     # server_args.py: ``"--dist-init-addr", "--nccl-init-addr",  # For backward compatbility`` (0.3.x-0.5.x)
@@ -125,8 +142,16 @@ def canonical(name: str, engine: str | None = "sglang") -> str:
     return SGLANG_ALIASES.get(flag, flag)
 
 
-def known(name: str, engine: str | None = None) -> bool:
-    """Is this a server argument of that engine (of either when None)?"""
+def known(name: str, engine: str | None = None, abbrev: bool = False) -> bool:
+    """Is this a server argument of that engine (of either when None)? With ``abbrev`` (a command line's
+    words), an abbreviation counts as the one option argparse reads it as (``resolve``).
+
+    >>> known("--nccl-init"), known("--nccl-init", abbrev=True), known("--pp", "sglang", abbrev=True)
+    (False, True, False)
+    """
+    if abbrev:
+        return any(resolve(name, e).how in ("exact", "prefix", "alias") and known(resolve(name, e).flag, e)
+                   for e in ((engine,) if engine else ("sglang", "vllm")))
     flag = _dashed(name)
     if engine in (None, "sglang") and SGLANG_ALIASES.get(flag, flag) in _SGLANG:
         return True
@@ -154,3 +179,65 @@ def is_boolean(flag: str) -> bool:
 
 def is_text_valued(flag: str) -> bool:
     return _dashed(flag) in TEXT_VALUED
+
+
+# ---------------------------------------------------------------------------------------------
+# command lines: argparse's reading
+
+
+@cache
+def engine_options(engine: str) -> dict[str, tuple[str, str]]:
+    """Every option string the engine's launch parser registers → (first, last) sampled release that has it.
+
+    Built by tools/build_engine_options.py from sglang python/sglang/srt/server_args.py::ServerArgs.add_cli_args
+    (0.3.4-0.5.23, with srt/arg_groups/fields/*.py from 0.5.15) and vllm vllm/engine/arg_utils.py::EngineArgs.add_cli_args,
+    vllm/entrypoints/openai/cli_args.py::make_arg_parser (0.2.0-0.33.0), the releases reference/sglang_formats.md and
+    reference/vllm_formats.md were read from.
+
+    >>> engine_options("sglang")["--nccl-init-addr"], "--tp" in engine_options("sglang")
+    (('0.3.4', '0.5.23'), False)
+    """
+    data = json.loads(Path(__file__).with_name("engine_options.json").read_text(encoding="utf-8"))
+    return {k: (v[0], v[1]) for k, v in data[engine]["options"].items()}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What the engine's parser makes of one option as written."""
+
+    flag: str  # the canonical flag; the name as written (dashes for underscores) when unknown or ambiguous
+    how: str  # exact | prefix | alias (a spelling of ours the engine does not register) | ambiguous | unknown
+    candidates: tuple[str, ...] = ()  # the option strings an ambiguous prefix could be
+
+
+def _long(name: str) -> str:
+    """vLLM's FlexibleArgumentParser turns ``--a_b`` into ``--a-b`` before argparse (vllm vllm/utils.py::
+    FlexibleArgumentParser.parse_args (0.5.5-0.9.1; vllm/utils/__init__.py to 0.11.0, vllm/utils/argparse_utils.py
+    from 0.11.2)); SGLang's plain argparse would refuse them, but a config key or a paste means the same flag."""
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+@lru_cache(maxsize=4096)
+def resolve(written: str, engine: str | None = "sglang") -> Resolved:
+    """The option argparse reads for ``written`` (the part before any ``=``) in that engine's launch parser.
+
+    >>> resolve("--tp", "sglang").flag, resolve("--tensor-par", "vllm").flag, resolve("-tp", "vllm").flag
+    ('--tp-size', '--tensor-parallel-size', '--tensor-parallel-size')
+    >>> resolve("--pp", "sglang").candidates
+    ('--pp-async-batch-depth', '--pp-max-micro-batch-size', '--pp-size')
+    """
+    engine = "vllm" if engine == "vllm" else "sglang"
+    aliases = VLLM_ALIASES if engine == "vllm" else SGLANG_ALIASES
+    flag = _long(written)
+    options = engine_options(engine)
+    if flag in options:  # an exact option string wins over the longer ones it is a prefix of
+        return Resolved(aliases.get(flag, flag), "exact")
+    if flag.startswith("--") and len(flag) > 2:
+        hits = tuple(sorted(o for o in options if o.startswith(flag)))
+        if len(hits) == 1:
+            return Resolved(aliases.get(hits[0], hits[0]), "prefix")
+        if hits:  # argparse errors even when two aliases of one option match: it counts option strings
+            return Resolved(flag, "ambiguous", hits)
+    if flag in aliases:
+        return Resolved(aliases[flag], "alias")
+    return Resolved(flag, "unknown")
