@@ -143,9 +143,15 @@ _GRAPH_TQDM = re.compile(r"^Capturing CUDA graph(?:s| shapes)(?: \(([^)]*)\))?:\
 # vllm_formats.md §3.1, §3.2 (the KV cache cannot hold a request; no KV memory), §3.4 (preemption)
 _TOO_SMALL_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
                            r" in KV cache \((\d+)\)")
-_TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\), \(" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
+# (a paste may lose the "(" before the size where a terminal cut the line after "),")
+_TOO_SMALL_V1 = re.compile(r"max seq len \((\d+)\),? ?\(?" + _NUM + r" ?Gi?B KV cache is needed, which is larger than"
                            r" the available KV cache memory \(" + _NUM + r" ?Gi?B\)")
 _ESTIMATED_LEN = re.compile(r"estimated maximum model length is (\d+)")
+#: the V1 refusal's opening words alone (vllm_formats.md §3.1, 0.7.0+ ``check_enough_kv_cache_memory``; "models's"
+#: until 0.22): already the documented refusal when a paste cut the figures off
+_TOO_SMALL_V1_HEAD = re.compile(r"To serve at least one request with the models?'s max seq len \((\d+)\)")
+#: the estimate sentence of the same message (0.8.5+ ``estimated_msg``), where a wrap put it on a line of its own
+_ESTIMATE_TAIL = re.compile(r"^\s*Based on the available memory, the estimated maximum model length is \d+")
 # the second wording: vllm vllm/v1/core/kv_cache_utils.py::_auto_fit_max_model_len (0.14+, ``--max-model-len -1/auto``):
 # not one token of KV fits after the weights and activations, the same refusal under auto-fit
 _NO_CACHE = re.compile(r"No available memory for the cache blocks"
@@ -1022,6 +1028,13 @@ class _Parser:
                                               "estimated_max_model_len": int(est.group(1)) if est else None},
                  tokens=int(m.group(1)), bytes=need, avail_bytes=avail)
             return True
+        m = _TOO_SMALL_V1_HEAD.search(s)
+        if m:  # the figures are lost: the length and, when it survived, vLLM's estimate
+            est = _ESTIMATED_LEN.search(s)
+            emit("kv_cache_too_small", base, {"max_model_len": int(m.group(1)), "figures_lost": True,
+                                              "estimated_max_model_len": int(est.group(1)) if est else None},
+                 tokens=int(m.group(1)))
+            return True
         if "Error in memory profiling" in s:
             emit("memory_profiling_error", base, {"message": s[:500], **_profiling_figures(s)})
             return True
@@ -1255,6 +1268,8 @@ _SNIFF_STRONG = (
     "GiB) on startup is less than",  # §3.3 either wording, when a paste wrapped the rest onto the next line
     # the start-up check's head alone, when a paste wrapped the line after it (vllm_formats.md §3.3; 0.14+ names cuda:N)
     "Free memory on device (", "Free memory on device cuda:",
+    # the V1 KV refusal's head alone (vllm_formats.md §3.1, "model's"/"models's"), its figures wrapped or cut away
+    "To serve at least one request with the model",
 )  # log messages only: process titles (VLLM::…) and module paths also appear in ps output and launch scripts
 
 
@@ -1293,15 +1308,19 @@ _WRAPPABLE = (_SAMPLER_OOM, _FREE_LOW, _TOO_SMALL_V0, _TOO_SMALL_V1)
 _WRAP_HEADS = re.compile(r"CUDA out of memory occurred when warming up|Free memory on device|max seq len \(\d+\)")
 #: a continuation is bare text: no record header, no process prefix (vllm_formats.md §1.1, §1.3), starting in
 #: the middle of a sentence
-_CONTINUATION = re.compile(r"^\s*(?:[a-z][\w`]|\(\d)")  # not "(EngineCore_DP0 pid=…)": a record of its own
+_CONTINUATION = re.compile(r"^\s*(?:[a-z][\w`]|\(\d)"  # not "(EngineCore_DP0 pid=…)": a record of its own
+                           # §3.1: a figure whose "(" the cut lost ("22.5 GiB KV cache is needed, …"), the estimate
+                           r"|^\s*\d+(?:\.\d+)? ?Gi?B\b|^\s*Based on the available memory\b")
 MAX_WRAPPED_LINES = 2
 
 
 def _unwrap(raw: str, lines: list[str], lineno: int) -> tuple[str, int]:
     """``raw`` with the lines a paste wrapped it onto, when it opens a known figure message that it does not
     complete alone; the number of following lines joined (0 when none)."""
-    if len(raw) > 4000 or not _WRAP_HEADS.search(raw) or any(rx.search(raw) for rx in _WRAPPABLE):
+    if len(raw) > 4000 or not _WRAP_HEADS.search(raw):
         return raw, 0
+    if any(rx.search(raw) for rx in _WRAPPABLE):
+        return _estimate_tail(raw, 0, lines, lineno)
     joined = raw.rstrip()
     for used in range(1, MAX_WRAPPED_LINES + 1):
         nxt = lines[lineno - 1 + used] if lineno - 1 + used < len(lines) else None
@@ -1309,8 +1328,17 @@ def _unwrap(raw: str, lines: list[str], lineno: int) -> tuple[str, int]:
             break
         joined = f"{joined} {nxt.strip()}"
         if any(rx.search(joined) for rx in _WRAPPABLE):
-            return joined, used
-    return raw, 0
+            return _estimate_tail(joined, used, lines, lineno)
+    return _estimate_tail(raw, 0, lines, lineno)
+
+
+def _estimate_tail(text: str, used: int, lines: list[str], lineno: int) -> tuple[str, int]:
+    """``text`` with the estimate sentence of the V1 refusal (§3.1) when a wrap left it on the next line."""
+    at = lineno + used  # 0-based index of the line after those joined
+    if used < MAX_WRAPPED_LINES and at < len(lines) and _TOO_SMALL_V1_HEAD.search(text) \
+            and not _ESTIMATED_LEN.search(text) and _ESTIMATE_TAIL.match(lines[at]):
+        return f"{text.rstrip()} {lines[at].strip()}", used + 1
+    return text, used
 
 
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:

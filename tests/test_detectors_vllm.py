@@ -10,6 +10,7 @@ import pytest
 from forensics.detectors import run_all, vllm_headroom, vllm_kv_cache
 from forensics.facts import engines
 from forensics.model import Timeline
+from forensics.timeline import build_timeline
 from parsers import vllm
 from parsers.schema import empty_frame
 
@@ -422,3 +423,58 @@ ERROR 05-11 10:02:09 worker_base.py:467] torch.OutOfMemoryError: CUDA out of mem
     f = findings(text)["VLLM-GPU-001"]
     util = flag(f, "--gpu-memory-utilization")
     assert util.old == "0.9 (default, assumed)" and float(util.new) < 0.9
+
+
+# ---------------------------------------------------------------------------------------------
+# VLLM-GPU-001 at start-up: the compile / CUDA-graph path (vLLM's capture message: lower the utilization, go eager
+# or lower max_num_seqs)
+
+COMPILED_OOM = """\
+(RayWorkerWrapper pid=4410, ip=10.0.3.9) ERROR 08-21 14:55:02 [worker_base.py:620] Traceback (most recent call last):
+(RayWorkerWrapper pid=4410, ip=10.0.3.9) ERROR 08-21 14:55:02 [worker_base.py:620]   File "/opt/vllm/vllm/compilation/decorators.py", line 170, in __call__
+(RayWorkerWrapper pid=4410, ip=10.0.3.9) ERROR 08-21 14:55:02 [worker_base.py:620]     return self.forward(*args, **kwargs)
+(RayWorkerWrapper pid=4410, ip=10.0.3.9) ERROR 08-21 14:55:02 [worker_base.py:620]   File "/opt/vllm/vllm/model_executor/models/mixtral.py", line 301, in forward
+(RayWorkerWrapper pid=4410, ip=10.0.3.9) ERROR 08-21 14:55:02 [worker_base.py:620]     hidden_states = layer(positions, hidden_states)
+[... trimmed ...]
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 MiB. GPU 1 has a total capacity of 39.39 GiB of which 2.50 MiB is free.
+"""
+
+
+def test_a_compiled_forward_oom_in_a_run_that_served_nothing_is_placed_at_start_up() -> None:
+    f = findings(COMPILED_OOM)["VLLM-GPU-001"]
+    assert f.figures["during"] == "compile"
+    assert "at start-up" in f.summary and "while serving" not in f.summary
+    assert "8.00 MiB requested, 2.50 MiB free" in f.summary  # not "0.01 GiB"
+    assert flag(f, "--enforce-eager").new == "true"
+    assert flag(f, "--max-num-seqs").new == "128"  # V0's / a 40 GiB GPU's default 256, halved
+    assert f.confidence == "medium"  # placed by the traceback alone
+
+
+def test_a_compiled_forward_oom_after_serving_stays_a_serving_oom() -> None:
+    served = ("INFO 08-21 14:50:00 metrics.py:351] Avg prompt throughput: 812.0 tokens/s, Avg generation throughput: "
+              "95.1 tokens/s, Running: 12 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 71.0%, CPU KV "
+              "cache usage: 0.0%.\n")
+    f = findings(served + COMPILED_OOM)["VLLM-GPU-001"]
+    assert f.figures["during"] == "forward" and "while serving" in f.summary
+    assert not [c for c in f.remediation.flags if c.flag in ("--enforce-eager", "--max-num-seqs")]
+
+
+def test_an_oom_after_capture_before_any_serving_line_is_start_up(tmp_path: Path) -> None:
+    # a failure-scan abort (no frames) after the capture finished and before anything was served
+    text = """\
+INFO 03-02 11:00:01 model_runner.py:1077] Loading model weights took 14.99 GB
+INFO 03-02 11:00:20 model_runner.py:1401] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.
+INFO 03-02 11:00:41 model_runner.py:1530] Graph capturing finished in 21 secs, took 0.88 GiB
+:0:rocdevice.cpp            :2652: 52811204411 us: 7712: [tid:0x7f31aa7fe700] Device::callbackQueue aborting with error : HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. code: 0x1008
+"""
+    (tmp_path / "server.log").write_text(text, encoding="utf-8")
+    fs, _ = run_all(build_timeline([tmp_path]))
+    f = next(x for x in fs if x.rule_id == "VLLM-GPU-001")
+    assert f.figures["during"] == "startup_forward" and "before anything was served" in f.summary
+    assert flag(f, "--enforce-eager").new == "true"
+
+
+def test_an_eager_launch_gets_no_capture_alternatives() -> None:
+    eager = "INFO 08-21 14:40:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='m', enforce_eager=True\n"
+    f = findings(eager + COMPILED_OOM)["VLLM-GPU-001"]
+    assert not [c for c in f.remediation.flags if c.flag in ("--enforce-eager", "--max-num-seqs")]

@@ -268,6 +268,38 @@ def test_a_start_up_check_wrapped_by_the_paste_is_read_whole() -> None:
     assert registry.best_format("ValueError: Free memory on device cuda:1 (60.20/79.10 GiB) on startup is\n")[0] == "vllm"
 
 
+@pytest.mark.parametrize("text, joined, want", [
+    # the "(" before the size lost at the cut, the estimate on a line of its own
+    ("ValueError: To serve at least one request with the model's max seq len (65536),\n"
+     "12.0 GiB KV cache is needed, which is larger than the available KV cache memory (7.5 GiB).\n"
+     "Based on the available memory, the estimated maximum model length is 40960.\n",
+     3, {"max_model_len": 65536, "needed_kv_bytes": gib(12.0), "estimated_max_model_len": 40960}),
+    # the figures lost, the estimate kept
+    ("ValueError: To serve at least one request with the models's max seq len (65536),\n"
+     "Based on the available memory, the estimated maximum model length is 40960.\n",
+     2, {"max_model_len": 65536, "figures_lost": True, "estimated_max_model_len": 40960}),
+    # the head alone
+    ("ValueError: To serve at least one request with the model's max seq len (65536), [...]\n",
+     1, {"max_model_len": 65536, "figures_lost": True, "estimated_max_model_len": None}),
+])
+def test_a_v1_kv_refusal_is_read_from_a_damaged_paste(text: str, joined: int, want: dict) -> None:
+    """vllm_formats.md §3.1: the V1 refusal hard-wrapped (a continuation opens with a size or with the estimate) or
+    cut after its head is one ``kv_cache_too_small`` record."""
+    r = vllm.parse(text)
+    assert r.events.select("kind", "line").rows() == [("kv_cache_too_small", 1)]
+    assert (r.recognized, r.unrecognized) == (joined, 0)
+    row = r.events.row(0, named=True)
+    a = joined_attrs(row["attrs"], row.get("fields"))
+    assert {k: a.get(k) for k in want} == want
+    assert registry.best_format(text)[0] == "vllm"
+
+
+def test_a_line_opening_with_a_size_joins_nothing_without_a_refusal_head() -> None:
+    r = vllm.parse("INFO 05-21 11:04:02 [gpu_worker.py:298] Available KV cache memory: 26.15 GiB\n"
+                   "12.0 GiB KV cache is needed, which is larger than nothing\n")
+    assert r.events.select("kind").to_series().to_list() == ["kv_memory"]
+
+
 def test_lines_that_do_not_complete_a_record_stay_apart() -> None:
     r = vllm.parse("some long unrecognised line of a ticket that has no end to it at all\n"
                    "and the next one goes on in lower case\n")

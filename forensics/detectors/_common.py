@@ -83,6 +83,16 @@ def fmt_gib(n: float | None) -> str:
     return "?" if n is None else f"{n / GIB:.2f} GiB"
 
 
+def fmt_binary(n: float | None) -> str:
+    """A size in MiB below a GiB (an allocator's ``Tried to allocate 2.00 MiB`` reads as itself, not "0.00 GiB"),
+    else in GiB: one binary unit family either way.
+
+    >>> fmt_binary(2 * MIB), fmt_binary(458752), fmt_binary(3.5 * GIB)
+    ('2.00 MiB', '0.44 MiB', '3.50 GiB')
+    """
+    return "?" if n is None else f"{n / MIB:.2f} MiB" if abs(n) < GIB else fmt_gib(n)
+
+
 def old_value(value: float, seen: bool) -> str:
     """A flag's current value as a remediation shows it: marked when it is the engine's default, not read from the
     input (DESIGN.md §5 "observed or assumed"), so ``0.9 → 0.85`` never reads as if 0.9 had been seen."""

@@ -21,6 +21,14 @@ True
 (2.0, 1.0)
 >>> tp_that_fits(240e9, 79.1 * 2**30)
 4
+
+The load lines say it without a name when the GPUs of a tensor-parallel group differ: tensor parallelism shards
+the weights evenly (every rank builds the same layers with 1/tp of each parallel linear layer), so the weight-load
+delta of a rank that finished loading — ``Load weight begin. avail mem=A`` minus ``Load weight end … avail mem=B``,
+or the ``mem usage=`` SGLang prints beside it (sglang_formats.md §3) — is every rank's shard. A rank whose free
+memory at ``Load weight begin`` is below that shard and that never logs its ``Load weight end`` (or dies of an OOM
+while loading) cannot hold it, whatever ``--mem-fraction-static`` says: the fix is GPUs of equal size, or a TP
+layout whose shard the smallest GPU holds.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from __future__ import annotations
 import math
 import re
 
-from forensics.facts.gpu import gpu_capacity
+from forensics.facts.gpu import gpu_capacity, target_load_rows
 from forensics.facts.launch import launch_rows, server_config
-from forensics.facts.rows import Row, attrs
+from forensics.facts.oom import oom_phase
+from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.facts.vllm import gpu_total_bytes, is_vllm_launch, settings, vllm_runs
 from forensics.facts.vllm import of_kind as vllm_of_kind
@@ -122,6 +131,10 @@ def _failed(run: list[Row]) -> list[Row]:
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
+        short = _shard_over_a_rank(tl, run)
+        if short is not None:
+            out.append(tag_run(short, ref))
+            continue
         failed = _failed(run)
         if not failed or of_kind(run, "cuda_graph_end", "decode_batch", "prefill_batch", "server_ready"):
             continue  # a server that got past capture had its weights in memory
@@ -252,4 +265,83 @@ def _overflow(model: str | None, quantization: str | None, tp: int, pp: int, gpu
                  + (": --quantization fp8 on a 16-bit checkpoint does not lower the load's peak, a checkpoint "
                     "already in FP8 does." if "online" in how else "."),
                  f"Changing {budget} does not help: the weights are loaded before the KV cache is sized."],
+    )
+
+
+def _by_rank(rows_: list[Row]) -> dict[int, Row]:
+    out: dict[int, Row] = {}
+    for r in rows_:
+        rank = rank_of(r)
+        if rank is not None and rank not in out:
+            out[rank] = r
+    return out
+
+
+def _shard_over_a_rank(tl: Timeline, run: list[Row]) -> Finding | None:
+    """SGL-GPU-007 from the load lines of a TP group whose GPUs differ: a rank that had less free memory when it
+    began loading than the shard a finished rank loaded, and that did not finish (module docstring)."""
+    if of_kind(run, "server_ready", "decode_batch", "prefill_batch"):
+        return None  # every rank held its shard
+    begins = {k: r for k, r in _by_rank(target_load_rows(run, "weight_load_begin")).items() if r.get("avail_bytes")}
+    ends = _by_rank(target_load_rows(run, "weight_load_end"))
+    shards = {}
+    for rank, end in ends.items():
+        used = end.get("bytes")
+        if not used and rank in begins and end.get("avail_bytes") is not None:
+            used = begins[rank]["avail_bytes"] - end["avail_bytes"]
+        if used and used > 0:
+            shards[rank] = float(used)
+    if not shards or len(begins) < 2:
+        return None
+    done = min(shards, key=lambda k: shards[k])  # the smallest delta: what the shard at least is
+    shard = shards[done]
+    short = sorted(k for k, r in begins.items() if k not in ends and r["avail_bytes"] < shard)
+    if not short:
+        return None
+    ooms = {rank_of(r): r for r in of_kind(run, "cuda_oom", "cuda_error_oom")
+            if rank_of(r) in short and oom_phase(run, r)[0] in (None, "weight_load")}
+    cfg = server_config(tl, run)
+    tp = int(cfg.num("tp_size") or max(len(begins), max(begins) + 1))
+    base, step = int(cfg.num("base_gpu_id") or 0), int(cfg.num("gpu_id_step") or 1)
+    gpus = [int(ooms[k]["gpu"]) if k in ooms and ooms[k].get("gpu") is not None else base + k * step for k in short]
+    small = min(short, key=lambda k: begins[k]["avail_bytes"])
+    small_free = float(begins[small]["avail_bytes"])
+    weights = shard * tp
+    fits_tp = tp_that_fits(weights, small_free / USABLE_FOR_WEIGHTS)
+    how = ("the mem usage its load end prints" if ends[done].get("bytes") else
+           f"{fmt_gib(begins[done]['avail_bytes'])} free before − {fmt_gib(ends[done]['avail_bytes'])} after")
+    names = ", ".join(f"TP{k} (GPU {g}: {fmt_gib(begins[k]['avail_bytes'])} free)"
+                      for k, g in zip(short, gpus, strict=True))
+    one = len(short) == 1
+    died = ("died of an OOM while loading" if ooms else
+            f"never logged {'its' if one else 'their'} Load weight end")
+    return make_finding(
+        "SGL-GPU-007",
+        summary=(f"The GPUs of this TP {tp} group differ in free memory: every rank loads an equal shard of the "
+                 f"weights, {fmt_gib(shard)} on TP{done} ({how}), and {names} had less than that free when "
+                 f"{'it' if one else 'they'} began loading; {'it' if one else 'they'} {died}. Serve on GPUs that "
+                 "each hold the shard (equal GPUs), or a TP layout whose shard the smallest GPU holds; "
+                 "--mem-fraction-static does not change the weights."),
+        evidence=[*(begins[k] for k in short), begins[done] if done in begins else ends[done], ends[done],
+                  *ooms.values()][:6],
+        confidence="high" if ooms else "medium",
+        confidence_reason=None if ooms else (
+            "the short rank's failure is not in the input (no OOM line; SGLang 0.1–0.2 logged it only with "
+            "--log-level debug): inferred from its missing load end and the arithmetic"),
+        ranks=short,
+        gpus=gpus,
+        figures={"shard_bytes": int(shard), "shard_from_rank": done, "weights_bytes": int(weights), "tp_size": tp,
+                 "smallest_free_bytes": int(small_free), "short_ranks": short, "engine": "sglang"},
+        flags=[],
+        actions=[f"Use GPUs that each have at least {fmt_gib(shard)} free for the weights (plus room for the KV "
+                 f"cache): pin the launch to equal GPUs with CUDA_VISIBLE_DEVICES, leaving out GPU "
+                 f"{', '.join(str(g) for g in gpus)}, or free what holds memory there (nvidia-smi) when the GPUs "
+                 "are the same model.",
+                 f"Or a layout the smallest GPU holds: --tp-size {fits_tp} over GPUs of at least its size puts "
+                 f"{fmt_gib(weights / fits_tp)} of weights on each ({fmt_gib(shard)} × {tp} ÷ {fits_tp}; at most "
+                 f"{USABLE_FOR_WEIGHTS:.0%} of {fmt_gib(small_free)}), or a smaller or more quantised checkpoint."
+                 if fits_tp > tp else
+                 "Or a smaller or more quantised checkpoint whose shard the smallest GPU holds.",
+                 "Changing --mem-fraction-static does not help: the weights are loaded before the KV pool is sized, "
+                 "and tensor parallelism cannot shard unevenly."],
     )

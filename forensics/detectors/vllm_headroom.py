@@ -17,19 +17,25 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
-from forensics.facts.oom import fragmentation, memory_kind
+from forensics.facts.oom import fragmentation, memory_kind, startup_phase_of_frames, traceback_frames
 from forensics.facts.rows import attrs, rank_of
+from forensics.facts.stages import served
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import fmt_gib, make_finding, old_value
+from ._common import fmt_binary, fmt_gib, make_finding, old_value
 from .cuda_graph_headroom import fragmentation_flag, fragmentation_words
 from .model_fit import weights_overflow_vllm
 
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
 HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
-                   "after_capture", "profile", "after_kv_sizing")
+                   "after_capture", "profile", "after_kv_sizing", "compile", "startup_forward")
+#: phases where the CUDA graphs are being made or the compiled model first runs: vLLM's own capture message
+#: (vllm/worker/model_runner.py ``capture_model``, 0.5–0.10: "If out-of-memory error occurs during cudagraph capture,
+#: consider decreasing `gpu_memory_utilization` or switching to eager mode. You can also reduce the `max_num_seqs`")
+#: names eager mode and fewer sequences as the other two ways out
+CAPTURE_PHASES = ("graph_capture", "compile", "startup_forward", "warmup")
 #: the KV sizing records (vllm_formats.md §2.6 ``Available KV cache memory``, §2.7 ``GPU KV cache size`` /
 #: V0 ``# GPU blocks``): logged once the profile run is over and the budget is spent; what follows at start-up
 #: (allocating the pool, CUDA-graph capture, sampler warm-up: v1/worker/gpu_worker.py ``initialize_from_config``
@@ -83,7 +89,7 @@ def _during(run: list, row: dict) -> str | None:
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
-        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) in HEADROOM_PHASES
+        ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _placed(run, r) in HEADROOM_PHASES
                 and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
         unplaced = not ooms and _fragment_ooms(tl, run)
         if unplaced:
@@ -92,7 +98,7 @@ def detect(tl: Timeline) -> list[Finding]:
             continue  # an OOM after a KV failure is the failure's, not the headroom's
         cfg = settings(tl, run)
         first = next((r for r in ooms if r.get("bytes")), ooms[0])
-        during = _during(run, first) or "forward"
+        during = _placed(run, first) or "forward"
         util, util_seen = cfg.value_or_default("gpu_memory_fraction")
         total, _total_row, _how = gpu_total_bytes(tl, run)
         tried, free = first.get("bytes"), first.get("free_bytes")
@@ -103,7 +109,8 @@ def detect(tl: Timeline) -> list[Finding]:
             continue
         if util is not None:
             new = lowered_utilization(util, tried_bytes=tried, free_bytes=free, total_bytes=total)
-            why = (f"frees the {fmt_gib(tried)} allocation that failed with {fmt_gib(free)} free on a {fmt_gib(total)} GPU"
+            why = (f"frees the {fmt_binary(tried)} allocation that failed with {fmt_binary(free)} free on a "
+                   f"{fmt_gib(total)} GPU"
                    f" + {LOWER_MARGIN} margin" if tried and total else
                    f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
             flags.append(FlagChange(uflag, old_value(util, util_seen), f"{new:.2f}",
@@ -128,8 +135,10 @@ def detect(tl: Timeline) -> list[Finding]:
                 f"vLLM's own start-up hint: a KV cache of {fmt_gib(fit)} keeps weights, activations, CUDA graphs and the "
                 f"cache inside the requested budget (vllm_formats.md §2.6)"))
         seqs = cfg.num("max_num_seqs")
+        alternatives = _capture_alternatives(cfg, total) if during in CAPTURE_PHASES and not _eager(cfg) else []
+        flags += alternatives
         frag = fragmentation(first)
-        actions = [
+        actions = [] if alternatives else [
             f"Or keep the utilization and drop the CUDA graphs: {engines.flag_for('vllm', 'eager')} (slower decode), "
             f"or capture fewer/smaller graphs with a lower {engines.flag_for('vllm', 'max_concurrent')}"
             + (f" (now {seqs:g})" if seqs else "") + ".",
@@ -142,11 +151,19 @@ def detect(tl: Timeline) -> list[Finding]:
             reasons.append(f"the utilization is vLLM's default ({util:g}), not read from the input")
         if not (tried and total):
             reasons.append("the OOM message gives no sizes: the step down is a rule of thumb")
+        if during == "compile" and not of_kind(run, *_START_KINDS):
+            reasons.append("no start-up or serving lines around the OOM: placed at start-up by its traceback alone, a "
+                           "forward pass through vLLM's compilation layer in a run that served nothing")
         if unplaced:
             reasons.append("the lines around the OOM are not in the input (no start-up lines, no frames): taken as an "
                            "OOM while serving, the common case; one while loading the weights needs more GPUs instead "
                            "(VLLM-KV-002)")
         phase = {"graph_capture": "during CUDA-graph capture", "sampler_warmup": "while warming up the sampler",
+                 "compile": "at start-up, in the compiled model's first passes (torch.compile and CUDA-graph "
+                            "capture; nothing had been served)",
+                 "startup_forward": "at start-up, in a forward pass before anything was served (compile, CUDA-graph "
+                                    "capture or warm-up)",
+                 "warmup": "at start-up, while compiling, capturing and warming up the model (after the KV cache)",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache",
                  "after_kv_sizing": "after the KV cache was sized (allocating it, capturing CUDA graphs or warming "
@@ -158,7 +175,7 @@ def detect(tl: Timeline) -> list[Finding]:
             "VLLM-GPU-001",
             summary=(f"vLLM ran out of GPU memory {phase}, outside the budget of {uflag}"
                      + (f" {util:g}" if util is not None else "")
-                     + (f" ({fmt_gib(tried)} requested, {fmt_gib(free)} free)" if tried else "")
+                     + (f" ({fmt_binary(tried)} requested, {fmt_binary(free)} free)" if tried else "")
                      + (f"; lower it to {lowered}" if lowered else "") + "."
                      + (fragmentation_words(frag) if frag is not None else "")),
             evidence=[*ooms[:3], *cfg.evidence_rows("gpu_memory_utilization")],
@@ -170,6 +187,53 @@ def detect(tl: Timeline) -> list[Finding]:
             flags=flags,
             actions=actions,
         ))
+    return out
+
+
+def _placed(run: list, row: dict) -> str | None:
+    """:func:`_during`, moved to start-up where the run served nothing: a forward pass through vLLM's compilation
+    layer (``compile``: torch.compile and the CUDA-graph wrappers, facts/oom.py), or a forward pass that is not the
+    engine step after start-up records with no serving record (``startup_forward``). An OOM line with no context at all stays unplaced (the
+    common case, serving, is assumed by the caller and said)."""
+    during = _during(run, row)
+    if during not in (None, "forward"):
+        return during
+    nothing_served = not served(run)
+    frames = traceback_frames(run, row)
+    if frames and startup_phase_of_frames(frames, served=not nothing_served) == "compile":
+        return "compile"
+    # the engine step (``execute_model``, V0 worker/model_runner.py and V1 gpu_model_runner.py) runs scheduled
+    # requests; start-up runs the model through profile_run/_dummy_run/capture_model instead, which place themselves
+    if during == "forward" and nothing_served and of_kind(run, *_START_KINDS) \
+            and not any(func == "execute_model" for _path, func in frames):
+        return "startup_forward"
+    return during
+
+
+def _eager(cfg) -> bool:
+    v = cfg.values.get("enforce_eager")
+    return v is True or str(v).strip().lower() in ("true", "1")
+
+
+#: below this a GPU gets vLLM's smaller --max-num-seqs default, 256, in V0 and in V1 from 0.8.5 (engines.py note)
+LARGE_GPU_BYTES = 70 * 2**30
+
+
+def _capture_alternatives(cfg, total: float | None) -> list[FlagChange]:
+    """--enforce-eager and a lower --max-num-seqs: the two other ways out vLLM's capture message names."""
+    eflag = engines.flag_for("vllm", "eager") or "--enforce-eager"
+    out = [FlagChange(eflag, None, "true",
+                      "alternative: no CUDA graphs to capture and no graph pools outside the budget (slower decode); "
+                      "vLLM's own capture message names eager mode")]
+    seqs, seen = cfg.value_or_default("max_concurrent")
+    if seqs is None and (cfg.engine_generation == "V0" or (total and total < LARGE_GPU_BYTES)):
+        seqs = engines.default_for("vllm", "max_concurrent", version=V0_RELEASE)  # 256, V0's and a smaller GPU's
+    if seqs and seqs >= 2:
+        out.append(FlagChange(engines.flag_for("vllm", "max_concurrent") or "--max-num-seqs", old_value(seqs, seen),
+                              str(int(seqs) // 2),
+                              "alternative: the captured batch sizes stop at --max-num-seqs, so half of it captures "
+                              "fewer and smaller graphs (the capture message's own advice)"
+                              + ("" if seen else f"; {seqs:g} is vLLM's default")))
     return out
 
 

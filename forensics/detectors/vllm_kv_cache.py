@@ -33,6 +33,7 @@ MIN_KV_RESERVE_BYTES = GIB // 2  # KV room the corrected utilization leaves at l
 PREEMPTION_LOG_EVERY = 50  # V0 logs the 1st, 51st, 101st … preemption
 MANY_PREEMPTIONS = 50
 FULL_KV_USAGE = 0.95
+_MIN_GUESS = 1024  # a max model len below twice this is not halved blind
 
 
 def _util_flag() -> str:
@@ -124,6 +125,12 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         new_len = corrected_max_model_len(int(capacity))
         flags.append(FlagChange(mml_flag, str(int(mml)) if mml else None, str(new_len),
                                 f"the KV cache holds {int(capacity)} tokens ({how}); rounded down → {new_len}"))
+    elif a.get("figures_lost") and int(mml) > 2 * _MIN_GUESS:
+        # the refusal's head alone (vllm_formats.md §3.1): the length is too long by an unknown amount
+        new_len = corrected_max_model_len(int(mml) // 2)
+        flags.append(FlagChange(mml_flag, str(int(mml)), str(new_len),
+                                f"the refusal's figures are not in the input: half of {int(mml)} as a first step; "
+                                "the full message names vLLM's estimated maximum model length"))
     new_util = None
     if util is not None and needed and available is not None and total:
         new_util = raised_utilization(util, needed_bytes=needed, available_bytes=available, total_bytes=total)
@@ -143,6 +150,8 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         actions.insert(0, f"Raising {_util_flag()} alone cannot hold {int(mml)} tokens: it would need more than "
                           f"{MAX_SENSIBLE_UTILIZATION}.")
     reasons = []
+    if a.get("figures_lost") and not capacity:
+        reasons.append("the refusal's figures are cut off: the corrected length is a first step, not a measurement")
     if not hits:
         reasons.append("the error line is not in the input: inferred from the KV-cache size and the max model len")
     if not a.get("kv_cache_tokens") and not a.get("estimated_max_model_len") and sizing \

@@ -144,6 +144,39 @@ def phase_of_frames(frames: list[tuple[str, str]]) -> str | None:
     return stage if stage in ("memory_pool", "weight_load", "forward") else None
 
 
+#: vLLM's compilation layer (vllm/compilation/: ``decorators.py``'s ``support_torch_compile`` wrapper, ``backends.py``'s
+#: VllmBackend and piecewise backends, ``cuda_graph.py``/``cuda_piecewise_backend.py``'s graph wrappers; vllm_formats.md
+#: §2.7): torch.compile and the CUDA-graph capture run the model through it at start-up (``compile_or_warm_up_model``),
+#: and so does every compiled forward while serving — these frames place an OOM only in a run that served nothing
+_VLLM_COMPILATION = re.compile(r"/vllm/compilation/")
+
+
+def passes_vllm_compilation(frames: list[tuple[str, str]]) -> bool:
+    """Whether a traceback's frames pass vLLM's compilation layer (torch.compile and CUDA-graph wrappers).
+
+    >>> passes_vllm_compilation([("/x/vllm/compilation/backends.py", "__call__"), ("/x/models/llama.py", "forward")])
+    True
+    """
+    return any(_VLLM_COMPILATION.search(path) for path, _func in frames)
+
+
+def startup_phase_of_frames(frames: list[tuple[str, str]], *, served: bool) -> str | None:
+    """:func:`phase_of_frames`, with what a run that served nothing adds: a forward pass through vLLM's compilation
+    layer there is the start-up's compile or CUDA-graph capture (``compile``), not serving.
+
+    >>> startup_phase_of_frames([("/x/vllm/compilation/decorators.py", "__call__"), ("/x/models/l.py", "forward")],
+    ...                         served=False)
+    'compile'
+    >>> startup_phase_of_frames([("/x/vllm/compilation/decorators.py", "__call__"), ("/x/models/l.py", "forward")],
+    ...                         served=True)
+    'forward'
+    """
+    phase = phase_of_frames(frames)
+    if not served and phase in (None, "forward") and passes_vllm_compilation(frames):
+        return "compile"
+    return phase
+
+
 _TRACEBACK_KINDS = ("scheduler_exception", "exception", "failure", "cuda_graph_failed")
 
 
@@ -155,6 +188,38 @@ def enclosing_traceback(run: list[Row], row: Row) -> Row | None:
                 and tb.get("line_end") and (tb.get("line") or 0) <= line <= tb["line_end"]:
             return tb
     return None
+
+
+#: lines a paste may put between a traceback's last frame and its exception line (a ``[... trimmed ...]`` marker)
+TB_TAIL_GAP = 2
+
+
+def traceback_before(run: list[Row], row: Row) -> Row | None:
+    """The traceback row that ends just before ``row`` in the same file, nothing recorded between: Python prints
+    the frames first and the exception line (the OOM) last, so a cut traceback's frames are the OOM's own."""
+    line = row.get("line") or 0
+    best = None
+    for r in run:
+        end = r.get("line_end") or r.get("line") or 0
+        if r is row or r.get("file") != row.get("file") or not 0 <= line - end - 1 <= TB_TAIL_GAP:
+            continue
+        if r.get("kind") in _TRACEBACK_KINDS and _FRAME_RE.search(r.get("text") or ""):
+            best = r
+    if best is None:
+        return None
+    end = best.get("line_end") or best.get("line") or 0
+    between = [r for r in run if r.get("file") == row.get("file") and end < (r.get("line") or 0) < line]
+    return None if between else best
+
+
+def traceback_frames(run: list[Row], row: Row) -> list[tuple[str, str]]:
+    """The (path, function) frames of the traceback that raised ``row``: its own, the traceback row whose lines hold
+    it, else the traceback that ends just before it (:func:`traceback_before`)."""
+    frames = _frames_of(run, row)
+    if frames:
+        return frames
+    tb = traceback_before(run, row)
+    return _FRAME_RE.findall(tb.get("text") or "") if tb is not None else []
 
 
 def _frames_of(run: list[Row], row: Row) -> list[tuple[str, str]]:
