@@ -289,7 +289,7 @@ def test_a_v1_kv_refusal_is_read_from_a_damaged_paste(text: str, joined: int, wa
     assert r.events.select("kind", "line").rows() == [("kv_cache_too_small", 1)]
     assert (r.recognized, r.unrecognized) == (joined, 0)
     row = r.events.row(0, named=True)
-    a = joined_attrs(row["attrs"], row.get("fields"))
+    a = row_attrs(row)
     assert {k: a.get(k) for k in want} == want
     assert registry.best_format(text)[0] == "vllm"
 
