@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -514,6 +514,34 @@ _WORKER_RANK = re.compile(r"^\s*\((?:VllmWorker(?:Process)? rank=(\d+)|Worker_TP
 _GLOBAL_RANK = re.compile(r"^\s*\[rank(\d+)\]:")
 
 
+#: Ray's process tag before a relayed line, innermost last when nested (vllm_formats.md §1.3 "V0/V1 Ray worker":
+#: ``(RayWorkerWrapper pid=263, ip=10.0.16.95)``, the ``ip`` only for an actor on another node than the driver's;
+#: sglang_formats.md §1, ``(SchedulerActor pid=123, ip=1.2.3.4)``), after an optional colour code (§1.4)
+_RAY_TAG = re.compile(r"\s{0,8}(?:\x1b\[[0-9;]{0,16}m)?\((?:(?P<actor>[A-Za-z_][\w.-]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})"
+                      r"(?:, ip=(?P<ip>[^)\s]{1,60}))?\)(?:\x1b\[0m)?\s?")
+
+
+def process_tag(line: str) -> dict[str, Any]:
+    """Ray's tag on a relayed line: ``pid``, ``ray_actor`` and ``ip`` of the process that wrote it (the innermost
+    of nested tags); empty for a line without one.
+
+    >>> process_tag("(RayWorkerWrapper pid=5512, ip=10.1.2.3) [rank3]:[E ProcessGroupNCCL.cpp:1316] x")
+    {'pid': 5512, 'ray_actor': 'RayWorkerWrapper', 'ip': '10.1.2.3'}
+    >>> process_tag("(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=9) INFO x")
+    {'pid': 9, 'ray_actor': 'RayWorkerWrapper'}
+    """
+    out: dict[str, Any] = {}
+    at = 0
+    for _ in range(4):
+        m = _RAY_TAG.match(line, at)
+        if m is None:
+            break
+        out = {"pid": int(m.group("pid")), **({"ray_actor": m.group("actor")} if m.group("actor") else {}),
+               **({"ip": m.group("ip")} if m.group("ip") else {})}
+        at = m.end()
+    return out
+
+
 def line_context(line: str) -> dict[str, Any]:
     """What a line's prefix says: its wall-clock stamp (``ts_local``) and its rank.
 
@@ -533,9 +561,12 @@ def line_context(line: str) -> dict[str, Any]:
             out["rank"] = label
             if (tp := _TP_LABEL.search(label)) is not None:
                 out["tp_rank"] = int(tp.group(1))
+    after_tag = line
+    while (t := _RAY_TAG.match(after_tag)) is not None and t.end() > 0:
+        after_tag = after_tag[t.end():]  # ``[rankN]:`` after Ray's tag on a relayed line
     if (w := _WORKER_RANK.match(line)) is not None:
         out["tp_rank"] = int(w.group(1) or w.group(2))
-    elif (g := _GLOBAL_RANK.match(line)) is not None:
+    elif (g := _GLOBAL_RANK.match(after_tag)) is not None:
         out["rank"] = f"rank{g.group(1)}"
     return out
 
@@ -1000,12 +1031,45 @@ def stops_at_allocation(text: str) -> bool:
 
 
 def parse(text: str, path: str = "", command: str | None = None,
-          candidates: Iterable[int] | None = None) -> ParseResult:
+          candidates: Iterable[int] | None = None,
+          tags: Callable[[int], dict[str, Any]] | None = None) -> ParseResult:
     """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines.
 
     ``candidates``: 0-based indices (as ``text.splitlines()`` numbers them) of a superset of the lines
     :data:`TRIGGER` matches (``parsers.routing``): the lines between them are not stepped through.
+    ``tags``: for a text whose envelopes were peeled, Ray's tag of the 0-based line (:func:`process_tag`'s keys),
+    which the peel took off; a line that still carries its tag is read by :func:`process_tag`.
     """
+    result = _parse(text, path, candidates)
+    if result.events.is_empty():
+        return result
+    lines = text.splitlines()
+    found = [process_tag(lines[ln - 1]) or (tags(ln - 1) if tags else {}) if 0 < ln <= len(lines) else {}
+             for ln in result.events.get_column("line").to_list()]
+    if not any(found):
+        return result
+    return ParseResult(events=_with_tags(result.events, found), source=result.source, path=result.path,
+                       lines=result.lines, recognized=result.recognized, unrecognized=result.unrecognized,
+                       unrecognized_examples=result.unrecognized_examples, notes=result.notes)
+
+
+def _with_tags(ev: pl.DataFrame, found: list[dict[str, Any]]) -> pl.DataFrame:
+    """The rows with the Ray tag of their first line: ``pid`` where the row has none, ``ray_actor``/``ip`` in attrs."""
+    import json
+
+    pids = pl.Series("pid", [t.get("pid") for t in found], dtype=ev.schema["pid"])
+    merged = []
+    for a, t in zip(ev.get_column("attrs").to_list(), found, strict=True):
+        extra = {k: t[k] for k in ("ray_actor", "ip") if t.get(k)}
+        if not extra:
+            merged.append(a)
+            continue
+        d = json.loads(a) if isinstance(a, str) and a else dict(a or {}) if isinstance(a, dict) else {}
+        merged.append(json.dumps({**d, **{k: v for k, v in extra.items() if k not in d}}, sort_keys=True))
+    return ev.with_columns(pl.col("pid").fill_null(pids), pl.Series("attrs", merged, dtype=ev.schema["attrs"]))
+
+
+def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResult:
     lines = text.splitlines()
     rows: list[dict[str, Any]] = []
     i = 0
@@ -1176,4 +1240,4 @@ def parse(text: str, path: str = "", command: str | None = None,
 TRIGGER = _TRIGGER
 
 __all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
-           "populate_fault", "ray_oom_killed", "strip_prefix"]
+           "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]
