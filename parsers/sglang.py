@@ -152,6 +152,12 @@ _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
 # sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
 _REGISTERING = re.compile(r"^Registering (\d+) cuda graph addresses")
+#: the custom all-reduce turned off at the group's set-up, and why (vllm_formats.md §3.8; SGLang's copy, sglang
+#: python/sglang/srt/distributed/device_communicators/custom_all_reduce.py and quick_all_reduce.py (0.4-0.5)):
+#: ``… is disabled because this process group spans across nodes.`` says the server's ranks are on several nodes
+_CUSTOM_AR_OFF = re.compile(r"^Custom ?(?:quick )?all-?reduce is disabled (?:because (?:(this process group spans "
+                            r"across nodes)|(it's not supported on more than two PCIe-only GPUs)|(your platform lacks "
+                            r"GPU P2P capability or P2P test failed))|due to an unsupported world size)", re.I)
 _NCCL_VERSION = re.compile(r"^sglang is using nccl==(\S+)")
 _ACCESS = re.compile(
     r'^(?P<level>[A-Z]+):\s+(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)(?: (?P<proto>[^"]*))?" (?P<status>\d{3})'
@@ -747,6 +753,10 @@ def _other(msg: str) -> list[Event] | None:
                                           "path": d.group(3)} if d else {}))
     if msg.endswith(" debug info:") or msg.startswith("Pyspy dump for PID"):
         return _notice("watchdog_debug")
+    m = _CUSTOM_AR_OFF.match(msg) if "is disabled" in msg[:40] else None
+    if m:
+        why = "spans_nodes" if m.group(1) else "pcie_only" if m.group(2) else "no_p2p" if m.group(3) else "world_size"
+        return _notice("custom_allreduce_disabled", reason=why, message=msg[:300])
     if msg.startswith("Setup Custom allreduce failed"):
         return _notice("custom_allreduce_failed", message=msg[:500])
     if "for JIT HiCache kernel" in msg:
