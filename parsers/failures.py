@@ -11,8 +11,9 @@ The timeline runs :func:`parse` over every text read whole and keeps the rows fo
 format's own parser did not already report as a failure. Reference: ``failure_messages.md``.
 
 Kinds: ``cuda_oom`` (the caching allocator's message, CUDA or HIP, with figures), ``cuda_error_oom``
-(a runtime/library allocation failed: no figures, or the host-pinning size), and ``failure`` for
-everything else, with ``attrs.failure`` naming the class (see :data:`CLASSES`).
+(a runtime/library allocation failed: no figures, or the host-pinning size), ``dist_transport`` (Gloo's
+start-up connections: :func:`gloo_transport`), and ``failure`` for everything else, with ``attrs.failure``
+naming the class (see :data:`CLASSES`).
 
 >>> r = parse("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
 ...           "total capacity of 79.10 GiB of which 20.08 GiB is free. Process 806478 has 59.01 GiB memory in use.")
@@ -220,6 +221,53 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+# --- Gloo's connections at distributed start-up (failure_messages.md §4.6) ---
+#: torch's Gloo process group could not connect a rank to every peer (pytorch
+#: torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (2.x): ``Gloo connectFullMesh failed with {what}``, logged and
+#: raised as a RuntimeError; the reason is Gloo's, pytorch third_party/gloo/gloo/transport/tcp/pair.cc (2.x):
+#: ``[pair.cc:N] timed out connecting: SO_ERROR: Connection refused, remote=[ip]:port``, ``… no error`` for a
+#: peer that closed), newer releases adding ``(rank=R, size=W, local=[ip])``; and the device's fallback when
+#: the host name resolves to no local address (same file, ``createDefaultDevice``: ``Unable to resolve hostname to
+#: a (local) address. Using the loopback address as fallback. Manually set the network interface to bind to with
+#: GLOO_SOCKET_IFNAME.``)
+_GLOO_MESH = re.compile(r"Gloo connectFullMesh failed")
+_GLOO_FALLBACK = re.compile(r"Unable to resolve hostname to a \(local\) address")
+_GLOO_REMOTE = re.compile(r"remote=\[([^\]\s]{1,64})\](?::(\d{1,5}))?")
+_GLOO_LOCAL = re.compile(r"local=\[([^\]\s]{1,64})\]")
+_GLOO_RANK = re.compile(r"\(rank=(\d{1,6}), size=(\d{1,6})")
+_GLOO_WHY = re.compile(r"pair\.cc:\d+\]\s*([^,\n]{1,160})")
+
+
+def gloo_transport(text: str) -> dict[str, Any] | None:
+    """The facts of Gloo's start-up connection lines: ``event`` (``connect_full_mesh_failed``,
+    ``loopback_fallback``), ``remote_ip``/``remote_port``, ``local_ip``, ``gloo_rank``, ``world_size``, ``error``
+    and ``loopback`` (an address in 127.0.0.0/8, or the loopback fallback); None for any other text.
+
+    >>> gloo_transport("Gloo connectFullMesh failed with [/g/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+    ...                "Connection refused, remote=[127.0.0.1]:30211 (rank=3, size=8, local=[127.0.0.1])")["loopback"]
+    True
+    """
+    head = text[:4000]
+    mesh, fallback = _GLOO_MESH.search(head), _GLOO_FALLBACK.search(head)
+    if mesh is None and fallback is None:
+        return None
+    out: dict[str, Any] = {"transport": "gloo",
+                           "event": "connect_full_mesh_failed" if mesh is not None else "loopback_fallback"}
+    if (r := _GLOO_REMOTE.search(head)) is not None:
+        out["remote_ip"] = r.group(1)
+        if r.group(2):
+            out["remote_port"] = int(r.group(2))
+    if (lo := _GLOO_LOCAL.search(head)) is not None:
+        out["local_ip"] = lo.group(1)
+    if (rk := _GLOO_RANK.search(head)) is not None:
+        out["gloo_rank"], out["world_size"] = int(rk.group(1)), int(rk.group(2))
+    if (why := _GLOO_WHY.search(head)) is not None:
+        out["error"] = why.group(1).strip()
+    out["loopback"] = fallback is not None or any(
+        str(out.get(k) or "").startswith("127.") or out.get(k) == "::1" for k in ("remote_ip", "local_ip"))
+    return out
+
+
 #: end-of-file on a socket the ranks had already opened (failure_messages.md §4.6): Gloo's tcp/pair.cc ``Connection
 #: closed by peer [ip]:port`` and TCPStore's ``Failed to recv, got 0 bytes. Connection was likely closed`` (2.9+). A
 #: read that returns 0 is the other end's orderly close, which the kernel does for a process that exits: the peer (a
@@ -580,7 +628,7 @@ _TRIGGER = re.compile(
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
-    r"only supported on SM|undefined symbol|Assertion|assert triggered"
+    r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname"
 )
 
 
@@ -780,6 +828,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (df := _DF_SHM_FULL.match(head)) is not None:
         return "failure", {"ratio": int(df.group(1)) / 100}, {"failure": "shm_exhausted", "df_use_pct": int(df.group(1)),
                                                              "message": msg[:500]}
+    if (gloo := gloo_transport(head)) is not None:  # before Gloo's own wording of a refused or closed peer
+        return "dist_transport", {}, {**gloo, "message": msg[:2000]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
     if _PEER_EXITED.search(head):
@@ -1191,6 +1241,11 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
                     and (wf := _OOM_WRAPPED_FREE.match(lines[i + 1].strip())) is not None:
                 cols = {**cols, "free_bytes": _size(wf.group(1))}
                 end = i + 1
+            # Gloo's reason, remote and local addresses on the lines a paste wrapped them onto (indented)
+            while kind == "dist_transport" and end + 1 < n and end < i + 3 and lines[end + 1][:1].isspace() \
+                    and lines[end + 1].strip() and classify(strip_prefix(lines[end + 1])) is None:
+                end += 1
+                attrs = {**attrs, **(gloo_transport(" ".join(ln.strip() for ln in lines[i:end + 1])) or {})}
             # ROCm's free-memory figure: on the abort line itself, or on the next one when the paste wrapped it
             af = _AVAIL_FREE.search(lines[i]) if "HSA_STATUS" in lines[i] else None
             if af is None and "HSA_STATUS" in lines[i] and i + 1 < n and _AVAIL_FREE.match(lines[i + 1].strip()):
@@ -1239,5 +1294,6 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
+__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "gloo_transport", "hardware_fault", "oom_figures", "parse",
+           "pinned_host_oom",
            "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import nccl_interface, oom_figures, register_refusal
+from parsers.failures import gloo_transport, nccl_interface, oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -1159,6 +1159,16 @@ class _Scanner:
     def _c10d(self, m: re.Match[str], seg: str, lineno: int) -> None:
         msg = m.group("msg")
         lo = msg.lower()
+        if m.group("src").startswith("ProcessGroupGloo") and (gloo := gloo_transport(msg)) is not None:
+            # the CPU group's start-up connections (parsers/failures.py ``gloo_transport``): a transport fact
+            attrs_g: dict[str, Any] = {**gloo, "source_file": m.group("src"), "level": m.group("lvl"),
+                                       "message": msg[:2000]}
+            if m.group("md") and m.group("time"):
+                attrs_g["stamp"] = f"{m.group('md')} {m.group('time')}"
+            if m.group("rank") is not None:
+                attrs_g["rank"] = _int(m.group("rank"))
+            self._emit("dist_transport", {}, attrs_g, {"line": lineno, "text": seg})
+            return
         if "watchdog" not in lo and "monitoredbarrier" not in lo and "should dump" not in lo \
                 and "timeout" not in lo:
             return

@@ -37,7 +37,7 @@ from typing import Any
 
 from parsers import jsontext
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
+from parsers.failures import gloo_transport, oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -259,6 +259,9 @@ _OOM = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + _SZ)
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*" (?P<status>\d{3})')
 _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
+# pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (2.x): the CPU group's own lines (its start-up connections,
+# parsers/failures.py ``gloo_transport``), same header
+_C10D_GLOO = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupGloo\.cpp:\d+\] (.*)")
 _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
@@ -1012,6 +1015,11 @@ class _Parser:
                          seconds=int(w.group(4)) / 1000, count=int(w.group(1)))
                 else:
                     emit("nccl_info", base, {"message": m.group(2)[:500]})
+                return True
+            m = _C10D_GLOO.match(s) if "ProcessGroupGloo" in s else None
+            if m:
+                emit("dist_transport", base, {"transport": "gloo", **(gloo_transport(m.group(2)) or {}),
+                                              "message": m.group(2)[:500]})
                 return True
             if self._uvicorn(s, base):
                 return True

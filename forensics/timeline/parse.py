@@ -284,6 +284,8 @@ REPORTED_FAILURE_KINDS = frozenset({
     # vLLM's own (parsers/vllm.py)
     "exception", "cuda_error", "gpu_memory_short", "swap_space_too_large", "swap_exhausted", "nccl_error",
     "rpc_timeout", "shm_wait", "memory_profiling_error",
+    # Gloo's start-up connections, read by either engine's parser and by the failure scan
+    "dist_transport",
 })
 #: Kinds that stand for lines no parser understood (they stay unrecognised unless the scan reads them).
 _UNREAD_KINDS = ("log",)
