@@ -116,6 +116,8 @@ class Meta:
     host: str | None = None
     unit: str | None = None  # systemd unit, or syslog tag
     container: str | None = None  # docker/compose/k8s container or service, Ray actor
+    ray_actor: str | None = None  # Ray's actor name, and its ``ip=`` (an actor on another node than the driver's)
+    ray_ip: str | None = None
     pod: str | None = None
     pid: int | None = None
     stream: str | None = None  # stdout | stderr
@@ -609,6 +611,7 @@ def _inner(recs: list[_Rec]) -> None:
                 meta.pid = int(m.group("pid"))
                 if m.group("actor"):
                     meta.container = m.group("actor")
+                meta.ray_actor, meta.ray_ip = m.group("actor"), m.group("ip")  # the innermost tag's: the writer's
                 if m.group("ip") and meta.host is None:
                     meta.host = m.group("ip")
             elif name == "compose":

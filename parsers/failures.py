@@ -11,8 +11,9 @@ The timeline runs :func:`parse` over every text read whole and keeps the rows fo
 format's own parser did not already report as a failure. Reference: ``failure_messages.md``.
 
 Kinds: ``cuda_oom`` (the caching allocator's message, CUDA or HIP, with figures), ``cuda_error_oom``
-(a runtime/library allocation failed: no figures, or the host-pinning size), and ``failure`` for
-everything else, with ``attrs.failure`` naming the class (see :data:`CLASSES`).
+(a runtime/library allocation failed: no figures, or the host-pinning size), ``dist_transport`` (Gloo's
+start-up connections: :func:`gloo_transport`), and ``failure`` for everything else, with ``attrs.failure``
+naming the class (see :data:`CLASSES`).
 
 >>> r = parse("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
 ...           "total capacity of 79.10 GiB of which 20.08 GiB is free. Process 806478 has 59.01 GiB memory in use.")
@@ -29,7 +30,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -220,6 +221,53 @@ _STORE = re.compile(
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
     r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
 )
+# --- Gloo's connections at distributed start-up (failure_messages.md §4.6) ---
+#: torch's Gloo process group could not connect a rank to every peer (pytorch
+#: torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (2.x): ``Gloo connectFullMesh failed with {what}``, logged and
+#: raised as a RuntimeError; the reason is Gloo's, pytorch third_party/gloo/gloo/transport/tcp/pair.cc (2.x):
+#: ``[pair.cc:N] timed out connecting: SO_ERROR: Connection refused, remote=[ip]:port``, ``… no error`` for a
+#: peer that closed), newer releases adding ``(rank=R, size=W, local=[ip])``; and the device's fallback when
+#: the host name resolves to no local address (same file, ``createDefaultDevice``: ``Unable to resolve hostname to
+#: a (local) address. Using the loopback address as fallback. Manually set the network interface to bind to with
+#: GLOO_SOCKET_IFNAME.``)
+_GLOO_MESH = re.compile(r"Gloo connectFullMesh failed")
+_GLOO_FALLBACK = re.compile(r"Unable to resolve hostname to a \(local\) address")
+_GLOO_REMOTE = re.compile(r"remote=\[([^\]\s]{1,64})\](?::(\d{1,5}))?")
+_GLOO_LOCAL = re.compile(r"local=\[([^\]\s]{1,64})\]")
+_GLOO_RANK = re.compile(r"\(rank=(\d{1,6}), size=(\d{1,6})")
+_GLOO_WHY = re.compile(r"pair\.cc:\d+\]\s*([^,\n]{1,160})")
+
+
+def gloo_transport(text: str) -> dict[str, Any] | None:
+    """The facts of Gloo's start-up connection lines: ``event`` (``connect_full_mesh_failed``,
+    ``loopback_fallback``), ``remote_ip``/``remote_port``, ``local_ip``, ``gloo_rank``, ``world_size``, ``error``
+    and ``loopback`` (an address in 127.0.0.0/8, or the loopback fallback); None for any other text.
+
+    >>> gloo_transport("Gloo connectFullMesh failed with [/g/tcp/pair.cc:152] timed out connecting: SO_ERROR: "
+    ...                "Connection refused, remote=[127.0.0.1]:30211 (rank=3, size=8, local=[127.0.0.1])")["loopback"]
+    True
+    """
+    head = text[:4000]
+    mesh, fallback = _GLOO_MESH.search(head), _GLOO_FALLBACK.search(head)
+    if mesh is None and fallback is None:
+        return None
+    out: dict[str, Any] = {"transport": "gloo",
+                           "event": "connect_full_mesh_failed" if mesh is not None else "loopback_fallback"}
+    if (r := _GLOO_REMOTE.search(head)) is not None:
+        out["remote_ip"] = r.group(1)
+        if r.group(2):
+            out["remote_port"] = int(r.group(2))
+    if (lo := _GLOO_LOCAL.search(head)) is not None:
+        out["local_ip"] = lo.group(1)
+    if (rk := _GLOO_RANK.search(head)) is not None:
+        out["gloo_rank"], out["world_size"] = int(rk.group(1)), int(rk.group(2))
+    if (why := _GLOO_WHY.search(head)) is not None:
+        out["error"] = why.group(1).strip()
+    out["loopback"] = fallback is not None or any(
+        str(out.get(k) or "").startswith("127.") or out.get(k) == "::1" for k in ("remote_ip", "local_ip"))
+    return out
+
+
 #: end-of-file on a socket the ranks had already opened (failure_messages.md §4.6): Gloo's tcp/pair.cc ``Connection
 #: closed by peer [ip]:port`` and TCPStore's ``Failed to recv, got 0 bytes. Connection was likely closed`` (2.9+). A
 #: read that returns 0 is the other end's orderly close, which the kernel does for a process that exits: the peer (a
@@ -514,6 +562,34 @@ _WORKER_RANK = re.compile(r"^\s*\((?:VllmWorker(?:Process)? rank=(\d+)|Worker_TP
 _GLOBAL_RANK = re.compile(r"^\s*\[rank(\d+)\]:")
 
 
+#: Ray's process tag before a relayed line, innermost last when nested (vllm_formats.md §1.3 "V0/V1 Ray worker":
+#: ``(RayWorkerWrapper pid=263, ip=10.0.16.95)``, the ``ip`` only for an actor on another node than the driver's;
+#: sglang_formats.md §1, ``(SchedulerActor pid=123, ip=1.2.3.4)``), after an optional colour code (§1.4)
+_RAY_TAG = re.compile(r"\s{0,8}(?:\x1b\[[0-9;]{0,16}m)?\((?:(?P<actor>[A-Za-z_][\w.-]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})"
+                      r"(?:, ip=(?P<ip>[^)\s]{1,60}))?\)(?:\x1b\[0m)?\s?")
+
+
+def process_tag(line: str) -> dict[str, Any]:
+    """Ray's tag on a relayed line: ``pid``, ``ray_actor`` and ``ip`` of the process that wrote it (the innermost
+    of nested tags); empty for a line without one.
+
+    >>> process_tag("(RayWorkerWrapper pid=5512, ip=10.1.2.3) [rank3]:[E ProcessGroupNCCL.cpp:1316] x")
+    {'pid': 5512, 'ray_actor': 'RayWorkerWrapper', 'ip': '10.1.2.3'}
+    >>> process_tag("(EngineCore_DP0 pid=7) (RayWorkerWrapper pid=9) INFO x")
+    {'pid': 9, 'ray_actor': 'RayWorkerWrapper'}
+    """
+    out: dict[str, Any] = {}
+    at = 0
+    for _ in range(4):
+        m = _RAY_TAG.match(line, at)
+        if m is None:
+            break
+        out = {"pid": int(m.group("pid")), **({"ray_actor": m.group("actor")} if m.group("actor") else {}),
+               **({"ip": m.group("ip")} if m.group("ip") else {})}
+        at = m.end()
+    return out
+
+
 def line_context(line: str) -> dict[str, Any]:
     """What a line's prefix says: its wall-clock stamp (``ts_local``) and its rank.
 
@@ -533,9 +609,12 @@ def line_context(line: str) -> dict[str, Any]:
             out["rank"] = label
             if (tp := _TP_LABEL.search(label)) is not None:
                 out["tp_rank"] = int(tp.group(1))
+    after_tag = line
+    while (t := _RAY_TAG.match(after_tag)) is not None and t.end() > 0:
+        after_tag = after_tag[t.end():]  # ``[rankN]:`` after Ray's tag on a relayed line
     if (w := _WORKER_RANK.match(line)) is not None:
         out["tp_rank"] = int(w.group(1) or w.group(2))
-    elif (g := _GLOBAL_RANK.match(line)) is not None:
+    elif (g := _GLOBAL_RANK.match(after_tag)) is not None:
         out["rank"] = f"rank{g.group(1)}"
     return out
 
@@ -549,7 +628,7 @@ _TRIGGER = re.compile(
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
-    r"only supported on SM|undefined symbol|Assertion|assert triggered"
+    r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname"
 )
 
 
@@ -749,6 +828,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (df := _DF_SHM_FULL.match(head)) is not None:
         return "failure", {"ratio": int(df.group(1)) / 100}, {"failure": "shm_exhausted", "df_use_pct": int(df.group(1)),
                                                              "message": msg[:500]}
+    if (gloo := gloo_transport(head)) is not None:  # before Gloo's own wording of a refused or closed peer
+        return "dist_transport", {}, {**gloo, "message": msg[:2000]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
     if _PEER_EXITED.search(head):
@@ -1023,12 +1104,45 @@ def stops_at_allocation(text: str) -> bool:
 
 
 def parse(text: str, path: str = "", command: str | None = None,
-          candidates: Iterable[int] | None = None) -> ParseResult:
+          candidates: Iterable[int] | None = None,
+          tags: Callable[[int], dict[str, Any]] | None = None) -> ParseResult:
     """Every failure line of ``text`` as rows; a traceback becomes one row spanning its lines.
 
     ``candidates``: 0-based indices (as ``text.splitlines()`` numbers them) of a superset of the lines
     :data:`TRIGGER` matches (``parsers.routing``): the lines between them are not stepped through.
+    ``tags``: for a text whose envelopes were peeled, Ray's tag of the 0-based line (:func:`process_tag`'s keys),
+    which the peel took off; a line that still carries its tag is read by :func:`process_tag`.
     """
+    result = _parse(text, path, candidates)
+    if result.events.is_empty():
+        return result
+    lines = text.splitlines()
+    found = [process_tag(lines[ln - 1]) or (tags(ln - 1) if tags else {}) if 0 < ln <= len(lines) else {}
+             for ln in result.events.get_column("line").to_list()]
+    if not any(found):
+        return result
+    return ParseResult(events=_with_tags(result.events, found), source=result.source, path=result.path,
+                       lines=result.lines, recognized=result.recognized, unrecognized=result.unrecognized,
+                       unrecognized_examples=result.unrecognized_examples, notes=result.notes)
+
+
+def _with_tags(ev: pl.DataFrame, found: list[dict[str, Any]]) -> pl.DataFrame:
+    """The rows with the Ray tag of their first line: ``pid`` where the row has none, ``ray_actor``/``ip`` in attrs."""
+    import json
+
+    pids = pl.Series("pid", [t.get("pid") for t in found], dtype=ev.schema["pid"])
+    merged = []
+    for a, t in zip(ev.get_column("attrs").to_list(), found, strict=True):
+        extra = {k: t[k] for k in ("ray_actor", "ip") if t.get(k)}
+        if not extra:
+            merged.append(a)
+            continue
+        d = json.loads(a) if isinstance(a, str) and a else dict(a or {}) if isinstance(a, dict) else {}
+        merged.append(json.dumps({**d, **{k: v for k, v in extra.items() if k not in d}}, sort_keys=True))
+    return ev.with_columns(pl.col("pid").fill_null(pids), pl.Series("attrs", merged, dtype=ev.schema["attrs"]))
+
+
+def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResult:
     lines = text.splitlines()
     rows: list[dict[str, Any]] = []
     i = 0
@@ -1150,6 +1264,11 @@ def parse(text: str, path: str = "", command: str | None = None,
                     and (wf := _OOM_WRAPPED_FREE.match(lines[i + 1].strip())) is not None:
                 cols = {**cols, "free_bytes": _size(wf.group(1))}
                 end = i + 1
+            # Gloo's reason, remote and local addresses on the lines a paste wrapped them onto (indented)
+            while kind == "dist_transport" and end + 1 < n and end < i + 3 and lines[end + 1][:1].isspace() \
+                    and lines[end + 1].strip() and classify(strip_prefix(lines[end + 1])) is None:
+                end += 1
+                attrs = {**attrs, **(gloo_transport(" ".join(ln.strip() for ln in lines[i:end + 1])) or {})}
             # ROCm's free-memory figure: on the abort line itself, or on the next one when the paste wrapped it
             af = _AVAIL_FREE.search(lines[i]) if "HSA_STATUS" in lines[i] else None
             if af is None and "HSA_STATUS" in lines[i] and i + 1 < n and _AVAIL_FREE.match(lines[i + 1].strip()):
@@ -1198,5 +1317,5 @@ def parse(text: str, path: str = "", command: str | None = None,
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "compiler_failure", "hardware_fault", "oom_figures", "parse", "pinned_host_oom",
-           "populate_fault", "ray_oom_killed", "strip_prefix"]
+__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+           "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

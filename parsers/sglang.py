@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import nccl_interface, oom_figures, register_refusal
+from parsers.failures import gloo_transport, nccl_interface, oom_figures, register_refusal
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -152,6 +152,12 @@ _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
 # sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
 _REGISTERING = re.compile(r"^Registering (\d+) cuda graph addresses")
+#: the custom all-reduce turned off at the group's set-up, and why (vllm_formats.md §3.8; SGLang's copy, sglang
+#: python/sglang/srt/distributed/device_communicators/custom_all_reduce.py and quick_all_reduce.py (0.4-0.5)):
+#: ``… is disabled because this process group spans across nodes.`` says the server's ranks are on several nodes
+_CUSTOM_AR_OFF = re.compile(r"^Custom ?(?:quick )?all-?reduce is disabled (?:because (?:(this process group spans "
+                            r"across nodes)|(it's not supported on more than two PCIe-only GPUs)|(your platform lacks "
+                            r"GPU P2P capability or P2P test failed))|due to an unsupported world size)", re.I)
 _NCCL_VERSION = re.compile(r"^sglang is using nccl==(\S+)")
 _ACCESS = re.compile(
     r'^(?P<level>[A-Z]+):\s+(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)(?: (?P<proto>[^"]*))?" (?P<status>\d{3})'
@@ -747,6 +753,10 @@ def _other(msg: str) -> list[Event] | None:
                                           "path": d.group(3)} if d else {}))
     if msg.endswith(" debug info:") or msg.startswith("Pyspy dump for PID"):
         return _notice("watchdog_debug")
+    m = _CUSTOM_AR_OFF.match(msg) if "is disabled" in msg[:40] else None
+    if m:
+        why = "spans_nodes" if m.group(1) else "pcie_only" if m.group(2) else "no_p2p" if m.group(3) else "world_size"
+        return _notice("custom_allreduce_disabled", reason=why, message=msg[:300])
     if msg.startswith("Setup Custom allreduce failed"):
         return _notice("custom_allreduce_failed", message=msg[:500])
     if "for JIT HiCache kernel" in msg:
@@ -1149,6 +1159,16 @@ class _Scanner:
     def _c10d(self, m: re.Match[str], seg: str, lineno: int) -> None:
         msg = m.group("msg")
         lo = msg.lower()
+        if m.group("src").startswith("ProcessGroupGloo") and (gloo := gloo_transport(msg)) is not None:
+            # the CPU group's start-up connections (parsers/failures.py ``gloo_transport``): a transport fact
+            attrs_g: dict[str, Any] = {**gloo, "source_file": m.group("src"), "level": m.group("lvl"),
+                                       "message": msg[:2000]}
+            if m.group("md") and m.group("time"):
+                attrs_g["stamp"] = f"{m.group('md')} {m.group('time')}"
+            if m.group("rank") is not None:
+                attrs_g["rank"] = _int(m.group("rank"))
+            self._emit("dist_transport", {}, attrs_g, {"line": lineno, "text": seg})
+            return
         if "watchdog" not in lo and "monitoredbarrier" not in lo and "should dump" not in lo \
                 and "timeout" not in lo:
             return

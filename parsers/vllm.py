@@ -37,7 +37,7 @@ from typing import Any
 
 from parsers import jsontext
 from parsers.failures import classify as classify_failure
-from parsers.failures import oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
+from parsers.failures import gloo_transport, oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gib, parse_size
 
@@ -232,10 +232,13 @@ _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found i
 # vllm vllm/executor/ray_utils.py (0.4-0.11) ``_wait_until_pg_ready``: the engine asking Ray for one GPU bundle per
 # rank (TP × PP) and waiting with an exponential back-off (10 s, 20 s, 40 s, …) up to ``PG_WAIT_TIMEOUT`` (1800 s),
 # then ``Cannot provide a placement group of placement_group_specs=… within N seconds``; the first bundle carries
-# ``node:<VLLM_HOST_IP>`` (the driver's node); ``initialize_ray_cluster`` warns when the cluster has fewer GPUs
+# ``node:<VLLM_HOST_IP>`` (the driver's node); ``initialize_ray_cluster`` warns when the cluster has fewer GPUs.
+# vllm vllm/v1/executor/ray_utils.py (main, 2026) ``_wait_until_pg_ready``: with more than one GPU asked for, the
+# same timeout reads ``Cannot provide a placement group requiring {total} GPUs (placement_group_specs=…) within N
+# seconds`` (the total a float sum of the bundles' GPUs, ``4.0``)
 _PG_WAIT = re.compile(r"Waiting for creating a placement group of specs for (\d+) seconds\. specs=(\[.{0,20000}?\])")
-_PG_TIMEOUT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,20000}?\]) within (\d+) "
-                         r"seconds")
+_PG_TIMEOUT = re.compile(r"Cannot provide a placement group (?:of |requiring \d+(?:\.\d+)? GPUs \()placement_group_specs="
+                         r"(\[.{0,20000}?\])\)? within (\d+) seconds")
 _PG_GPU = re.compile(r"'GPU': ([\d.]+)")
 _PG_NODE = re.compile(r"'node:([^']+)': ")
 _SAMPLER_OOM = re.compile(r"CUDA out of memory occurred when warming up (sampler|pooler)(?: \([^)]*\))? with (\d+)"
@@ -262,6 +265,9 @@ _OOM = re.compile(r"(?:CUDA|HIP) out of memory\. Tried to allocate " + _SZ)
 _UVICORN = re.compile(r"^(INFO|WARNING|ERROR|DEBUG):\s+(.*)$")
 _ACCESS = re.compile(r'^(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)[^"]*" (?P<status>\d{3})')
 _C10D = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupNCCL\.cpp:\d+\] (.*)")
+# pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (2.x): the CPU group's own lines (its start-up connections,
+# parsers/failures.py ``gloo_transport``), same header
+_C10D_GLOO = re.compile(r"^(?:\[rank(\d+)\]:)?\[[EWIF]\d{0,4}[^\]]*ProcessGroupGloo\.cpp:\d+\] (.*)")
 _C10D_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+)"
                             r".*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
 _NCCL_LINE = re.compile(r"^\S{1,120}?:\d+:\d+ \[\d+\] NCCL (INFO|WARN|ERROR)")
@@ -782,12 +788,23 @@ class _Parser:
             self.emit("nccl_info", base, {"level": "INFO", "message": s[:500], "nranks": int(m.group(1)) if m else None,
                                           "transport": t.group(1) if t else None})
 
+    def _placement_group(self, m: re.Match[str], base: dict[str, Any]) -> None:
+        """A placement-group wait or timeout line (``_PG_WAIT`` / ``_PG_TIMEOUT``) as a ``ray_pg_wait`` row."""
+        timed_out = m.re is _PG_TIMEOUT
+        specs = m.group(1 if timed_out else 2)
+        node = _PG_NODE.search(specs)
+        self.emit("ray_pg_wait", base, {"waited_s": _num(m.group(2 if timed_out else 1)), "timed_out": timed_out,
+                                        "gpus": sum(_num(g) or 0 for g in _PG_GPU.findall(specs)),
+                                        "bundles": specs.count("{"), "driver_node": node.group(1) if node else None},
+                  seconds=_num(m.group(2 if timed_out else 1)))
+
     def embedded(self, lineno: int, msg: str, base: dict[str, Any]) -> None:
         """A failure named inside a traceback line gets its own row too (detectors look for the kind)."""
         s = msg.strip()
         if any(k in s for k in ("CUDA out of memory", "CUDA error", "max seq len", "No available memory for the cache",
                                 "Cannot auto-fit max_model_len", "EngineDeadError", "NCCL error", "swap space",
-                                "Error in memory profiling", "on startup is less than ", "on startup isless than ")):
+                                "Error in memory profiling", "on startup is less than ", "on startup isless than ",
+                                "Cannot provide a placement group")):
             before = len(self.rows)
             self.classify(lineno, s, {**base, "line": lineno}, None, only_failures=True)
             during = _phase_of_text("\n".join(self.tb["lines"])) if self.tb else None
@@ -968,13 +985,7 @@ class _Parser:
                 return True
             m = _PG_WAIT.search(s) or _PG_TIMEOUT.search(s)
             if m:
-                timed_out = m.re is _PG_TIMEOUT
-                specs = m.group(1 if timed_out else 2)
-                node = _PG_NODE.search(specs)
-                emit("ray_pg_wait", base, {"waited_s": _num(m.group(2 if timed_out else 1)), "timed_out": timed_out,
-                                           "gpus": sum(_num(g) or 0 for g in _PG_GPU.findall(specs)),
-                                           "bundles": specs.count("{"), "driver_node": node.group(1) if node else None},
-                     seconds=_num(m.group(2 if timed_out else 1)))
+                self._placement_group(m, base)
                 return True
             m = _OFFLOAD_REGION.match(s)
             if m:
@@ -1010,6 +1021,11 @@ class _Parser:
                          seconds=int(w.group(4)) / 1000, count=int(w.group(1)))
                 else:
                     emit("nccl_info", base, {"message": m.group(2)[:500]})
+                return True
+            m = _C10D_GLOO.match(s) if "ProcessGroupGloo" in s else None
+            if m:
+                emit("dist_transport", base, {"transport": "gloo", **(gloo_transport(m.group(2)) or {}),
+                                              "message": m.group(2)[:500]})
                 return True
             if self._uvicorn(s, base):
                 return True
@@ -1060,6 +1076,10 @@ class _Parser:
             emit("nccl_error", base, {"message": m.group(1).strip()})
             return True
         if only_failures:
+            m = _PG_TIMEOUT.search(s) if "placement group" in s else None
+            if m:  # the timeout raised as the traceback's exception (V1's engine core logs it at its end)
+                self._placement_group(m, base)
+                return True
             if ("on startup is less than " in s or "on startup isless than " in s) and self._profile(s, base):
                 return True  # §3.3 (both wordings), raised inside the worker's traceback
             m = _SWAP_TOO_LARGE.search(s)

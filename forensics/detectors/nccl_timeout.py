@@ -102,8 +102,12 @@ def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
     if any(_SPANS_NODES.search(r.get("text") or "") for r in texts):
         return True
     ray = [m for r in texts if (m := _RAY_TAG.match(r.get("text") or "")) is not None]
-    if any(m.group(1) for m in ray):
+    # the tag a parser took off the line: ``ray_actor``/``ip`` in attrs (parsers/failures.py ``process_tag``,
+    # parsers/sglang.py), the same two facts
+    tagged = [a for r in texts if (a := attrs(r)).get("ray_actor") or a.get("ip")]
+    if any(m.group(1) for m in ray) or any(a.get("ip") for a in tagged):
         return True
+    ray += tagged  # type: ignore[arg-type]
     if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args) or channel_transports(tl) & {"P2P", "SHM"}:
         return False
     return None

@@ -75,7 +75,7 @@ def unroutable(address: str) -> bool:
     return ip.is_link_local or ip.is_loopback
 
 
-def _routable_interface(tl: Timeline) -> str | None:
+def routable_interface(tl: Timeline) -> str | None:
     """The interface NCCL's INFO lines name with a routable address (parsers/failures.py ``nccl_interface``)."""
     for r in rows(tl, "nccl_info"):
         a = attrs(r)
@@ -124,7 +124,7 @@ def detect(tl: Timeline) -> list[Finding]:
     flags: list[FlagChange] = []
     local = sorted({m.group(1).split("<", 1)[0] for m in connects if m.group(1) and unroutable(m.group(1))})
     if local and not statuses:
-        iface = _routable_interface(tl)
+        iface = routable_interface(tl)
         m = connects[0]
         summary = (f"NCCL could not connect to a peer's socket at {m.group(1)} ({m.group(2).strip()}): "
                    f"{', '.join(local)} is a link-local or loopback address, which no other host can reach — the peer "

@@ -31,7 +31,13 @@ A server that reached ready (or served a batch) and then is quiet is idle, not h
 does a node other than the head past graph capture (its ready lines are node 0's, or the head's API server's under
 vLLM's ``--headless``). With several nodes, multihost.py puts each node's furthest stage in the finding.
 With more than one rank or node the stage waits on the others (SGL-NCCL-010, ``nccl_timeout``); one rank alone
-waits on its storage or its own work (SGL-RUN-003, ``other``).
+waits on its storage or its own work (SGL-RUN-003, ``other``). A rank that said its custom all-reduce is off because
+its process group spans across nodes (vllm_formats.md §3.8; SGLang's copy of the same code) says the server has
+ranks on several nodes, whatever else the input leaves out. Over several nodes the ranks' set-up also connects the
+groups' broadcast queues (ZeroMQ, vllm vllm/distributed/device_communicators/shm_broadcast.py (0.5-0.11) and
+sglang python/sglang/srt/distributed/device_communicators/shm_broadcast.py (0.4-0.5), ``wait_until_ready``) to
+the address each node advertises (VLLM_HOST_IP / SGLANG_HOST_IP, else the one auto-detected): an address the other
+nodes cannot reach hangs there with no error.
 """
 
 from __future__ import annotations
@@ -46,7 +52,16 @@ from forensics.facts.launch import server_config
 from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
 from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
-from forensics.facts.stages import ENGINE_CORES, LAUNCHED, STAGES, launched, ranks_behind, served, stage_of
+from forensics.facts.stages import (
+    ENGINE_CORES,
+    LAUNCHED,
+    STAGES,
+    launched,
+    ranks_behind,
+    served,
+    spans_nodes_said,
+    stage_of,
+)
 from forensics.facts.stages import REQUESTS as _REQUESTS
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
@@ -334,6 +349,9 @@ def _duration(seconds: float) -> str:
 def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     run = st.get("run") or run  # with the ranks' own lines when they alone say the ranks started
     world = _ranks_of(tl, run)
+    spans = spans_nodes_said(run)
+    nodes_only = spans is not None and world < 2  # several nodes said, their ranks not counted
+    world = max(world, 2) if spans is not None else world
     rule = "SGL-NCCL-010" if world > 1 else "SGL-RUN-003"
     row = st["row"]
     lagging = ranks_behind(run)
@@ -369,6 +387,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                else f"The server stopped at {st['stage']} and never became ready")
     size = f"{world} rank{'s' if world > 1 else ''}" if world > 1 or _world_stated(tl, run) else \
         "its parallel size not in the input"
+    if nodes_only:
+        size = "ranks on several nodes: its custom all-reduce said the process group spans across nodes"
     summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
     if st["how"] == "unmeasured":
         summary += (" If the server is still running with no new line, it hangs at this stage; if the excerpt was "
@@ -424,12 +444,18 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["order"] <= STAGES["dist_init_begin"][0]:
         actions.append("From every node: `nc -zv <dist-init-addr> <port>`, and the same --dist-init-addr, --nnodes "
                        "and a distinct --node-rank on each.")
+    if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
+        actions.append("The ranks were setting up their groups over several nodes: each node must advertise the "
+                       "address the others reach it on (SGLANG_HOST_IP / VLLM_HOST_IP, the same network NCCL_SOCKET_IFNAME "
+                       "and GLOO_SOCKET_IFNAME name); an auto-detected address on another interface leaves the groups' "
+                       "message queues waiting with no error.")
     actions.append("Collect while it hangs (`forensics collect`): the snapshot's time against the last line measures "
                    "the silence, and nvidia-smi shows whether the GPUs spin in a kernel.")
     finding = make_finding(
         rule,
         summary=summary,
-        evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3]],
+        evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3], *([spans] if spans not in (None, row)
+                                                                                else [])],
         confidence="low" if st["how"] in ("requests_unfinished", "unmeasured") else "medium",
         confidence_reason="; ".join(reasons) or "the log says where the server stopped, not why; a stack of each "
                                                 "rank while it hangs would",

@@ -14,7 +14,11 @@ Nothing after it starts: no worker, no NCCL, no weights. The cluster Ray sees ha
 ``Started a local Ray instance.``), or the first bundle's ``node:<ip>`` names an address no Ray node registered under
 (``VLLM_HOST_IP`` different from the IP the node joined Ray with). The waits are a finding when the engine says it
 gave up, or when they are the run's last start-up record and the back-off has printed at least twice (the first
-line alone can be a slow autoscaler).
+line alone can be a slow autoscaler). The line says how long the engine had waited when it printed: the back-off
+prints first at 10 s and next at 30 s, so one line of :data:`MIN_WAITED_S` or more is a wait that already outlasted
+two prints (a paste that kept only the last of them). The newer timeout's wording (vllm vllm/v1/executor/ray_utils.py
+(main, 2026): ``Cannot provide a placement group requiring N GPUs (placement_group_specs=…) within S seconds``) is
+read by parsers/vllm.py the same.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from ._common import make_finding
 
 #: the back-off's second line (10 s, then 20 s more): one line can be a cold cluster, two are a wait that persists
 MIN_WAIT_LINES = 2
+#: one line's own elapsed time past the back-off's second print (10 s, then 20 s more: printed at 30 s)
+MIN_WAITED_S = 40.0
 #: records that say the start-up went on past the placement group: workers came up
 _PROGRESS = ("weight_load_begin", "weight_load_end", "memory_profile", "kv_memory", "kv_sizing", "cuda_graph_begin",
              "cuda_graph_end", "engine_metrics", "server_ready", "nccl_info")
@@ -45,9 +51,9 @@ def detect(tl: Timeline) -> list[Finding]:
         gave_up = [r for r in waits if attrs(r).get("timed_out")]
         last = max(waits, key=_order)
         progressed = any(_order(r) > _order(last) for r in of_kind(run, *_PROGRESS))
-        if not gave_up and (progressed or len(waits) < MIN_WAIT_LINES):
-            continue
         waited = max(float(attrs(r).get("waited_s") or 0) for r in waits)
+        if not gave_up and (progressed or (len(waits) < MIN_WAIT_LINES and waited < MIN_WAITED_S)):
+            continue
         gpus = max(int(attrs(r).get("gpus") or 0) for r in waits)
         node = next((attrs(r).get("driver_node") for r in waits if attrs(r).get("driver_node")), None)
         notes = {attrs(r).get("message_id") for r in of_kind(run, "notice")}
@@ -78,7 +84,9 @@ def detect(tl: Timeline) -> list[Finding]:
                         "bundle's address") + "."),
             evidence=[*waits[:2], *([last] if last not in waits[:2] else []),
                       *[r for r in of_kind(run, "notice") if attrs(r).get("message_id") in ("ray_local_instance",
-                                                                                          "ray_gpus_short")][:2]],
+                                                                                          "ray_gpus_short")][:2],
+                      # the engine's teardown after it gave up: the timeout raised and the failed start
+                      *(of_kind(run, "exception", "init_failed", "engine_dead")[:3] if gave_up else [])],
             confidence="high" if gave_up or why else "medium",
             confidence_reason=None if gave_up or why else
             "the cluster's GPU count and node addresses are not in the input (`ray status` decides)",

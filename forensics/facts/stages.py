@@ -77,6 +77,21 @@ EVERY_RANK = ("dist_init_begin", "dist_init_end", "weight_load_begin", "weight_l
               "memory_pool_end", "kv_memory")
 
 
+#: the custom all-reduce's own refusal for a group over several nodes (vllm_formats.md §3.8, 0.5.0+: ``Custom
+#: allreduce is disabled because this process group spans across nodes.``; SGLang's custom_all_reduce.py derives from
+#: vLLM's and prints the same), logged by each rank while the parallel groups are set up
+_SPANS_NODES = re.compile(r"this process group spans across nodes")
+
+
+def spans_nodes_said(run: list[Row]) -> Row | None:
+    """The row where a rank said its process group spans nodes: the server's ranks are on several nodes."""
+    for r in run:
+        if r.get("kind") == "notice" and attrs(r).get("message_id") == "custom_allreduce_disabled" and (
+                attrs(r).get("reason") == "spans_nodes" or _SPANS_NODES.search(r.get("text") or "")):
+            return r
+    return None
+
+
 def stage_of(row: Row) -> tuple[int, str, str] | None:
     """(order, stage, what it waits on) of a row that marks a stage, else None."""
     kind = row.get("kind") or ""
@@ -88,6 +103,8 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
         # ``sglang/vLLM is using nccl==X`` (pynccl's communicator created, inside distributed initialisation:
         # sglang_formats.md §3 "nccl", vllm_formats.md §3.6): the communicator's set-up across the ranks
         return STAGES["nccl_info"]
+    if kind == "notice" and attrs(row).get("message_id") == "custom_allreduce_disabled":
+        return STAGES["nccl_info"]  # decided while the parallel groups are set up, after the NCCL communicator
     return STAGES.get(kind)
 
 

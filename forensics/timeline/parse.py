@@ -4,6 +4,7 @@ lines, launches and GPU names any text may hold."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -283,6 +284,8 @@ REPORTED_FAILURE_KINDS = frozenset({
     # vLLM's own (parsers/vllm.py)
     "exception", "cuda_error", "gpu_memory_short", "swap_space_too_large", "swap_exhausted", "nccl_error",
     "rpc_timeout", "shm_wait", "memory_profiling_error",
+    # Gloo's start-up connections, read by either engine's parser and by the failure scan
+    "dist_transport",
 })
 #: Kinds that stand for lines no parser understood (they stay unrecognised unless the scan reads them).
 _UNREAD_KINDS = ("log",)
@@ -303,7 +306,7 @@ def _scan_failures(text: str, name: str, routes: Routes | None = None) -> pl.Dat
         return failures.parse(text, name).events
     frames = []
     for stream in peeled.streams:
-        ev = failures.parse(stream.text, name).events
+        ev = failures.parse(stream.text, name, tags=_ray_tags(stream)).events
         if ev.is_empty():
             continue
         orig = pl.Series(stream.lines, dtype=pl.Int64)
@@ -312,6 +315,20 @@ def _scan_failures(text: str, name: str, routes: Routes | None = None) -> pl.Dat
         at_end = (ev.get_column("line_end").fill_null(ev.get_column("line")) - 1).clip(0, last)
         frames.append(ev.with_columns(line=orig.gather(at), line_end=orig.gather(at_end)))
     return pl.concat(frames, how="vertical") if frames else failures.parse("", name).events
+
+
+def _ray_tags(stream: Any) -> Callable[[int], dict[str, Any]] | None:
+    """Ray's tag of each peeled line (the envelope's ``ray`` layer: pid, actor, ip), for the failure scan's rows."""
+    metas = stream.meta
+    if not any(m is not None and "ray" in m.envelope for m in metas):
+        return None
+
+    def tag(i: int) -> dict[str, Any]:
+        m = metas[i] if 0 <= i < len(metas) else None
+        if m is None or "ray" not in m.envelope:
+            return {}
+        return {k: v for k, v in (("pid", m.pid), ("ray_actor", m.ray_actor), ("ip", m.ray_ip)) if v is not None}
+    return tag
 
 
 def embedded_launches(text: str, name: str, parts: list[pl.DataFrame],
