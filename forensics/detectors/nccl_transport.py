@@ -36,7 +36,18 @@ _VENDOR = re.compile(r"vendor err (\d+)")
 #: a peer's NCCL socket that would not connect (NCCL misc/socket.cc ``socketStartConnect: Connect to %s failed : %s``,
 #: strerror; failure_messages.md §4.1 ``Call to {syscall} failed : {strerror}``)
 _CONNECT = re.compile(r"socketStartConnect: Connect to (\S+) failed : ([^\n]{1,120})|"
-                      r"Call to connect (?:failed|returned) ?: ?([^\n]{1,120})")
+                      r"Call to connect (?:failed|returned) ?: ?([^\n]{1,120})|"
+                      # NCCL 2.19+ misc/socket.cc ``socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)``
+                      r"socketPollConnect: Connect to (\S+) returned (\d{1,4}\([^)\n]{1,80}\))")
+
+
+def _connect_parts(m: re.Match[str]) -> tuple[str | None, str]:
+    """(the peer's address or None, the reason) of a :data:`_CONNECT` match, whichever wording it is."""
+    if m.group(1):
+        return m.group(1), m.group(2)
+    if m.group(4):
+        return m.group(4), m.group(5)
+    return None, m.group(3)
 #: the other documented transport failures (failure_messages.md §4.1, §4.2 code 6)
 _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to open device|"
                         r"socketProgress: Connection closed by remote peer|Socket recv failed while polling|"
@@ -108,7 +119,7 @@ def detect(tl: Timeline) -> list[Finding]:
     connects = [m for r in hits if (m := _CONNECT.search(r.get("text") or ""))]
     if connects and not statuses:
         m = connects[0]
-        where, why = (m.group(1), m.group(2)) if m.group(1) else (None, m.group(3))
+        where, why = _connect_parts(m)
         summary = (f"NCCL could not connect to a peer's socket{f' at {where}' if where else ''} ({why.strip()}): a "
                    "firewall between the nodes (NCCL uses its own ephemeral TCP ports besides the rendezvous port), "
                    "the wrong network interface for NCCL (NCCL_SOCKET_IFNAME), or a peer that is not listening — the "
@@ -122,11 +133,11 @@ def detect(tl: Timeline) -> list[Finding]:
         summary = ("NCCL lost its connection to a peer (closed by the remote side, a network error or the remote "
                    "process exiting): the collectives over that link cannot complete.")
     flags: list[FlagChange] = []
-    local = sorted({m.group(1).split("<", 1)[0] for m in connects if m.group(1) and unroutable(m.group(1))})
+    local = sorted({w.split("<", 1)[0] for m in connects if (w := _connect_parts(m)[0]) and unroutable(w)})
     if local and not statuses:
         iface = routable_interface(tl)
-        m = connects[0]
-        summary = (f"NCCL could not connect to a peer's socket at {m.group(1)} ({m.group(2).strip()}): "
+        where, why = _connect_parts(connects[0])
+        summary = (f"NCCL could not connect to a peer's socket at {where} ({why.strip()}): "
                    f"{', '.join(local)} is a link-local or loopback address, which no other host can reach — the peer "
                    "that advertised it bound NCCL to an interface that does not route between the nodes, so "
                    "NCCL_SOCKET_IFNAME must name the one that does, on every node.")
