@@ -390,6 +390,14 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if nodes_only:
         size = "ranks on several nodes: its custom all-reduce said the process group spans across nodes"
     summary = f"{opening} ({size}): {how}. That stage waits on {waits}."
+    pool = row.get("bytes") if row.get("kind") == "hicache_alloc" else None
+    if isinstance(pool, int | float) and pool > 0:
+        # the host pool's size is per rank (sglang_formats.md §4, --hicache-size): every rank on the host pins its own
+        summary += (f" Each rank allocates its own host pool: {world} × {pool / 1e9:.2f} GB = "
+                    f"{world * pool / 1e9:.2f} GB of pinned host memory on the ranks' host"
+                    + (" (the ranks per host are not in the input: all counted)" if world > 1 else "")
+                    + "; against the host's free memory (`free -g`, the container's limit) that decides whether "
+                    "pinning it can finish.")
     if st["how"] == "unmeasured":
         summary += (" If the server is still running with no new line, it hangs at this stage; if the excerpt was "
                     "only cut here, nothing failed. How long it has been silent decides: more than 600 s (c10d's "
