@@ -1023,9 +1023,9 @@ class _Parser:
                     emit("nccl_info", base, {"message": m.group(2)[:500]})
                 return True
             m = _C10D_GLOO.match(s) if "ProcessGroupGloo" in s else None
-            if m:
-                emit("dist_transport", base, {"transport": "gloo", **(gloo_transport(m.group(2)) or {}),
-                                              "message": m.group(2)[:500]})
+            gloo = gloo_transport(m.group(2)) if m else None
+            if gloo is not None:  # Gloo's other lines (its monitoredBarrier) stay the failure scan's
+                emit("dist_transport", base, {**gloo, "message": m.group(2)[:500]})  # type: ignore[union-attr]
                 return True
             if self._uvicorn(s, base):
                 return True
