@@ -465,6 +465,9 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
 _CAPTURE_BS_ADVICE = re.compile(r"(--cuda-graph-max-bs(?:-decode)?) to a smaller value \(e\.g\., (\d{1,5})\)")
 #: the release that renamed the decode graphs' batch size (§5 flag table: the old name an alias 0.5.15-0.5.19)
 DECODE_BS_FLAG_SINCE = (0, 5, 15)
+#: the remedy list names the batch size from 0.4.6, with this example value (§5 graph capture failure row)
+CAPTURE_BS_ADVICE_SINCE = (0, 4, 6)
+CAPTURE_BS_EXAMPLE = 16
 
 
 def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> FlagChange | None:
@@ -483,6 +486,10 @@ def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     elif advice:
         new, why = int(advice.group(2)), ("the capture failure's own advice (its example value); larger decode "
                                           "batches run without graphs")
+    elif version is None or version >= CAPTURE_BS_ADVICE_SINCE:
+        # the paste cut the remedy list the engine prints under every capture failure; its example value stands
+        new, why = CAPTURE_BS_EXAMPLE, ("the example of SGLang's own remedy list under a capture failure (0.4.6+; cut "
+                                        "from this input); larger decode batches run without graphs")
     else:
         return None
     old = cfg.flag_text("cuda_graph_max_bs")
