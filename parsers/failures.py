@@ -161,6 +161,10 @@ _AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", r
 _AVAIL_FREE_BOGUS_MB = 1 << 40
 # §2.1, §2.2 (the runtime error strings), §3 (HIP)
 _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
+#: a native check that prints and exits with no Python traceback: the custom all-reduce's CUDACHECK (vllm
+#: csrc/custom_all_reduce.cuh (0.3-0.11) ``Failed: Cuda error %s:%d '%s'``, older builds without "Cuda error"; sglang
+#: sgl-kernel/csrc/allreduce/custom_all_reduce.cuh (0.4-0.5) the same macro)
+_NATIVE_CHECK = re.compile(r"^Failed: (?:Cuda error )?(\S{1,300}?\.(?:cuh|cu|cpp|cc|h|hpp)):(\d{1,6}) '([^'\n]{1,160})'")
 _ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
 _NVLINK = re.compile(r"uncorrectable NVLink error|cudaErrorNvlinkUncorrectable")
@@ -767,6 +771,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                 "message": msg[:2000]}
         return "cuda_error_oom", {k: v for k, v in cols.items() if v is not None}, {
             "api": "cudaHostRegister", "host_pinned": True, "rc": _int(r.group(1)), "message": msg[:2000]}
+    if (nc := _NATIVE_CHECK.match(head)) is not None:
+        return "failure", {}, {"failure": "cuda_error", "source_file": nc.group(1).rsplit("/", 1)[-1],
+                               "source_line": int(nc.group(2)), "cuda_message": nc.group(3), "message": msg[:2000]}
     if _WORKSPACE.search(head):
         need = _WS_NEED.search(head)
         return "failure", {"bytes": _int(need.group(1)) if need else None}, {"failure": "workspace", "message": msg[:2000]}

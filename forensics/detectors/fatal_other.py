@@ -450,6 +450,12 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
                                     "the server died during CUDA-graph capture of something that is no OOM: run once "
                                     "without graphs to confirm the capture path is what fails (slower decode), then "
                                     "report the kernel"))
+    if not flags and attrs(lead).get("failure") == "cuda_error" and _CUSTOM_AR_RE.search(
+            str(attrs(lead).get("source_file") or "")) and (ar := _custom_all_reduce_flag(lead, run or [], tl)):
+        # the custom all-reduce's own CUDA check failed (its CUDACHECK prints the file and exits): its IPC buffers or
+        # peer access, not the model — NCCL does the all-reduce without them
+        words += " (a CUDA call inside the engine's custom all-reduce, which shares buffers between the GPUs over CUDA IPC)"
+        flags.append(ar)
     others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
