@@ -30,7 +30,7 @@ from parsers.elision import is_elision
 from parsers.failures import compiler_failure, reaches_model_forward, stage_of_frames, stops_at_allocation
 from parsers.units import parse_size
 
-from ._common import GIB, fmt_gib, make_finding, tag_run
+from ._common import GIB, fmt_binary, fmt_gib, make_finding, tag_run
 from .held_at_start import foreign_processes
 from .model_fit import weights_overflow
 
@@ -519,14 +519,14 @@ def _concurrency_flag(cfg: ServerConfig, run: list[Row], oom: Row, phase: str | 
 def fragmentation_flag(frag: dict) -> FlagChange:
     """The allocator's own fix when fragmentation alone explains the OOM (forensics.facts.oom.fragmentation)."""
     return FlagChange(frag["variable"], None, "expandable_segments:True",
-                      f"{fmt_gib(frag['reserved_unallocated_bytes'])} was reserved by PyTorch but unallocated, at least "
-                      f"the {fmt_gib(frag['tried_bytes'])} that failed: split blocks, not a lack of memory; expandable "
+                      f"{fmt_binary(frag['reserved_unallocated_bytes'])} was reserved by PyTorch but unallocated, at "
+                      f"least the {fmt_binary(frag['tried_bytes'])} that failed: split blocks, not a lack of memory; expandable "
                       "segments let the allocator grow one segment instead (PyTorch 2.1+, the OOM message's own hint)")
 
 
 def fragmentation_words(frag: dict) -> str:
-    return (f" {fmt_gib(frag['reserved_unallocated_bytes'])} was reserved but unallocated — more than the "
-            f"{fmt_gib(frag['tried_bytes'])} it asked for — so fragmentation alone could explain it: try "
+    return (f" {fmt_binary(frag['reserved_unallocated_bytes'])} was reserved but unallocated — more than the "
+            f"{fmt_binary(frag['tried_bytes'])} it asked for — so fragmentation alone could explain it: try "
             f"{frag['variable']}=expandable_segments:True first.")
 
 

@@ -12,7 +12,8 @@ GPUs hold nothing of this server yet, so the memory that is missing on some GPUs
 stranded: the message's own reading). A speculative draft worker (EAGLE/NextN: ``EAGLEWorker.__init__`` builds its
 own ``ModelRunner``) runs the same check *after* the target model's weights and KV pool were allocated: an imbalance
 then is the server's own allocations differing between ranks — an engine fault, not a foreign process (SGL-GPU-011).
-``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1`` turns the error into a warning.
+``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1`` turns the error into a warning: a rank that goes on to ``Load weight
+begin`` after it did not refuse, and nothing is reported for the warning itself.
 
 >>> gap_gib(8.88, 11.90)
 3.02
@@ -49,6 +50,15 @@ def _tracebacks(run: list[Row], row: Row) -> list[Row]:
 def _context(run: list[Row], row: Row) -> str:
     """The traceback around the imbalance row: the scheduler exception that holds it, or the row itself."""
     return "\n".join([*(h.get("text") or "" for h in _tracebacks(run, row)), row.get("text") or ""])
+
+
+def _only_warned(run: list[Row], row: Row) -> bool:
+    """The check only warned (``SGL_DISABLE_TP_MEMORY_INBALANCE_CHECK=1``): the same rank went on to load its
+    weights after it (``Load weight begin`` follows in its file), so no rank refused to start; a rank that then
+    cannot hold its shard is SGL-GPU-007's."""
+    rank, line = rank_of(row), row.get("line") or 0
+    return any(r.get("file") == row.get("file") and (r.get("line") or 0) > line
+               and (rank is None or rank_of(r) == rank) for r in of_kind(run, "weight_load_begin"))
 
 
 def detect(tl: Timeline) -> list[Finding]:
@@ -90,6 +100,8 @@ def detect(tl: Timeline) -> list[Finding]:
                          "Not a reason to hunt for orphan processes: the target model had already loaded on every "
                          "rank."],
             ), ref))
+            continue
+        if _only_warned(run, first):
             continue
         seen = [p for p in smi_procs if p.get("pid") is not None]
         held = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
