@@ -253,3 +253,20 @@ def test_docs_list_every_typed_member_of_every_kind() -> None:
             for k in re.findall(r"`([a-z_]+)`", kinds):
                 listed[k] = names
         assert listed == {k: set(v) for k, v in of.items()}, title
+
+
+def test_a_streamed_log_keeps_its_rows_figures(tmp_path, monkeypatch) -> None:
+    """Streamed chunks carry figures as one null unless a row fills them; the sample kept for the analysis
+    still has every OOM row's figures, as the whole read has."""
+    from forensics import inputs, timeline
+    from tests.test_streaming import _write_set
+
+    _write_set(tmp_path, 5)
+    whole = build_timeline([tmp_path]).events
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
+    streamed = build_timeline([tmp_path]).events
+    typed = whole.filter(pl.col("figures").is_not_null())
+    assert typed.height and set(typed.get_column("kind")) <= FIGURES_OF.keys()
+    assert streamed.filter(pl.col("figures").is_not_null()).select("file", "line", "figures").equals(
+        typed.select("file", "line", "figures"))

@@ -154,6 +154,9 @@ def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
     return facts
 
 
+_NOT_FIGURES = {c: t for c, t in EVENT_SCHEMA.items() if c != "figures"}
+
+
 class _Sampler:
     """Which bulk rows of one file stay in memory: all of a short log; of a long one, per (kind, rank, run)
     bucket of consecutive rows its first, last and extreme rows (token usage, tokens, running and queued
@@ -187,12 +190,12 @@ class _Sampler:
         out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
         # a gathered string column still points into the whole chunk's buffers: copy what is kept so
         # the chunk can be freed (else memory grows by the chunk, not by the sample)
-        # (a figures column no kept row fills stays one null: not copied as a struct of nulls)
-        bare = out.get_column("figures").null_count() == out.height
-        copied = pl.from_arrow((out.drop("figures") if bare else out).to_arrow())
-        if bare:
-            copied = copied.with_columns(NO_FIGURES).select(out.columns)  # type: ignore[union-attr]
-        return copied.cast(EVENT_SCHEMA)  # type: ignore[union-attr]
+        # (a figures column no kept row fills stays one null, not a struct of nulls: the frame is kept until
+        # the analysis, and reading the column as a Series would store it materialized in the frame)
+        if out.select(pl.col("figures").null_count()).item() < out.height:
+            return pl.from_arrow(out.to_arrow()).cast(EVENT_SCHEMA)  # type: ignore[return-value]
+        copied = pl.from_arrow(out.drop("figures").to_arrow()).cast(_NOT_FIGURES)  # type: ignore[union-attr]
+        return copied.with_columns(NO_FIGURES).select(out.columns)  # type: ignore[union-attr]
 
     def _choose_native(self, b: pl.DataFrame) -> pl.Series:
         """The ``_i`` of the rows to keep, by the compiled twin of :meth:`_choose` (parsers/_native)."""
