@@ -83,6 +83,9 @@ def raised_in_kv_allocator(text: str) -> bool:
 
 # reference/sglang_formats.md §6 (``Avaliable tokens`` 0.3.6-0.4.6, ``Available tokens`` later)
 _AVAIL_RE = re.compile(r"Ava(?:il|li)able tokens: (\d+)")
+# the same message's breakdown (§6: ``available_size()=N`` 0.4.7-0.4.9, ``(available_size=N + evictable_size=M)``
+# 0.4.10+, the hybrid pools' ``full_available_size=N``)
+_FREE_RE = re.compile(r"(?:full_)?available_size(?:\(\))?=(\d+)")
 #: ``schedule_batch.py::retract_decode``: with one request left to retract and no free KV slot, SGLang asserts
 #: ``No space left for only one request[ in SWA mode …]`` (an AssertionError, 0.3.x–0.4.x; "Failed to retract any
 #: request. No space left for only one request." from 0.4.8, sglang_formats.md §6): the assertion is how the
@@ -195,8 +198,13 @@ def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
     if phase is None and inferred:
         phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
     tried = first.get("tokens")
-    if not retract_assert and isinstance(tried, int) and isinstance(avail, int) and 0 < tried <= avail:
-        return [_free_tokens_refused(run, cfg, hits, first, tried, avail, phase)]
+    # free without evicting: the message's own breakdown when it prints one (0.4.7+: available_size, the hybrid
+    # pools' full_available_size), else the one count it prints; evictable tokens are the radix cache's, freed
+    # only as far as eviction succeeds
+    split = _FREE_RE.search(text)
+    free = int(split.group(1)) if split else avail
+    if not retract_assert and isinstance(tried, int) and isinstance(free, int) and 0 < tried <= free:
+        return [_free_tokens_refused(run, cfg, hits, first, tried, free, phase)]
     return [make_finding(
         "SGL-KV-002",
         summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
@@ -246,7 +254,7 @@ def _free_tokens_refused(run: list[Row], cfg, hits: list[Row], first: Row, tried
     return make_finding(
         "SGL-KV-006",
         summary=(f"SGLang's KV allocator refused a {phase + ' ' if phase else ''}batch of {tried} tokens although its "
-                 f"own message counts {avail} available: the pool was not full. "
+                 f"own message counts {avail} free: the pool was not full. "
                  + (f"With --page-size {int(page)} each request takes whole pages" if page and page > 1 else
                     "A page size above 1 makes each request take whole pages" if page is None else
                     "With --page-size 1 no page rounding explains it")
