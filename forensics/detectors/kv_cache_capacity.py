@@ -202,7 +202,10 @@ def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
     # pools' full_available_size), else the one count it prints; evictable tokens are the radix cache's, freed
     # only as far as eviction succeeds
     split = _FREE_RE.search(text)
-    free = int(split.group(1)) if split else avail
+    free = next((v for k in ("available_size", "full_available_size") if isinstance(v := attrs(first).get(k), int)),
+                None)
+    if free is None:
+        free = int(split.group(1)) if split else avail
     if not retract_assert and isinstance(tried, int) and isinstance(free, int) and 0 < tried <= free:
         return [_free_tokens_refused(run, cfg, hits, first, tried, free, phase)]
     return [make_finding(
