@@ -16,7 +16,7 @@ import tempfile
 import weakref
 import zoneinfo
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -46,6 +46,13 @@ from parsers.schema import EVENT_SCHEMA, NotThisFormat, ParseResult, empty_frame
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
 CHUNK_BYTES = 8 << 20
+#: A chunk of a streamed SGLang log goes to its parser in pieces this big (cut at a line end) while the last
+#: piece had more than PY_HEAVY_LINES lines the native scan left to the Python parser, and so does a file's
+#: first piece: each such line costs ~1 KB while its chunk is parsed (a row dict, then a frame row), so a
+#: log of lines no pattern reads would take ~600 MB for one 8 MiB chunk. The native scan's batch lines cost
+#: nothing like it: their chunks stay whole.
+HEAVY_PIECE_BYTES = 1 << 20
+PY_HEAVY_LINES = 4096
 #: BULK_KINDS (forensics.timeline.anywhere): the one-line records a long-running server's log is made of;
 #: in a streamed file only a sample of them stays in memory (every row is in timeline.parquet).
 #: Rows of one (kind, rank, run) of a streamed file kept whole before sampling starts: a log this
@@ -53,6 +60,10 @@ CHUNK_BYTES = 8 << 20
 KEEP_ALL = 2048
 #: Sample buckets per (kind, rank, run) of a streamed file, whatever its size, so memory stays flat.
 BUCKETS = 500
+#: Rows of a streamed file sampled like the bulk kinds: a line of the engine's own format that no pattern
+#: reads ("log", parsers.sglang) — a log made of those would otherwise keep a row per line in memory
+#: (64 MiB of them: ~1.3 GB). Every row is in timeline.parquet; no detector reads this kind.
+SAMPLED_KINDS = (*BULK_KINDS, "log")
 #: Batch rows at or above this token usage are all kept (up to MAX_EXTREME per file): KV pressure.
 EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
@@ -86,15 +97,17 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
     for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
-        fr = st.feed(chunk)
-        anywhere.rows_of(fr)
-        fr = env.remap(fr)
-        done += len(chunk)
+        for piece in pieces(chunk, lambda: st.last_other < 0 or st.last_other > PY_HEAVY_LINES):
+            fr = st.feed(piece)
+            anywhere.rows_of(fr)
+            fr = env.remap(fr)
+            done += len(piece)
+            del piece
+            if fr.height:
+                emit(fr)
+            if tick is not None:
+                tick(done)
         del chunk
-        if fr.height:
-            emit(fr)
-        if tick is not None:
-            tick(done)
     if tick is not None:
         tick.done()
     try:
@@ -112,6 +125,23 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     if found is not None:  # after the parser's rows: they are known at the end of the file
         emit(env.remap(found))
     return res
+
+
+def pieces(chunk: bytes | bytearray, heavy: Callable[[], bool]) -> Iterator[bytes | bytearray]:
+    """``chunk`` (which ends at a line end) whole, or while ``heavy()`` says so, in pieces of about
+    HEAVY_PIECE_BYTES that end at line ends; the rest goes whole once ``heavy()`` turns false.
+
+    >>> [bytes(p) for p in pieces(b"a\\nb\\n", lambda: False)]
+    [b'a\\nb\\n']
+    """
+    start, n = 0, len(chunk)
+    while start < n:
+        end = n
+        if heavy() and n - start > HEAVY_PIECE_BYTES:
+            cut = chunk.find(b"\n", start + HEAVY_PIECE_BYTES - 1)
+            end = n if cut < 0 else cut + 1
+        yield chunk if start == 0 and end == n else chunk[start:end]
+        start = end
 
 
 #: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
@@ -153,6 +183,9 @@ def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
     facts.gaps = list(dict.fromkeys(facts.gaps))
     return facts
 
+#: Sampled kinds that have no token usage to be extreme in.
+_NOT_EXTREME = ("http_access", "log")
+
 
 class _Sampler:
     """Which bulk rows of one file stay in memory: all of a short log; of a long one, per (kind, rank, run)
@@ -169,20 +202,28 @@ class _Sampler:
         self.extreme = 0
         self.bulk = 0
         self.kept = 0
+        #: rows of the other sampled kinds ("log": SAMPLED_KINDS), seen and kept
+        self.other = 0
+        self.other_kept = 0
 
     def keep(self, frame: pl.DataFrame) -> pl.DataFrame:
-        is_bulk = frame.get_column("kind").is_in(BULK_KINDS)
-        n_bulk = int(is_bulk.sum())
-        if not n_bulk:
+        kind = frame.get_column("kind")
+        is_bulk = kind.is_in(SAMPLED_KINDS)
+        n_sampled = int(is_bulk.sum())
+        if not n_sampled:
             return frame
+        n_other = n_sampled - int(kind.is_in(BULK_KINDS).sum())
         # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
         # _q: #queue-req, the typed field (parsers.schema.FIELDS; a value that is no integer stays in attrs
         # and ranks nothing, as when it was read out of the JSON)
         b = frame.select(*self.KEYS, "ratio", "tokens", "count",
                          _q=pl.col("fields").struct.field("queue_req")).with_row_index("_i").filter(is_bulk)
         kept = self._choose_native(b) if bulkscan.available() else self._choose(b)
-        self.bulk += n_bulk
-        self.kept += kept.len()
+        kept_other = int(kind.gather(kept).is_in(BULK_KINDS).not_().sum()) if n_other else 0
+        self.bulk += n_sampled - n_other
+        self.kept += kept.len() - kept_other
+        self.other += n_other
+        self.other_kept += kept_other
         # the other rows, then the kept bulk rows, each in line order
         out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
         # a gathered string column still points into the whole chunk's buffers: copy what is kept so
@@ -209,7 +250,7 @@ class _Sampler:
             kid.to_arrow(), nkeys, ord0, self.bucket, KEEP_ALL, b.get_column("ratio").to_arrow(),
             b.get_column("tokens").to_arrow(), b.get_column("count").to_arrow(),
             b.get_column("_q").to_arrow(),
-            (b.get_column("kind") == "http_access").fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
+            b.get_column("kind").is_in(_NOT_EXTREME).fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
             self.extreme)
         for k, key in key_of.items():
             self.seen[key] = ord0[k] + counts[k]
@@ -229,7 +270,7 @@ class _Sampler:
             offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
             b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
             o = o + pl.col("_n")
-        extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
+        extreme = (pl.col("ratio") >= EXTREME_RATIO) & ~pl.col("kind").is_in(_NOT_EXTREME)
         b = b.with_columns(_o=o, _x=extreme.fill_null(False))
         b = b.with_columns(_b=pl.col("_o") // self.bucket,
                            _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
@@ -437,7 +478,7 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
-    n_bulk = n_kept = 0
+    n_bulk = n_kept = n_other = n_other_kept = 0
     members: list[tuple[str, int]] | None = None  # the members of the file being read, if a rotation set
 
     def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
@@ -564,6 +605,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         if sampler is not None:
             n_bulk += sampler.bulk
             n_kept += sampler.kept
+            n_other += sampler.other
+            n_other_kept += sampler.other_kept
     held = [fr for fr in held if fr.height]
     if held:
         fr = pl.concat(held, how="vertical") if len(held) > 1 else held[0]
@@ -584,6 +627,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     if n_kept < n_bulk:
         facts.notes.append(f"{n_bulk:,} batch/access rows are in timeline.parquet; {n_kept:,} kept for analysis "
                            "(every row of other kinds; per rank the first, last and extreme rows).")
+    if n_other_kept < n_other:
+        facts.notes.append(f"{n_other:,} log lines no pattern reads are in timeline.parquet; {n_other_kept:,} kept for "
+                           "analysis (per rank the first and last rows).")
     if sink is not None:
         counts = dict(sorted(sink.counts.items()))
         sink.close(parquet_meta(facts, coverage))
