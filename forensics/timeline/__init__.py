@@ -72,12 +72,44 @@ MAX_EXTREME = 2_000
 #: ROUTE_CHARS (forensics.timeline.anywhere): texts read whole from this size on are routed.
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
-def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
-                   emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
-                   tz: str | None = None) -> ParseResult | None:
-    """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
-    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). Envelopes
-    (docker JSON, kubectl, journald…) are peeled chunk by chunk; the head's inner text is sniffed."""
+#: The formats whose parser reads a big file chunk by chunk (:func:`_stream_log`).
+STREAMED_FORMATS = ("sglang", "vllm")
+
+
+class _VllmFeed:
+    """vLLM's parser (``parsers.vllm.Stream``) fed as ``sglang_fast.Stream`` is: chunks of bytes in, final
+    rows out; every line goes to the readers that look anywhere (``on_other_lines``), as vLLM has no lines
+    the readers can skip."""
+
+    def __init__(self, name: str, on_other_lines: Callable[[int, pl.Series, list[str]], None]) -> None:
+        from parsers import vllm
+
+        self.st = vllm.Stream(name)
+        self.on_other_lines = on_other_lines
+        self.before = 0
+        self.last_other = -1  # every line is the Python parser's: always fed in HEAVY_PIECE_BYTES pieces
+
+    def feed(self, data: bytes | bytearray) -> pl.DataFrame:
+        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
+        self.before += len(lines)
+        return self.st.feed(text).sort("line", maintain_order=True)
+
+    def finish(self) -> tuple[pl.DataFrame, ParseResult]:
+        last, res = self.st.finish()
+        return last.sort("line", maintain_order=True), res
+
+
+def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
+                emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
+                tz: str | None = None) -> tuple[ParseResult, str] | None:
+    """A big file the manifest or the sniffer calls SGLang or vLLM (STREAMED_FORMATS), parsed chunk by
+    chunk, each chunk's rows handed to ``emit`` in line order: its account and format; None if it is
+    neither (then nothing was emitted). Envelopes (docker JSON, kubectl, journald…) are peeled chunk by
+    chunk; the head's inner text is sniffed."""
     from forensics.timeline.envelope_rows import EnvelopeChunks
     from parsers import envelopes, sglang_fast
 
@@ -87,13 +119,17 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     if wrapped:
         head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
     fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
-    if fmt != "sglang":
+    if fmt not in STREAMED_FORMATS:
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
-    st = sglang_fast.Stream(f.name)
     # the launches, GPU names, dumps and failure lines anywhere in it, as in a text read whole
     anywhere = StreamedText(f.name)
-    st.on_other_lines = anywhere.lines
+    st: sglang_fast.Stream | _VllmFeed
+    if fmt == "vllm":
+        st = _VllmFeed(f.name, anywhere.lines)
+    else:
+        st = sglang_fast.Stream(f.name)
+        st.on_other_lines = anywhere.lines
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
     for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
@@ -124,7 +160,7 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
         emit(last)
     if found is not None:  # after the parser's rows: they are known at the end of the file
         emit(env.remap(found))
-    return res
+    return res, env.label(fmt)
 
 
 def pieces(chunk: bytes | bytearray, heavy: Callable[[], bool]) -> Iterator[bytes | bytearray]:
@@ -538,17 +574,17 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         # the collector's stamp dates what it captured itself (a snapshot), not a file it copied in
         capture = parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
-        streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
+        streamed = _stream_log(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
             resolve_time(shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s),
             facts, tz) if f.streamed else None
         if streamed is not None:
-            res = streamed
-            artifact.format = "sglang"
+            res, fmt = streamed
+            artifact.format = fmt
             artifact.lines = res.lines
             notes.extend(res.notes)
             if res.unrecognized_examples:
                 unrec[f.name] = sorted(res.unrecognized_examples)[:20]
-            coverage.append({"file": f.name, "format": "sglang", "lines": res.lines,
+            coverage.append({"file": f.name, "format": fmt, "lines": res.lines,
                              "recognized": min(res.recognized, res.lines),
                              "unrecognized": res.lines - min(res.recognized, res.lines), "cut_lines": f.cut_lines})
         else:

@@ -1,0 +1,137 @@
+"""Memory stays bounded whatever a big file is made of (issue 26): a streamed log of lines no pattern reads
+goes to its parser in small pieces and keeps a sample of those rows; a vLLM log is streamed as an SGLang one
+is, with the same timeline as when read whole. Asserted on piece sizes and row counts, not on time or RSS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from forensics import inputs, timeline
+from parsers import pasted, sglang_fast, vllm
+from tests.test_perf_equivalence import _mix
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _unknown_log(path: Path, n: int) -> None:
+    head = ["[2025-11-20 09:14:16 TP0] Load weight begin. avail mem=93.79 GB",
+            "[2025-11-20 09:14:17 TP0] KV Cache is allocated. #tokens: 221628, KV size: 14.50 GB"]
+    body = [f"[2025-11-20 09:{(i // 60) % 60:02d}:{i % 60:02d} TP0] plugin tick {i} queue={i % 97}" for i in range(n)]
+    path.write_text("\n".join(head + body) + "\n", encoding="utf-8")
+
+
+def _fed(monkeypatch, cls) -> list[int]:
+    sizes: list[int] = []
+    real = cls.feed
+
+    def feed(self, data):
+        sizes.append(len(data))
+        return real(self, data)
+    monkeypatch.setattr(cls, "feed", feed)
+    return sizes
+
+
+def _small_stream(monkeypatch, piece: int = 2_000) -> None:
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(timeline, "HEAVY_PIECE_BYTES", piece)
+    monkeypatch.setattr(timeline, "PY_HEAVY_LINES", 20)
+
+
+def test_lines_left_to_the_python_parser_are_fed_in_small_pieces(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "tp0.log"
+    _unknown_log(log, 3_000)
+    whole = timeline.build_timeline([log])
+    _small_stream(monkeypatch)
+    sizes = _fed(monkeypatch, sglang_fast.Stream)
+    streamed = timeline.build_timeline([log])
+    longest = max(len(ln) + 1 for ln in log.read_text().splitlines())
+    assert sum(sizes) == log.stat().st_size
+    assert len(sizes) > log.stat().st_size // 20_000 * 5  # not one feed per chunk
+    assert max(sizes) <= 2_000 + longest
+    assert_frame_equal(whole.events, streamed.events)
+    assert whole.coverage == streamed.coverage
+
+
+def test_batch_lines_go_to_the_parser_in_whole_chunks(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "tp0.log"
+    log.write_text("\n".join(_mix(3, 1_500)) + "\n", encoding="utf-8")
+    _small_stream(monkeypatch)
+    monkeypatch.setattr(timeline, "PY_HEAVY_LINES", 400)
+    sizes = _fed(monkeypatch, sglang_fast.Stream)
+    timeline.build_timeline([log])
+    chunks = -(-log.stat().st_size // 20_000)
+    # the file's first piece is small (nothing known of the file yet), every chunk after it whole
+    assert sizes[0] <= 2_000 + 1_000 and len(sizes) <= chunks + 1 and sum(sizes) == log.stat().st_size
+
+
+def test_rows_of_lines_no_pattern_reads_are_sampled_in_memory_and_all_in_parquet(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "tp0.log"
+    _unknown_log(log, 3_000)
+    _small_stream(monkeypatch)
+    monkeypatch.setattr(timeline, "KEEP_ALL", 100)
+    monkeypatch.setattr(timeline, "BUCKETS", 10)
+    tl = timeline.build_timeline([log], spill_dir=tmp_path / "spill")
+    kept = tl.events.filter(pl.col("kind") == "log").height
+    full = pl.read_parquet(tl.parquet_path)
+    assert full.filter(pl.col("kind") == "log").height == 3_000
+    assert kept < 3_000 // 5, kept  # the first KEEP_ALL, then per bucket (and piece) its first and last
+    assert any("3,000 log lines no pattern reads" in n for n in tl.facts.notes), tl.facts.notes
+    # the first and the last of them are kept: the file's time span is the same
+    span = full.filter(pl.col("kind") == "log").get_column("line")
+    assert {span.min(), span.max()} <= set(tl.events.get_column("line").to_list())
+
+
+def _vllm_logs() -> list[Path]:
+    out = []
+    for p in sorted((ROOT / "fixtures" / "scenarios").glob("*/input/**/*")):
+        if not p.is_file() or p.stat().st_size < 2_000:
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if vllm.sniff(text[:65536]) >= 0.8 and pasted.unwrap(text) == text:
+            out.append(p)
+    return out
+
+
+VLLM_LOGS = _vllm_logs()
+
+
+def test_there_are_vllm_logs_to_stream() -> None:
+    assert len(VLLM_LOGS) >= 10
+
+
+@pytest.mark.parametrize("log", VLLM_LOGS, ids=lambda p: p.parent.parent.name + "/" + p.name)
+def test_streamed_vllm_log_reads_as_when_read_whole(log: Path, monkeypatch) -> None:
+    whole = timeline.build_timeline([log])
+    assert [c["format"].split(" in ")[0] for c in whole.coverage] == ["vllm"]
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 1_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 997)  # cuts inside tracebacks and wrapped messages
+    monkeypatch.setattr(timeline, "HEAVY_PIECE_BYTES", 301)
+    sizes = _fed(monkeypatch, vllm.Stream)
+    streamed = timeline.build_timeline([log])
+    assert len(sizes) > 1 and max(sizes) < 997 + 5_000
+    assert_frame_equal(whole.events, streamed.events)
+    assert whole.coverage == streamed.coverage
+    assert whole.unrecognized_examples == streamed.unrecognized_examples
+
+
+@pytest.mark.parametrize("lines_per_chunk", [1, 2, 5])
+def test_vllm_stream_equals_parse_at_every_cut(lines_per_chunk: int) -> None:
+    for log in VLLM_LOGS:
+        text = log.read_text(encoding="utf-8")
+        want = vllm.parse(text, log.name)
+        st = vllm.Stream(log.name)
+        lines = text.splitlines(keepends=True)
+        frames = [st.feed("".join(lines[i:i + lines_per_chunk])) for i in range(0, len(lines), lines_per_chunk)]
+        last, res = st.finish()
+        got = pl.concat([f for f in [*frames, last] if f.height])
+        assert_frame_equal(got, want.events)
+        assert res.coverage() == want.coverage() and res.notes == want.notes, log
+        assert res.unrecognized_examples == want.unrecognized_examples
