@@ -135,3 +135,41 @@ def test_vllm_stream_equals_parse_at_every_cut(lines_per_chunk: int) -> None:
         assert_frame_equal(got, want.events)
         assert res.coverage() == want.coverage() and res.notes == want.notes, log
         assert res.unrecognized_examples == want.unrecognized_examples
+
+
+def _plain_text(path: Path, n: int) -> None:
+    """A sidecar's heartbeat lines no parser claims, with a launch command, a GPU's name and a CUDA OOM in
+    them (one line each: a cut between lines never splits them)."""
+    lines = [f"2025-11-20T09:00:{i % 60:02d}Z sidecar-{i % 7} heartbeat seq={i} status=ok" for i in range(n)]
+    lines[n // 5] = "python -m sglang.launch_server --model-path /models/Llama-3.1-70B --tp 8 --mem-fraction-static 0.93"
+    lines[n // 2] = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5c4f3ad2-1f2e-4a6b-9d3c-2b1a0f9e8d7c)"
+    lines[4 * n // 5] = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.41 GiB. GPU 3 has a total "
+                         "capacity of 95.00 GiB of which 1.02 GiB is free.")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_big_text_no_parser_claims_is_read_chunk_by_chunk(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "sidecar.txt"
+    _plain_text(log, 3_000)
+    whole = timeline.build_timeline([log])
+    assert {"launch_command", "gpu_model"} <= set(whole.events.get_column("kind").to_list())
+    read: list[int] = []
+    real = timeline.read_anywhere
+
+    def read_anywhere(text, *a):
+        read.append(len(text))
+        return real(text, *a)
+    monkeypatch.setattr(timeline, "read_anywhere", read_anywhere)
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 10_000)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 9_999)
+    streamed = timeline.build_timeline([log])
+    assert len(read) == -(-log.stat().st_size // 9_999) and max(read) < 9_999 + 200
+    # what the readers that look anywhere took, at the same lines (the paste splitter's prose segments end
+    # at the cuts, so what the prose reader cites may move: a session across a cut is read in two halves)
+    key = ["line", "kind", "text", "attrs"]
+    read_by = pl.col("kind").is_in(["launch_command", "gpu_model", "cuda_oom"])
+    assert_frame_equal(whole.events.filter(read_by).select(key), streamed.events.filter(read_by).select(key))
+    assert [{k: c[k] for k in ("lines", "recognized", "unrecognized")} for c in whole.coverage] == \
+        [{k: c[k] for k in ("lines", "recognized", "unrecognized")} for c in streamed.coverage]
+    # the examples of what nobody read: the file's first lines (the first chunk has nothing any parser read)
+    assert [ln for ln, _t in streamed.unrecognized_examples["sidecar.txt"]] == list(range(1, 21))

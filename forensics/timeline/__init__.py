@@ -31,6 +31,7 @@ from forensics.timeline.anywhere import BULK_KINDS, ROUTE_CHARS, StreamedText, r
 from forensics.timeline.clock import resolve_time
 from forensics.timeline.parquet import PARQUET_OPTIONS, parquet_meta, place_parquet, write_parquet
 from forensics.timeline.parse import (
+    NAMED_FORMATS,
     count_lines,
     hinted_format,
     is_binary,
@@ -178,6 +179,27 @@ def pieces(chunk: bytes | bytearray, heavy: Callable[[], bool]) -> Iterator[byte
             end = n if cut < 0 else cut + 1
         yield chunk if start == 0 and end == n else chunk[start:end]
         start = end
+
+
+def _texts(f: InputFile, text: str | None, art: dict | None) -> Iterator[tuple[int, str, int | None]]:
+    """The text of a file read whole, as (lines before it, text, the file's size when it is a piece): the
+    whole of it, or, for a streamed file whose head no parser claims (only the readers that look anywhere
+    and the paste splitter have a use for it), chunk by chunk (CHUNK_BYTES, cut at line ends) so that
+    memory stays that of a chunk: a record or a pasted session that spans a cut is read in two halves."""
+    if text is not None or not f.streamed:
+        yield 0, text if text is not None else next(iter_text([f]))[1], None
+        return
+    head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
+    hint = (art.get("format") if art else None) or NAMED_FORMATS.get(f.name.rsplit("/", 1)[-1])
+    if hinted_format(hint, head) is not None or registry.best_format(head)[0] is not None:
+        yield 0, next(iter_text([f]))[1], None
+        return
+    before = 0
+    for chunk in f.chunks(CHUNK_BYTES):
+        text = bytes(chunk).decode("utf-8", errors="replace")  # each chunk ends at a line end
+        del chunk
+        yield before, text, f.nbytes
+        before += count_lines(text)
 
 
 #: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
@@ -588,52 +610,60 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
                              "recognized": min(res.recognized, res.lines),
                              "unrecognized": res.lines - min(res.recognized, res.lines), "cut_lines": f.cut_lines})
         else:
-            if text is None:
-                text = next(iter_text([f]))[1]
-            text = pasted.unwrap(text)  # a log quoted or indented in a ticket reads as the log (same lines)
-            n_lines = count_lines(text)
-            artifact.lines = n_lines
-            from forensics.timeline.envelope_rows import read_enveloped
-
-            enveloped = read_enveloped(f, text, art, facts, tz)
-            pieces, label = enveloped or parse_file(f, text, art)
-            # one pass tells the readers below which lines they can use (a text with envelopes: each
-            # reader reads the peeled text as before)
-            routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
-            artifact.format = label
-            recognized = 0
+            n_lines = recognized = 0
             examples: list[tuple[int, str]] = []
-            parts = []
-            for piece in pieces:
-                res = piece.result
-                recognized += res.recognized
-                examples += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
-                notes.extend(res.notes)
-                if piece.command or piece.snapshot is not None:
-                    artifact.segments.append({"start_line": piece.start_line, "format": res.source,
-                                              "command": piece.command, "lines": res.lines})
-                fr = shift(res.events, piece.start_line, piece.snapshot)
-                parts.append(resolve_time(fr, facts, tz, capture))
-            more, newly, failed = read_anywhere(text, f.name, parts, routes,
-                                                lambda fr, _c=capture: resolve_time(fr, facts, tz, _c))
-            recognized += more
-            if failed and label is None:
-                label = artifact.format = "failures"
-            if sink is None:
-                for fr in parts:
-                    emit(fr, None)
-            elif parts:
-                whole = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-                emit(whole.sort("line", maintain_order=True), sampler)
+            labels: list[str] = []
+            failed_any = False
+            for before, whole_text, of in _texts(f, text, art):  # one, or a big file no parser claims in pieces
+                text = pasted.unwrap(whole_text, whole_chars=of)  # a log quoted or indented in a ticket
+                del whole_text
+                n_lines += count_lines(text)
+                from forensics.timeline.envelope_rows import read_enveloped
+
+                enveloped = read_enveloped(f, text, art, facts, tz)
+                pieces, label = enveloped or parse_file(f, text, art)
+                if label is not None:
+                    labels.append(label)
+                # one pass tells the readers below which lines they can use (a text with envelopes: each
+                # reader reads the peeled text as before)
+                routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
+                got: list[tuple[int, str]] = []
+                parts = []
+                for piece in pieces:
+                    res = piece.result
+                    recognized += res.recognized
+                    got += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
+                    notes.extend(res.notes)
+                    if piece.command or piece.snapshot is not None:
+                        artifact.segments.append({"start_line": piece.start_line + before, "format": res.source,
+                                                  "command": piece.command, "lines": res.lines})
+                    fr = shift(res.events, piece.start_line, piece.snapshot)
+                    parts.append(resolve_time(fr, facts, tz, capture))
+                more, newly, failed = read_anywhere(text, f.name, parts, routes,
+                                                    lambda fr, _c=capture: resolve_time(fr, facts, tz, _c))
+                recognized += more
+                failed_any = failed_any or failed
+                if before:
+                    parts = [shift(fr, before + 1, None) for fr in parts]
+                if sink is None:
+                    for fr in parts:
+                        emit(fr, None)
+                elif parts:
+                    whole = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
+                    emit(whole.sort("line", maintain_order=True), sampler)
+                if not pieces:  # no parser read any of it: its first lines
+                    got = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:40]) if ln.strip()]
+                if len(examples) < 40:
+                    examples += [(ln + before, t) for ln, t in got if ln not in newly]
+                del text
+            label = labels[0] if labels else ("failures" if failed_any else None)
+            artifact.format = label
+            artifact.lines = n_lines
             recognized = min(recognized, n_lines)
-            if not pieces:
-                examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:40]) if ln.strip()]
-            examples = [(ln, t) for ln, t in examples if ln not in newly]
             if examples:
                 unrec[f.name] = sorted(examples)[:20]
             coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
                              "unrecognized": n_lines - recognized, "cut_lines": f.cut_lines})
-            del text
         if members:
             coverage[-1]["members"] = [n for n, _s in members]
             if f.name in unrec:
