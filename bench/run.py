@@ -354,7 +354,7 @@ def main() -> int:
                     help="also time a 200,000-line input of many short mixed files")
     ap.add_argument("--profile", action="store_true", help="also print the top five entries of timeline's profile")
     ap.add_argument("--shape", action="append", metavar="NAME[=SIZE]",
-                    help="only time timeline and report on a shape of bench/shapes.py (unknown, vllm, plain; "
+                    help="only time timeline and report on a shape of bench/shapes.py (unknown, vllm, kernel, plain; "
                          "default size 64MB), with peak RSS (repeatable)")
     args = ap.parse_args()
     if args.shape:

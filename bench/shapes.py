@@ -5,6 +5,7 @@ made once under bench/_data/ by ``bench/run.py --shape NAME[=SIZE]``:
   start-up are a plugin's chatter that no pattern reads: every one is a ``log`` row of the streamed parser.
 - ``vllm``: a vLLM server's log (its start-up, then the engine's metrics line every 5 s between request
   lines and uvicorn access lines), the way a server that ran for weeks leaves it.
+- ``kernel``: a kernel ring buffer (dmesg) of device chatter, the way a host up for months leaves it.
 - ``plain``: text no parser claims (a sidecar's heartbeat lines): only the readers that look anywhere
   (failures, launches, GPU names, dumps) have anything to do with it.
 
@@ -61,6 +62,13 @@ def _vllm(rng: random.Random, t0: float) -> Iterator[str]:
                    '"POST /v1/completions HTTP/1.1" 200 OK')
 
 
+def _kernel(rng: random.Random, t0: float) -> Iterator[str]:
+    i = 0
+    while True:
+        i += 1
+        yield f"[{i * 0.37:12.6f}] usb 1-{i % 4}: new high-speed USB device number {rng.randint(1, 127)} using xhci_hcd"
+
+
 def _plain(rng: random.Random, t0: float) -> Iterator[str]:
     i = 0
     while True:
@@ -70,7 +78,7 @@ def _plain(rng: random.Random, t0: float) -> Iterator[str]:
 
 
 SHAPES: dict[str, tuple[Callable[[random.Random, float], Iterator[str]], str]] = {
-    "unknown": (_unknown, "log"), "vllm": (_vllm, "log"), "plain": (_plain, "txt")}
+    "unknown": (_unknown, "log"), "vllm": (_vllm, "log"), "kernel": (_kernel, "txt"), "plain": (_plain, "txt")}
 
 
 def shape(name: str, size: int, seed: int = 5) -> Path:

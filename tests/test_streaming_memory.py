@@ -11,7 +11,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from forensics import inputs, timeline
-from parsers import pasted, sglang_fast, vllm
+from parsers import kernel, pasted, sglang_fast, vllm
 from tests.test_perf_equivalence import _mix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,21 +86,22 @@ def test_rows_of_lines_no_pattern_reads_are_sampled_in_memory_and_all_in_parquet
     assert {span.min(), span.max()} <= set(tl.events.get_column("line").to_list())
 
 
-def _vllm_logs() -> list[Path]:
+def _logs(sniff, least: float, where: tuple[str, ...] = ("scenarios/*/input/**/*",), size: int = 2_000) -> list[Path]:
     out = []
-    for p in sorted((ROOT / "fixtures" / "scenarios").glob("*/input/**/*")):
-        if not p.is_file() or p.stat().st_size < 2_000:
+    for p in sorted(q for w in where for q in (ROOT / "fixtures").glob(w)):
+        if not p.is_file() or p.stat().st_size < size:
             continue
         try:
             text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        if vllm.sniff(text[:65536]) >= 0.8 and pasted.unwrap(text) == text:
+        if sniff(text[:65536]) >= least and pasted.unwrap(text) == text:
             out.append(p)
     return out
 
 
-VLLM_LOGS = _vllm_logs()
+VLLM_LOGS = _logs(vllm.sniff, 0.8)
+KERNEL_LOGS = _logs(kernel.sniff, 0.5, ("scenarios/*/input/**/*", "kernel/*"), 300)
 
 
 def test_there_are_vllm_logs_to_stream() -> None:
@@ -173,3 +174,40 @@ def test_a_big_text_no_parser_claims_is_read_chunk_by_chunk(tmp_path, monkeypatc
         [{k: c[k] for k in ("lines", "recognized", "unrecognized")} for c in streamed.coverage]
     # the examples of what nobody read: the file's first lines (the first chunk has nothing any parser read)
     assert [ln for ln, _t in streamed.unrecognized_examples["sidecar.txt"]] == list(range(1, 21))
+
+
+def test_there_are_kernel_logs_to_stream() -> None:
+    assert len(KERNEL_LOGS) >= 10
+
+
+@pytest.mark.parametrize("log", KERNEL_LOGS, ids=lambda p: p.parent.parent.name + "/" + p.name)
+def test_streamed_kernel_log_reads_as_when_read_whole(log: Path, monkeypatch) -> None:
+    whole = timeline.build_timeline([log])
+    if [c["format"] for c in whole.coverage] != ["kernel"]:
+        pytest.skip("not read as a bare kernel log")  # in an envelope, or another parser's: read whole
+    monkeypatch.setattr(inputs.limits, "STREAM_BYTES", 200)
+    monkeypatch.setattr(timeline, "CHUNK_BYTES", 97)  # cuts inside OOM-killer reports and NVRM blocks
+    sizes = _fed(monkeypatch, kernel.Stream)
+    streamed = timeline.build_timeline([log])
+    assert len(sizes) >= log.stat().st_size // 400 and max(sizes) < 97 + 5_000
+    assert_frame_equal(whole.events, streamed.events)
+    assert whole.coverage == streamed.coverage
+    assert whole.unrecognized_examples == streamed.unrecognized_examples
+
+
+@pytest.mark.parametrize("lines_per_chunk", [1, 3])
+def test_kernel_stream_equals_parse_at_every_cut(lines_per_chunk: int) -> None:
+    for log in KERNEL_LOGS:
+        text = log.read_text(encoding="utf-8")
+        try:
+            want = kernel.parse(text, log.name)
+        except kernel.NotThisFormat:
+            continue
+        st = kernel.Stream(log.name)
+        lines = text.splitlines(keepends=True)
+        for i in range(0, len(lines), lines_per_chunk):
+            st.feed("".join(lines[i:i + lines_per_chunk]))
+        got = st.finish()
+        assert_frame_equal(got.events, want.events)
+        assert got.coverage() == want.coverage() and got.notes == want.notes, log
+        assert got.unrecognized_examples == want.unrecognized_examples

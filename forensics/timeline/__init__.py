@@ -74,7 +74,7 @@ MAX_EXTREME = 2_000
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
 #: The formats whose parser reads a big file chunk by chunk (:func:`_stream_log`).
-STREAMED_FORMATS = ("sglang", "vllm")
+STREAMED_FORMATS = ("sglang", "vllm", "kernel")
 
 
 class _VllmFeed:
@@ -104,10 +104,52 @@ class _VllmFeed:
         return last.sort("line", maintain_order=True), res
 
 
+class _KernelFeed:
+    """The kernel log's parser (``parsers.kernel.Stream``) fed as ``sglang_fast.Stream`` is. Its rows are few
+    and complete only at the end (:meth:`finish`); as they come, the readers that look anywhere consult them
+    (``rows_of``: the failure scan leaves the lines of a reported OOM kill to it), and read every line."""
+
+    consults_itself = True
+
+    def __init__(self, name: str, on_other_lines: Callable[[int, pl.Series, list[str]], None],
+                 rows_of: Callable[[pl.DataFrame], None]) -> None:
+        from parsers import kernel
+
+        self.st = kernel.Stream(name)
+        self.name = name
+        self.on_other_lines, self.rows_of = on_other_lines, rows_of
+        self.before = 0
+        self.given = 0  # rows handed to rows_of
+        self.last_other = 0  # the reader looks at a few lines of a chunk only: chunks go whole
+
+    def feed(self, data: bytes | bytearray) -> pl.DataFrame:
+        from parsers import kernel
+        from parsers.schema import rows_to_frame
+
+        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
+        self.before += len(lines)
+        self.st.feed(text)
+        rows = self.st.reader.content.rows
+        if len(rows) > self.given:
+            new = [{k: v for k, v in r.items() if k != "_texts"} for r in rows[self.given:]]
+            self.rows_of(rows_to_frame(new, source=kernel.FORMAT, path=self.name).sort("line", maintain_order=True))
+            self.given = len(rows)
+        return empty_frame()
+
+    def finish(self) -> tuple[pl.DataFrame, ParseResult]:
+        res = self.st.finish()
+        last, res.events = res.events, empty_frame()
+        return last, res
+
+
 def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
                 emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
                 tz: str | None = None) -> tuple[ParseResult, str] | None:
-    """A big file the manifest or the sniffer calls SGLang or vLLM (STREAMED_FORMATS), parsed chunk by
+    """A big file the manifest or the sniffer calls SGLang, vLLM or a kernel log (STREAMED_FORMATS), parsed chunk by
     chunk, each chunk's rows handed to ``emit`` in line order: its account and format; None if it is
     neither (then nothing was emitted). Envelopes (docker JSON, kubectl, journald…) are peeled chunk by
     chunk; the head's inner text is sniffed."""
@@ -120,24 +162,30 @@ def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
     if wrapped:
         head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
     fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
-    if fmt not in STREAMED_FORMATS:
+    if fmt not in STREAMED_FORMATS or (fmt == "kernel" and peeled is not None):
+        # a kernel log in an envelope is read whole (its raw streams would be set aside here): the kernel
+        # parser reads the kernel's own containers (dmesg, journal, syslog) itself, so none is peeled for it
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
+    keep = fmt == "kernel"  # the chunks as they are, lines at their own numbers
     # the launches, GPU names, dumps and failure lines anywhere in it, as in a text read whole
     anywhere = StreamedText(f.name)
-    st: sglang_fast.Stream | _VllmFeed
+    st: sglang_fast.Stream | _VllmFeed | _KernelFeed
     if fmt == "vllm":
         st = _VllmFeed(f.name, anywhere.lines)
+    elif fmt == "kernel":
+        st = _KernelFeed(f.name, anywhere.lines, anywhere.rows_of)
     else:
         st = sglang_fast.Stream(f.name)
         st.on_other_lines = anywhere.lines
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
-    for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
+    for chunk in f.chunks(CHUNK_BYTES) if keep else env.chunks(f.chunks(CHUNK_BYTES)):
         for piece in pieces(chunk, lambda: st.last_other < 0 or st.last_other > PY_HEAVY_LINES):
             fr = st.feed(piece)
-            anywhere.rows_of(fr)
-            fr = env.remap(fr)
+            if not hasattr(st, "consults_itself"):
+                anywhere.rows_of(fr)
+            fr = fr if keep else env.remap(fr)
             done += len(piece)
             del piece
             if fr.height:
@@ -151,16 +199,19 @@ def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
         last, res = st.finish()
     except NotThisFormat:
         return None
-    anywhere.rows_of(last)
+    if not hasattr(st, "consults_itself"):
+        anywhere.rows_of(last)
     found = anywhere.rows(res)
     res.recognized += anywhere.recognized
     if anywhere.newly:
         res.unrecognized_examples = [(ln, t) for ln, t in res.unrecognized_examples if ln not in anywhere.newly]
-    last, res = env.remap(last), env.finish(res, f.name)
+    if not keep:
+        last, res = env.remap(last), env.finish(res, f.name)
+        found = env.remap(found) if found is not None else None
     if last.height:
         emit(last)
     if found is not None:  # after the parser's rows: they are known at the end of the file
-        emit(env.remap(found))
+        emit(found)
     return res, env.label(fmt)
 
 
