@@ -211,3 +211,27 @@ def test_kernel_stream_equals_parse_at_every_cut(lines_per_chunk: int) -> None:
         assert_frame_equal(got.events, want.events)
         assert got.coverage() == want.coverage() and got.notes == want.notes, log
         assert got.unrecognized_examples == want.unrecognized_examples
+
+
+def test_vllm_metrics_rows_are_sampled_but_every_preemption_count_is_kept(tmp_path, monkeypatch) -> None:
+    log = tmp_path / "vllm.log"
+    lines = ["INFO 11-24 16:00:00 [api_server.py:1] vLLM API server version 0.9.1"]
+    for i in range(3_000):
+        pre = f"Preemptions: {1 + i % 3}, " if i % 97 == 5 else ""
+        lines.append(f"INFO 11-24 16:{i // 60 % 60:02d}:{i % 60:02d} [loggers.py:116] Engine 000: Avg prompt throughput: "
+                     f"{i % 50}.0 tokens/s, Avg generation throughput: 12.3 tokens/s, Running: {i % 9} reqs, Waiting: 0 "
+                     f"reqs, {pre}GPU KV cache usage: {(i * 7) % 90}.0%, Prefix cache hit rate: 0.0%")
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    whole = timeline.build_timeline([log])
+    _small_stream(monkeypatch, piece=20_000)
+    monkeypatch.setattr(timeline, "KEEP_ALL", 100)
+    monkeypatch.setattr(timeline, "BUCKETS", 10)
+    tl = timeline.build_timeline([log], spill_dir=tmp_path / "spill")
+    metrics = pl.col("kind") == "engine_metrics"
+    preempted = pl.col("attrs").str.contains('"preemptions"')
+    assert tl.events.filter(metrics).height < 3_000 // 5
+    assert_frame_equal(tl.events.filter(metrics & preempted).select("line", "attrs"),
+                       whole.events.filter(metrics & preempted).select("line", "attrs"))
+    assert whole.events.filter(metrics & preempted).height == 31
+    assert tl.events.filter(metrics).get_column("ratio").max() == whole.events.filter(metrics).get_column("ratio").max()
+    assert any("3,000 vLLM engine-metrics rows" in n for n in tl.facts.notes), tl.facts.notes

@@ -61,10 +61,15 @@ PY_HEAVY_LINES = 4096
 KEEP_ALL = 2048
 #: Sample buckets per (kind, rank, run) of a streamed file, whatever its size, so memory stays flat.
 BUCKETS = 500
-#: Rows of a streamed file sampled like the bulk kinds: a line of the engine's own format that no pattern
-#: reads ("log", parsers.sglang) — a log made of those would otherwise keep a row per line in memory
-#: (64 MiB of them: ~1.3 GB). Every row is in timeline.parquet; no detector reads this kind.
-SAMPLED_KINDS = (*BULK_KINDS, "log")
+#: Rows of a streamed file sampled like the bulk kinds, each with the words the report's note names them by:
+#: a line of the engine's own format that no pattern reads ("log", parsers.sglang and parsers.vllm) — a log
+#: made of those would otherwise keep a row per line in memory (64 MiB of them: ~1.3 GB), and no detector
+#: reads this kind — and vLLM's periodic engine-metrics line, its batch line (~40k rows per 64 MiB of log).
+SAMPLED_OTHER = {"log": "log lines no pattern reads", "engine_metrics": "vLLM engine-metrics rows"}
+SAMPLED_KINDS = (*BULK_KINDS, *SAMPLED_OTHER)
+#: Sampled rows kept whatever the sample: a metrics line that counts preempted, swapped or corrupted requests
+#: (VLLM-KV-003 sums V1's preemption counts over every line, and looks for any swapped request).
+ALWAYS_KEPT = r'"(?:preemptions|swapped_reqs|corrupted_reqs)":\s*[1-9]'
 #: Batch rows at or above this token usage are all kept (up to MAX_EXTREME per file): KV pressure.
 EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
@@ -311,9 +316,9 @@ class _Sampler:
         self.extreme = 0
         self.bulk = 0
         self.kept = 0
-        #: rows of the other sampled kinds ("log": SAMPLED_KINDS), seen and kept
-        self.other = 0
-        self.other_kept = 0
+        #: rows of the other sampled kinds (SAMPLED_OTHER) seen and kept, per kind
+        self.other: Counter[str] = Counter()
+        self.other_kept: Counter[str] = Counter()
 
     def keep(self, frame: pl.DataFrame) -> pl.DataFrame:
         kind = frame.get_column("kind")
@@ -328,11 +333,18 @@ class _Sampler:
         b = frame.select(*self.KEYS, "ratio", "tokens", "count",
                          _q=pl.col("fields").struct.field("queue_req")).with_row_index("_i").filter(is_bulk)
         kept = self._choose_native(b) if bulkscan.available() else self._choose(b)
-        kept_other = int(kind.gather(kept).is_in(BULK_KINDS).not_().sum()) if n_other else 0
+        kept_other = 0
+        if n_other:
+            must = (kind == "engine_metrics") & frame.get_column("attrs").str.contains(ALWAYS_KEPT)
+            if must.any():
+                kept = pl.concat([kept, must.fill_null(False).arg_true().cast(kept.dtype)]).unique().sort()
+            for k, n in kind.filter(is_bulk & ~kind.is_in(BULK_KINDS)).value_counts().iter_rows():
+                self.other[k] += n
+            for k, n in kind.gather(kept).filter(~kind.gather(kept).is_in(BULK_KINDS)).value_counts().iter_rows():
+                self.other_kept[k] += n
+                kept_other += n
         self.bulk += n_sampled - n_other
         self.kept += kept.len() - kept_other
-        self.other += n_other
-        self.other_kept += kept_other
         # the other rows, then the kept bulk rows, each in line order
         out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
         # a gathered string column still points into the whole chunk's buffers: copy what is kept so
@@ -587,7 +599,9 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     artifacts: list[Artifact] = []
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
-    n_bulk = n_kept = n_other = n_other_kept = 0
+    n_bulk = n_kept = 0
+    n_other: Counter[str] = Counter()
+    n_other_kept: Counter[str] = Counter()
     members: list[tuple[str, int]] | None = None  # the members of the file being read, if a rotation set
 
     def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
@@ -744,9 +758,10 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     if n_kept < n_bulk:
         facts.notes.append(f"{n_bulk:,} batch/access rows are in timeline.parquet; {n_kept:,} kept for analysis "
                            "(every row of other kinds; per rank the first, last and extreme rows).")
-    if n_other_kept < n_other:
-        facts.notes.append(f"{n_other:,} log lines no pattern reads are in timeline.parquet; {n_other_kept:,} kept for "
-                           "analysis (per rank the first and last rows).")
+    for k, words in SAMPLED_OTHER.items():
+        if n_other_kept[k] < n_other[k]:
+            facts.notes.append(f"{n_other[k]:,} {words} are in timeline.parquet; {n_other_kept[k]:,} kept for analysis "
+                               "(per rank the first, last and extreme rows).")
     if sink is not None:
         counts = dict(sorted(sink.counts.items()))
         sink.close(parquet_meta(facts, coverage))
