@@ -8,6 +8,7 @@
     python bench/run.py --giant-line 200MB   # `report` on a log that is one 200 MB line: peak RSS
     python bench/run.py --small-files        # also a 200,000-line input of many short mixed files
     python bench/run.py --profile            # also the top five entries of `timeline`'s profile
+    python bench/run.py --shape vllm=256MB   # only `timeline` and `report` on one shape (bench/shapes.py): RSS
 
 For each size it generates (once, cached under bench/_data/) a synthetic multi-rank SGLang log
 set — 8 rank logs with every line kind in realistic proportions (mostly Decode/Prefill batch
@@ -317,6 +318,29 @@ def giant_line(size: int) -> int:
     return 0 if worst < 512e6 else 1
 
 
+def shape_runs(specs: list[str]) -> int:
+    """`forensics timeline` and `report` on each ``NAME[=SIZE]`` shape of bench/shapes.py: wall time and
+    peak RSS (the budget is 512 MB)."""
+    sys.path.insert(0, str(ROOT))
+    from shapes import SHAPES, shape
+
+    worst = 0
+    print(f"{'shape':>8} {'size':>9} {'timeline':>9} {'RSS':>8} {'report':>9} {'RSS':>8}")
+    for spec in specs:
+        name, _, size = spec.partition("=")
+        if name not in SHAPES:
+            raise SystemExit(f"unknown shape {name!r} (one of {', '.join(SHAPES)})")
+        path = shape(name, parse_size(size or "64MB"))
+        with tempfile.TemporaryDirectory() as tmp:
+            t_wall, t_rss, _ = timed([*forensics_cmd(), "timeline", str(path), "-o", f"{tmp}/t.parquet", "-q"])
+            r_wall, r_rss, _ = timed([*forensics_cmd(), "report", str(path), "-o", f"{tmp}/r", "-q"])
+        worst = max(worst, t_rss, r_rss)
+        print(f"{name:>8} {path.stat().st_size / (1 << 20):>7,.0f}MB {t_wall:>8.1f}s {t_rss / (1 << 20):>6,.0f}MB "
+              f"{r_wall:>8.1f}s {r_rss / (1 << 20):>6,.0f}MB")
+    print(f"peak RSS {worst / (1 << 20):,.0f} MB: {'under' if worst < 512 << 20 else 'OVER'} the 512 MB budget")
+    return 0 if worst < 512 << 20 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", action="append", help="input size, e.g. 256MB, 1GB, 4GB (repeatable; default 1GB)")
@@ -329,7 +353,12 @@ def main() -> int:
     ap.add_argument("--small-files", action="store_true",
                     help="also time a 200,000-line input of many short mixed files")
     ap.add_argument("--profile", action="store_true", help="also print the top five entries of timeline's profile")
+    ap.add_argument("--shape", action="append", metavar="NAME[=SIZE]",
+                    help="only time timeline and report on a shape of bench/shapes.py (unknown, vllm, kernel, plain; "
+                         "default size 64MB), with peak RSS (repeatable)")
     args = ap.parse_args()
+    if args.shape:
+        return shape_runs(args.shape)
     if args.giant_line:
         return giant_line(parse_size(args.giant_line))
     sizes = [parse_size(s) for s in (args.size or ["1GB"])]

@@ -1055,25 +1055,39 @@ class _Reader:
         if ym and (not self.year_refs or self.year_refs[-1][1:] != ym):
             self.year_refs.append((rec.line, *ym))
 
-    def run(self, special: list[int]) -> None:
-        """Visit the special lines (and the lines an open record needs); count the rest in bulk."""
+    def run(self, special: list[int], offset: int = 0, prev_line: str | None = None, prev_visited: bool = True,
+            final: bool = True) -> tuple[bool, bool]:
+        """Visit the special lines (and the lines an open record needs); count the rest in bulk.
+
+        ``lines`` may be one chunk of a text (:class:`Stream`): ``offset`` lines before it, the last of them
+        ``prev_line`` (visited or not: ``prev_visited``). Returns whether the line after the chunk must be read
+        (a record goes on) and whether the chunk's last line was visited."""
         lines, done, skipped = self.lines, -1, 0
+        more = False
         for idx in special:
             if idx <= done:
                 continue
             skipped += idx - done - 1
             j = idx
             while True:
-                if done != j - 1:  # the line before was skipped: it is the record a continuation belongs to
-                    self.prev, self.prev_ok = decode_line(j, lines[j - 1].removesuffix("\r")), True
-                self.feed(j + 1, lines[j].removesuffix("\r"))
+                if done != j - 1 or (j == 0 and not prev_visited):
+                    # the line before was skipped: it is the record a continuation belongs to
+                    before = lines[j - 1] if j else prev_line
+                    if before is not None:
+                        self.prev, self.prev_ok = decode_line(j + offset, before.removesuffix("\r")), True
+                self.feed(j + 1 + offset, lines[j].removesuffix("\r"))
                 done, j = j, j + 1
-                if j >= len(lines) or not self.needs_next(j + 1):
+                if j >= len(lines):
+                    more = not final and self.needs_next(j + 1 + offset)
+                    break
+                if not self.needs_next(j + 1 + offset):
                     break
         skipped += len(lines) - done - 1
         self.recognized += skipped
         self.kernel_lines += skipped
-        self.finish()
+        if final:
+            self.finish()
+        return more, done == len(lines) - 1
 
     def needs_next(self, n: int) -> bool:
         """Whether line ``n`` (1-based) must be read even if it is an ordinary kernel line."""
@@ -1312,8 +1326,73 @@ def _bulk_year_refs(text: str) -> list[tuple[int, int, int]]:
     return [(ln + 1, y, mo) for ln, (_, y, mo) in zip(lines, found, strict=True)]
 
 
+class Stream:
+    """Parse one kernel log chunk by chunk (each chunk ends at a line end, but the last); :meth:`finish` gives
+    the rows and the account. The same reading as :func:`parse`, which is one chunk: the reader's state goes
+    on from chunk to chunk (a record open at a cut reads on into the next chunk). The rows are few (every
+    other kernel line is counted, not kept) and stay until the end, where they are completed as a text read
+    whole completes them. One difference: RFC 3164 stamps (no year) take it from the dated stamps of the
+    chunks from the first such row on, not from those of earlier chunks."""
+
+    def __init__(self, path: str = "", whole: bool = False) -> None:
+        self.path = path
+        self.whole = whole  # one chunk, the whole text (:func:`parse`): its dated stamps read at the end
+        self.reader = _Reader([])
+        self.before = 0  # lines in the chunks fed
+        self.last: str | None = None  # the last line of the chunk before
+        self.visited = True
+        self.more = False
+        self.refs: list[tuple[int, int, int]] = []  # dated stamps (line, year, month): RFC 3164 rows' years
+        self.blank = True  # every line so far blank
+
+    def feed(self, text: str) -> None:
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        r = self.reader
+        r.lines = lines
+        special = _special_lines(text, len(lines))
+        if self.more and lines and special[:1] != [0]:
+            special.insert(0, 0)
+        self.more, self.visited = r.run(special, self.before, self.last, self.visited, final=False)
+        if self.blank and r.kernel_lines == 0:
+            self.blank = not any(line.strip() for line in lines)
+        if not self.whole and any("syslog_month" in row["attrs"] for row in r.content.rows):
+            self.refs += [(ln + self.before, y, mo) for ln, y, mo in _bulk_year_refs(text)]
+        if lines:
+            self.last = lines[-1]
+        self.before += len(lines)
+        r.lines = []
+
+    def finish(self, text: str | None = None) -> ParseResult:
+        """The rows and the account (``text``: the whole text, when it was fed as one chunk). Raises
+        NotThisFormat when no line is in a kernel-log container and no line is a kernel message."""
+        reader = self.reader
+        reader.finish()
+        if reader.kernel_lines == 0 and not self.blank:
+            raise NotThisFormat("no kernel-log line found")
+        rows = reader.content.rows
+        for row in rows:
+            texts = row.pop("_texts", None)
+            if texts:
+                row["text"] = "\n".join(texts)
+            row.setdefault("line_end", row["line"])
+        refs = reader.year_refs
+        if any("syslog_month" in r["attrs"] for r in rows):
+            refs = sorted(set(refs) | set(_bulk_year_refs(text) if text is not None else self.refs))
+        unresolved = _resolve_syslog_years(rows, refs)
+        notes = _notes(reader, rows, unresolved)
+        if len({r["attrs"].get("boot_id") for r in rows} - {None}) > 1:
+            notes.append("the text spans several boots (_BOOT_ID differs); uptime_s restarts at each")
+        rows.sort(key=lambda r: r["line"])
+        return ParseResult.from_rows(rows, source=FORMAT, path=self.path, lines=self.before,
+                                     recognized=reader.recognized, unrecognized=reader.n_unrec,
+                                     unrecognized_examples=reader.unrec, notes=notes)
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
-    """Parse any kernel-log container into ``oom_kill``/``xid``/``hung_task``/… rows.
+    """Parse any kernel-log container into ``oom_kill``/``xid``/``hung_task``/… rows: :class:`Stream` fed the
+    whole text.
 
     Raises NotThisFormat when no line is in a kernel-log container and no line is a kernel message.
 
@@ -1321,29 +1400,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     ...     "kind", "code", "host", "uptime_s").row(0)
     ('xid', 53, 'vm', 500.985431)
     """
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    reader = _Reader(lines)
-    reader.run(_special_lines(text, len(lines)))
-    if reader.kernel_lines == 0 and any(line.strip() for line in lines):
-        raise NotThisFormat("no kernel-log line found")
-    rows = reader.content.rows
-    for row in rows:
-        texts = row.pop("_texts", None)
-        if texts:
-            row["text"] = "\n".join(texts)
-        row.setdefault("line_end", row["line"])
-    refs = reader.year_refs
-    if any("syslog_month" in r["attrs"] for r in rows):
-        refs = sorted(set(refs) | set(_bulk_year_refs(text)))
-    unresolved = _resolve_syslog_years(rows, refs)
-    notes = _notes(reader, rows, unresolved)
-    if len({r["attrs"].get("boot_id") for r in rows} - {None}) > 1:
-        notes.append("the text spans several boots (_BOOT_ID differs); uptime_s restarts at each")
-    rows.sort(key=lambda r: r["line"])
-    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(lines), recognized=reader.recognized,
-                                 unrecognized=reader.n_unrec, unrecognized_examples=reader.unrec, notes=notes)
+    st = Stream(path, whole=True)
+    st.feed(text)
+    return st.finish(text)
 
 
 def sniff(head: str) -> float:

@@ -234,11 +234,13 @@ def _hard_wraps(lines: list[str]) -> None:
         k = j + 1
 
 
-def unwrap(text: str) -> str:
+def unwrap(text: str, whole_chars: int | None = None) -> str:
     """``text`` with quote markers, code-block indentation, Markdown fences and terminal hard wraps taken off
-    pasted log lines (the line count stays the text's)."""
+    pasted log lines (the line count stays the text's). ``whole_chars``: the size of the file ``text`` is a
+    piece of, when it is one (hard wraps are looked for in a text as big as a paste, not in a piece of a
+    long log)."""
     fenced = "```" in text or "~~~" in text
-    wrapped = len(text) <= _WRAP_MAX_CHARS and "\n" in text
+    wrapped = max(len(text), whole_chars or 0) <= _WRAP_MAX_CHARS and "\n" in text
     # most logs have no quote or block (a traceback's 4-space lines follow a non-blank line)
     marked = text.startswith((">", " ", "\t")) or bool(_MARKS.search(text))
     grepped = len(text) <= _WRAP_MAX_CHARS and (_grep_key(text) is not None or bool(_GREP_LINE.search(text)))

@@ -471,6 +471,8 @@ class Stream:
         #: called with (lines before the chunk, 0-based index in the chunk, text) of every line that is not a
         #: batch or access line, when set: what the readers that look anywhere in a text need of a streamed one
         self.on_other_lines: Callable[[int, pl.Series, list[str]], None] | None = None
+        #: lines of the last chunk the native scan handed to the Python parser (-1: none fed yet)
+        self.last_other = -1
 
     def feed(self, data: bytes | bytearray | str) -> pl.DataFrame:
         """A chunk that ends at a line end (or the last chunk); the rows now final, in line order."""
@@ -498,6 +500,7 @@ class Stream:
             py_lines = py.get_column("l").to_list()
         sc = self.sc
         off = self.offset
+        self.last_other = len(py_lines)
         if self.on_other_lines is not None:
             self.on_other_lines(off, py_i, py_lines)
         if bulk.height:

@@ -35,10 +35,12 @@ import re
 from datetime import datetime
 from typing import Any
 
+import polars as pl
+
 from parsers import jsontext
 from parsers.failures import classify as classify_failure
 from parsers.failures import gloo_transport, oom_figures, pinned_host_oom, populate_fault, ray_oom_killed
-from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
+from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult, empty_frame, rows_to_frame
 from parsers.units import gib, parse_size
 
 FORMAT = "vllm"
@@ -1361,8 +1363,86 @@ def _estimate_tail(text: str, used: int, lines: list[str], lineno: int) -> tuple
     return text, used
 
 
+class Stream:
+    """Parse one vLLM log chunk by chunk (each chunk ends at a line end, but the last): :meth:`feed` returns the
+    rows now final, :meth:`finish` the last ones and the account. The same reading as :func:`parse`, which is
+    one chunk: the parser's state goes on from chunk to chunk; the last MAX_WRAPPED_LINES lines of a chunk wait
+    for the next (a message a paste wrapped onto them is joined when read), and rows a later line may still
+    change (the held line's, which a continuation replaces; an open traceback's, which its end amends) wait
+    until it cannot."""
+
+    def __init__(self, path: str = "") -> None:
+        self.p = _Parser(path)
+        self.path = path
+        self.tail: list[str] = []  # lines fed but not yet read
+        self.start = 1  # the line number of tail[0]
+        self.skip = 0
+        self.lines = 0
+        self.any_rows = False
+        self.first: list[dict[str, Any]] = []  # the first 50 rows (the notes look at their stamps)
+
+    def feed(self, text: str) -> pl.DataFrame:
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.lines += len(lines)
+        self._read(self.tail + lines if self.tail else lines, MAX_WRAPPED_LINES)
+        return self._flush(final=False)
+
+    def _read(self, buf: list[str], keep: int) -> None:
+        p, start = self.p, self.start
+        upto = max(len(buf) - keep, 0)
+        for j in range(upto):
+            if self.skip:
+                self.skip -= 1
+                p.recognized += 1  # the tail of the message joined onto the line before
+                continue
+            joined, used = _unwrap(buf[j], buf, j + 1)
+            p.line(start + j, joined)
+            self.skip = used
+        self.tail = buf[upto:]
+        self.start = start + upto
+
+    def _flush(self, final: bool) -> pl.DataFrame:
+        p = self.p
+        rows = p.rows
+        k = len(rows)
+        if not final:
+            if p.held is not None:
+                k = min(k, p.held[4])
+            if p.tb is not None:
+                first = p.tb["base"]["line"]
+                while k and rows[k - 1]["line"] >= first:
+                    k -= 1
+        if not k:
+            return empty_frame()
+        out = rows[:k]
+        del rows[:k]
+        if p.held is not None:  # the held line's rows are counted from the rows still held
+            p.held = (*p.held[:4], p.held[4] - k, p.held[5])
+        self.any_rows = True
+        if len(self.first) < 50:
+            self.first.extend(out[: 50 - len(self.first)])
+        return rows_to_frame(out, source=FORMAT, path=self.path)
+
+    def finish(self) -> tuple[pl.DataFrame, ParseResult]:
+        p = self.p
+        self._read(self.tail, 0)
+        p.close_tb()
+        last = self._flush(final=True)
+        path = self.path
+        notes = []
+        if self.any_rows and not p.headered:
+            notes.append(f"{path or 'vllm log'}: no vLLM record headers (an excerpt); times and levels unknown")
+        if any(r["attrs"].get("stamp") for r in self.first):
+            notes.append(f"{path or 'vllm log'}: vLLM stamps carry no year; wall-clock times are kept in attrs.stamp")
+        res = ParseResult.from_rows([], source=FORMAT, path=path, lines=self.lines, recognized=p.recognized,
+                                    unrecognized=p.unrecognized, unrecognized_examples=p.examples, notes=notes)
+        return last, res
+
+
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
-    """Parse one vLLM log text into events (see the module docstring).
+    """Parse one vLLM log text into events (see the module docstring): :class:`Stream` fed the whole text.
 
     >>> r = parse("INFO 01-02 03:04:05 llm_engine.py:1] Initializing an LLM engine (v0.4.3) with config: max_seq_len=4096\\n"
     ...           "INFO 01-02 03:04:09 worker.py:1] Loading model weights took 3.5 GB\\n"
@@ -1372,26 +1452,9 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """
     if not isinstance(text, str):
         raise NotThisFormat("vllm: not text")
-    p = _Parser(path)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    skip = 0
-    for i, raw in enumerate(lines, 1):
-        if skip:
-            skip -= 1
-            p.recognized += 1  # the tail of the message joined onto the line before
-            continue
-        joined, used = _unwrap(raw, lines, i)
-        p.line(i, joined)
-        skip = used
-    p.close_tb()
-    notes = []
-    if p.rows and not p.headered:
-        notes.append(f"{path or 'vllm log'}: no vLLM record headers (an excerpt); times and levels unknown")
-    if any(r["attrs"].get("stamp") for r in p.rows[:50]):
-        notes.append(f"{path or 'vllm log'}: vLLM stamps carry no year; wall-clock times are kept in attrs.stamp")
-    return ParseResult.from_rows(
-        p.rows, source=FORMAT, path=path, lines=len(lines), recognized=p.recognized,
-        unrecognized=p.unrecognized, unrecognized_examples=p.examples, notes=notes,
-    )
+    st = Stream(path)
+    frames = [st.feed(text)]
+    last, res = st.finish()
+    frames = [f for f in (*frames, last) if f.height]
+    res.events = pl.concat(frames, how="vertical") if len(frames) > 1 else (frames[0] if frames else empty_frame())
+    return res

@@ -135,7 +135,7 @@ def test_spool_removed_when_reading_or_parsing_fails(tmp_path, monkeypatch, spie
     if failure == "parse":
         def boom(*a, **k):
             raise RuntimeError("parser bug")
-        monkeypatch.setattr(timeline, "_stream_sglang", boom)
+        monkeypatch.setattr(timeline, "_stream_log", boom)
         exc: type[BaseException] = RuntimeError
     elif failure == "interrupt":
         calls = iter(range(10**6))

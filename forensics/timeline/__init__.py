@@ -16,7 +16,7 @@ import tempfile
 import weakref
 import zoneinfo
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +31,7 @@ from forensics.timeline.anywhere import BULK_KINDS, ROUTE_CHARS, StreamedText, r
 from forensics.timeline.clock import resolve_time
 from forensics.timeline.parquet import PARQUET_OPTIONS, parquet_meta, place_parquet, write_parquet
 from forensics.timeline.parse import (
+    NAMED_FORMATS,
     count_lines,
     hinted_format,
     is_binary,
@@ -46,6 +47,13 @@ from parsers.schema import EVENT_SCHEMA, NO_FIGURES, NotThisFormat, ParseResult,
 Progress = Callable[[str], None]
 #: Big files are parsed this much at a time (cut at a line end).
 CHUNK_BYTES = 8 << 20
+#: A chunk of a streamed SGLang log goes to its parser in pieces this big (cut at a line end) while the last
+#: piece had more than PY_HEAVY_LINES lines the native scan left to the Python parser, and so does a file's
+#: first piece: each such line costs ~1 KB while its chunk is parsed (a row dict, then a frame row), so a
+#: log of lines no pattern reads would take ~600 MB for one 8 MiB chunk. The native scan's batch lines cost
+#: nothing like it: their chunks stay whole.
+HEAVY_PIECE_BYTES = 1 << 20
+PY_HEAVY_LINES = 4096
 #: BULK_KINDS (forensics.timeline.anywhere): the one-line records a long-running server's log is made of;
 #: in a streamed file only a sample of them stays in memory (every row is in timeline.parquet).
 #: Rows of one (kind, rank, run) of a streamed file kept whole before sampling starts: a log this
@@ -53,6 +61,15 @@ CHUNK_BYTES = 8 << 20
 KEEP_ALL = 2048
 #: Sample buckets per (kind, rank, run) of a streamed file, whatever its size, so memory stays flat.
 BUCKETS = 500
+#: Rows of a streamed file sampled like the bulk kinds, each with the words the report's note names them by:
+#: a line of the engine's own format that no pattern reads ("log", parsers.sglang and parsers.vllm) — a log
+#: made of those would otherwise keep a row per line in memory (64 MiB of them: ~1.3 GB), and no detector
+#: reads this kind — and vLLM's periodic engine-metrics line, its batch line (~40k rows per 64 MiB of log).
+SAMPLED_OTHER = {"log": "log lines no pattern reads", "engine_metrics": "vLLM engine-metrics rows"}
+SAMPLED_KINDS = (*BULK_KINDS, *SAMPLED_OTHER)
+#: Sampled rows kept whatever the sample: a metrics line that counts preempted, swapped or corrupted requests
+#: (VLLM-KV-003 sums V1's preemption counts over every line, and looks for any swapped request).
+ALWAYS_KEPT = r'"(?:preemptions|swapped_reqs|corrupted_reqs)":\s*[1-9]'
 #: Batch rows at or above this token usage are all kept (up to MAX_EXTREME per file): KV pressure.
 EXTREME_RATIO = 0.9
 MAX_EXTREME = 2_000
@@ -61,12 +78,86 @@ MAX_EXTREME = 2_000
 #: ROUTE_CHARS (forensics.timeline.anywhere): texts read whole from this size on are routed.
 #: Skipped items (links, unreadable files, manifest fields) listed one by one; the rest are counted.
 MAX_SKIPPED_LISTED = 50
-def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
-                   emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
-                   tz: str | None = None) -> ParseResult | None:
-    """A big file the manifest or the sniffer calls SGLang, parsed chunk by chunk, each chunk's rows
-    handed to ``emit`` in line order; None if it is not SGLang (then nothing was emitted). Envelopes
-    (docker JSON, kubectl, journald…) are peeled chunk by chunk; the head's inner text is sniffed."""
+#: The formats whose parser reads a big file chunk by chunk (:func:`_stream_log`).
+STREAMED_FORMATS = ("sglang", "vllm", "kernel")
+
+
+class _VllmFeed:
+    """vLLM's parser (``parsers.vllm.Stream``) fed as ``sglang_fast.Stream`` is: chunks of bytes in, final
+    rows out; every line goes to the readers that look anywhere (``on_other_lines``), as vLLM has no lines
+    the readers can skip."""
+
+    def __init__(self, name: str, on_other_lines: Callable[[int, pl.Series, list[str]], None]) -> None:
+        from parsers import vllm
+
+        self.st = vllm.Stream(name)
+        self.on_other_lines = on_other_lines
+        self.before = 0
+        self.last_other = -1  # every line is the Python parser's: always fed in HEAVY_PIECE_BYTES pieces
+
+    def feed(self, data: bytes | bytearray) -> pl.DataFrame:
+        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
+        self.before += len(lines)
+        return self.st.feed(text).sort("line", maintain_order=True)
+
+    def finish(self) -> tuple[pl.DataFrame, ParseResult]:
+        last, res = self.st.finish()
+        return last.sort("line", maintain_order=True), res
+
+
+class _KernelFeed:
+    """The kernel log's parser (``parsers.kernel.Stream``) fed as ``sglang_fast.Stream`` is. Its rows are few
+    and complete only at the end (:meth:`finish`); as they come, the readers that look anywhere consult them
+    (``rows_of``: the failure scan leaves the lines of a reported OOM kill to it), and read every line."""
+
+    consults_itself = True
+
+    def __init__(self, name: str, on_other_lines: Callable[[int, pl.Series, list[str]], None],
+                 rows_of: Callable[[pl.DataFrame], None]) -> None:
+        from parsers import kernel
+
+        self.st = kernel.Stream(name)
+        self.name = name
+        self.on_other_lines, self.rows_of = on_other_lines, rows_of
+        self.before = 0
+        self.given = 0  # rows handed to rows_of
+        self.last_other = 0  # the reader looks at a few lines of a chunk only: chunks go whole
+
+    def feed(self, data: bytes | bytearray) -> pl.DataFrame:
+        from parsers import kernel
+        from parsers.schema import rows_to_frame
+
+        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
+        self.before += len(lines)
+        self.st.feed(text)
+        rows = self.st.reader.content.rows
+        if len(rows) > self.given:
+            new = [{k: v for k, v in r.items() if k != "_texts"} for r in rows[self.given:]]
+            self.rows_of(rows_to_frame(new, source=kernel.FORMAT, path=self.name).sort("line", maintain_order=True))
+            self.given = len(rows)
+        return empty_frame()
+
+    def finish(self) -> tuple[pl.DataFrame, ParseResult]:
+        res = self.st.finish()
+        last, res.events = res.events, empty_frame()
+        return last, res
+
+
+def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
+                emit: Callable[[pl.DataFrame], None], facts: Facts | None = None,
+                tz: str | None = None) -> tuple[ParseResult, str] | None:
+    """A big file the manifest or the sniffer calls SGLang, vLLM or a kernel log (STREAMED_FORMATS), parsed chunk by
+    chunk, each chunk's rows handed to ``emit`` in line order: its account and format; None if it is
+    neither (then nothing was emitted). Envelopes (docker JSON, kubectl, journald…) are peeled chunk by
+    chunk; the head's inner text is sniffed."""
     from forensics.timeline.envelope_rows import EnvelopeChunks
     from parsers import envelopes, sglang_fast
 
@@ -76,42 +167,95 @@ def _stream_sglang(f: InputFile, art: dict | None, progress: Progress | None,
     if wrapped:
         head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
     fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
-    if fmt != "sglang":
+    if fmt not in STREAMED_FORMATS or (fmt == "kernel" and peeled is not None):
+        # a kernel log in an envelope is read whole (its raw streams would be set aside here): the kernel
+        # parser reads the kernel's own containers (dmesg, journal, syslog) itself, so none is peeled for it
         return None
     env = EnvelopeChunks(facts or Facts(), tz)
-    st = sglang_fast.Stream(f.name)
+    keep = fmt == "kernel"  # the chunks as they are, lines at their own numbers
     # the launches, GPU names, dumps and failure lines anywhere in it, as in a text read whole
     anywhere = StreamedText(f.name)
-    st.on_other_lines = anywhere.lines
+    st: sglang_fast.Stream | _VllmFeed | _KernelFeed
+    if fmt == "vllm":
+        st = _VllmFeed(f.name, anywhere.lines)
+    elif fmt == "kernel":
+        st = _KernelFeed(f.name, anywhere.lines, anywhere.rows_of)
+    else:
+        st = sglang_fast.Stream(f.name)
+        st.on_other_lines = anywhere.lines
     done = 0
     tick = byte_task(progress, f.name, f.nbytes)
-    for chunk in env.chunks(f.chunks(CHUNK_BYTES)):
-        fr = st.feed(chunk)
-        anywhere.rows_of(fr)
-        fr = env.remap(fr)
-        done += len(chunk)
+    for chunk in f.chunks(CHUNK_BYTES) if keep else env.chunks(f.chunks(CHUNK_BYTES)):
+        for piece in pieces(chunk, lambda: st.last_other < 0 or st.last_other > PY_HEAVY_LINES):
+            fr = st.feed(piece)
+            if not hasattr(st, "consults_itself"):
+                anywhere.rows_of(fr)
+            fr = fr if keep else env.remap(fr)
+            done += len(piece)
+            del piece
+            if fr.height:
+                emit(fr)
+            if tick is not None:
+                tick(done)
         del chunk
-        if fr.height:
-            emit(fr)
-        if tick is not None:
-            tick(done)
     if tick is not None:
         tick.done()
     try:
         last, res = st.finish()
     except NotThisFormat:
         return None
-    anywhere.rows_of(last)
+    if not hasattr(st, "consults_itself"):
+        anywhere.rows_of(last)
     found = anywhere.rows(res)
     res.recognized += anywhere.recognized
     if anywhere.newly:
         res.unrecognized_examples = [(ln, t) for ln, t in res.unrecognized_examples if ln not in anywhere.newly]
-    last, res = env.remap(last), env.finish(res, f.name)
+    if not keep:
+        last, res = env.remap(last), env.finish(res, f.name)
+        found = env.remap(found) if found is not None else None
     if last.height:
         emit(last)
     if found is not None:  # after the parser's rows: they are known at the end of the file
-        emit(env.remap(found))
-    return res
+        emit(found)
+    return res, env.label(fmt)
+
+
+def pieces(chunk: bytes | bytearray, heavy: Callable[[], bool]) -> Iterator[bytes | bytearray]:
+    """``chunk`` (which ends at a line end) whole, or while ``heavy()`` says so, in pieces of about
+    HEAVY_PIECE_BYTES that end at line ends; the rest goes whole once ``heavy()`` turns false.
+
+    >>> [bytes(p) for p in pieces(b"a\\nb\\n", lambda: False)]
+    [b'a\\nb\\n']
+    """
+    start, n = 0, len(chunk)
+    while start < n:
+        end = n
+        if heavy() and n - start > HEAVY_PIECE_BYTES:
+            cut = chunk.find(b"\n", start + HEAVY_PIECE_BYTES - 1)
+            end = n if cut < 0 else cut + 1
+        yield chunk if start == 0 and end == n else chunk[start:end]
+        start = end
+
+
+def _texts(f: InputFile, text: str | None, art: dict | None) -> Iterator[tuple[int, str, int | None]]:
+    """The text of a file read whole, as (lines before it, text, the file's size when it is a piece): the
+    whole of it, or, for a streamed file whose head no parser claims (only the readers that look anywhere
+    and the paste splitter have a use for it), chunk by chunk (CHUNK_BYTES, cut at line ends) so that
+    memory stays that of a chunk: a record or a pasted session that spans a cut is read in two halves."""
+    if text is not None or not f.streamed:
+        yield 0, text if text is not None else next(iter_text([f]))[1], None
+        return
+    head = f.head(registry.SNIFF_BYTES).decode("utf-8", errors="replace")
+    hint = (art.get("format") if art else None) or NAMED_FORMATS.get(f.name.rsplit("/", 1)[-1])
+    if hinted_format(hint, head) is not None or registry.best_format(head)[0] is not None:
+        yield 0, next(iter_text([f]))[1], None
+        return
+    before = 0
+    for chunk in f.chunks(CHUNK_BYTES):
+        text = bytes(chunk).decode("utf-8", errors="replace")  # each chunk ends at a line end
+        del chunk
+        yield before, text, f.nbytes
+        before += count_lines(text)
 
 
 #: The inventory's label for what the collector ran to learn about the host's software (docs/bundle.md).
@@ -153,6 +297,9 @@ def _facts_from_manifest(m: dict | None, paths: list[str]) -> Facts:
     facts.gaps = list(dict.fromkeys(facts.gaps))
     return facts
 
+#: Sampled kinds that have no token usage to be extreme in.
+_NOT_EXTREME = ("http_access", "log")
+
 
 _NOT_FIGURES = {c: t for c, t in EVENT_SCHEMA.items() if c != "figures"}
 
@@ -172,20 +319,35 @@ class _Sampler:
         self.extreme = 0
         self.bulk = 0
         self.kept = 0
+        #: rows of the other sampled kinds (SAMPLED_OTHER) seen and kept, per kind
+        self.other: Counter[str] = Counter()
+        self.other_kept: Counter[str] = Counter()
 
     def keep(self, frame: pl.DataFrame) -> pl.DataFrame:
-        is_bulk = frame.get_column("kind").is_in(BULK_KINDS)
-        n_bulk = int(is_bulk.sum())
-        if not n_bulk:
+        kind = frame.get_column("kind")
+        is_bulk = kind.is_in(SAMPLED_KINDS)
+        n_sampled = int(is_bulk.sum())
+        if not n_sampled:
             return frame
+        n_other = n_sampled - int(kind.is_in(BULK_KINDS).sum())
         # only the columns the choice needs, and only the bulk rows (_i: the row in ``frame``)
         # _q: #queue-req, the typed field (parsers.schema.FIELDS; a value that is no integer stays in attrs
         # and ranks nothing, as when it was read out of the JSON)
         b = frame.select(*self.KEYS, "ratio", "tokens", "count",
                          _q=pl.col("fields").struct.field("queue_req")).with_row_index("_i").filter(is_bulk)
         kept = self._choose_native(b) if bulkscan.available() else self._choose(b)
-        self.bulk += n_bulk
-        self.kept += kept.len()
+        kept_other = 0
+        if n_other:
+            must = (kind == "engine_metrics") & frame.get_column("attrs").str.contains(ALWAYS_KEPT)
+            if must.any():
+                kept = pl.concat([kept, must.fill_null(False).arg_true().cast(kept.dtype)]).unique().sort()
+            for k, n in kind.filter(is_bulk & ~kind.is_in(BULK_KINDS)).value_counts().iter_rows():
+                self.other[k] += n
+            for k, n in kind.gather(kept).filter(~kind.gather(kept).is_in(BULK_KINDS)).value_counts().iter_rows():
+                self.other_kept[k] += n
+                kept_other += n
+        self.bulk += n_sampled - n_other
+        self.kept += kept.len() - kept_other
         # the other rows, then the kept bulk rows, each in line order
         out = frame.gather(pl.concat([(~is_bulk).arg_true().cast(kept.dtype), kept]))
         # a gathered string column still points into the whole chunk's buffers: copy what is kept so
@@ -217,7 +379,7 @@ class _Sampler:
             kid.to_arrow(), nkeys, ord0, self.bucket, KEEP_ALL, b.get_column("ratio").to_arrow(),
             b.get_column("tokens").to_arrow(), b.get_column("count").to_arrow(),
             b.get_column("_q").to_arrow(),
-            (b.get_column("kind") == "http_access").fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
+            b.get_column("kind").is_in(_NOT_EXTREME).fill_null(False).to_arrow(), EXTREME_RATIO, MAX_EXTREME,
             self.extreme)
         for k, key in key_of.items():
             self.seen[key] = ord0[k] + counts[k]
@@ -237,7 +399,7 @@ class _Sampler:
             offsets = groups.select(*keys, _n=pl.Series(before, dtype=pl.Int64))
             b = b.join(offsets, on=keys, how="left", nulls_equal=True, maintain_order="left")
             o = o + pl.col("_n")
-        extreme = (pl.col("ratio") >= EXTREME_RATIO) & (pl.col("kind") != "http_access")
+        extreme = (pl.col("ratio") >= EXTREME_RATIO) & ~pl.col("kind").is_in(_NOT_EXTREME)
         b = b.with_columns(_o=o, _x=extreme.fill_null(False))
         b = b.with_columns(_b=pl.col("_o") // self.bucket,
                            _xn=pl.col("_x").cast(pl.Int64).cum_sum() + self.extreme)
@@ -446,6 +608,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     unrec: dict[str, list[tuple[int, str]]] = {}
     notes: list[str] = []
     n_bulk = n_kept = 0
+    n_other: Counter[str] = Counter()
+    n_other_kept: Counter[str] = Counter()
     members: list[tuple[str, int]] | None = None  # the members of the file being read, if a rotation set
 
     def emit(fr: pl.DataFrame, sampler: _Sampler | None) -> None:
@@ -505,66 +669,74 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         # the collector's stamp dates what it captured itself (a snapshot), not a file it copied in
         capture = parse_dt(art.get("started")) if art and art.get("snapshot") is not None else None
         sampler = _Sampler(f.nbytes) if sink is not None else None
-        streamed = _stream_sglang(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
+        streamed = _stream_log(f, art, progress, lambda fr, _a=art, _c=capture, _s=sampler: emit(
             resolve_time(shift(fr, 1, _a.get("snapshot") if _a else None), facts, tz, _c), _s),
             facts, tz) if f.streamed else None
         if streamed is not None:
-            res = streamed
-            artifact.format = "sglang"
+            res, fmt = streamed
+            artifact.format = fmt
             artifact.lines = res.lines
             notes.extend(res.notes)
             if res.unrecognized_examples:
                 unrec[f.name] = sorted(res.unrecognized_examples)[:20]
-            coverage.append({"file": f.name, "format": "sglang", "lines": res.lines,
+            coverage.append({"file": f.name, "format": fmt, "lines": res.lines,
                              "recognized": min(res.recognized, res.lines),
                              "unrecognized": res.lines - min(res.recognized, res.lines), "cut_lines": f.cut_lines})
         else:
-            if text is None:
-                text = next(iter_text([f]))[1]
-            text = pasted.unwrap(text)  # a log quoted or indented in a ticket reads as the log (same lines)
-            n_lines = count_lines(text)
-            artifact.lines = n_lines
-            from forensics.timeline.envelope_rows import read_enveloped
-
-            enveloped = read_enveloped(f, text, art, facts, tz)
-            pieces, label = enveloped or parse_file(f, text, art)
-            # one pass tells the readers below which lines they can use (a text with envelopes: each
-            # reader reads the peeled text as before)
-            routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
-            artifact.format = label
-            recognized = 0
+            n_lines = recognized = 0
             examples: list[tuple[int, str]] = []
-            parts = []
-            for piece in pieces:
-                res = piece.result
-                recognized += res.recognized
-                examples += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
-                notes.extend(res.notes)
-                if piece.command or piece.snapshot is not None:
-                    artifact.segments.append({"start_line": piece.start_line, "format": res.source,
-                                              "command": piece.command, "lines": res.lines})
-                fr = shift(res.events, piece.start_line, piece.snapshot)
-                parts.append(resolve_time(fr, facts, tz, capture))
-            more, newly, failed = read_anywhere(text, f.name, parts, routes,
-                                                lambda fr, _c=capture: resolve_time(fr, facts, tz, _c))
-            recognized += more
-            if failed and label is None:
-                label = artifact.format = "failures"
-            if sink is None:
-                for fr in parts:
-                    emit(fr, None)
-            elif parts:
-                whole = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
-                emit(whole.sort("line", maintain_order=True), sampler)
+            labels: list[str] = []
+            failed_any = False
+            for before, whole_text, of in _texts(f, text, art):  # one, or a big file no parser claims in pieces
+                text = pasted.unwrap(whole_text, whole_chars=of)  # a log quoted or indented in a ticket
+                del whole_text
+                n_lines += count_lines(text)
+                from forensics.timeline.envelope_rows import read_enveloped
+
+                enveloped = read_enveloped(f, text, art, facts, tz)
+                pieces, label = enveloped or parse_file(f, text, art)
+                if label is not None:
+                    labels.append(label)
+                # one pass tells the readers below which lines they can use (a text with envelopes: each
+                # reader reads the peeled text as before)
+                routes = routing.route(text) if enveloped is None and len(text) >= ROUTE_CHARS else None
+                got: list[tuple[int, str]] = []
+                parts = []
+                for piece in pieces:
+                    res = piece.result
+                    recognized += res.recognized
+                    got += [(ln + piece.start_line - 1, t) for ln, t in res.unrecognized_examples]
+                    notes.extend(res.notes)
+                    if piece.command or piece.snapshot is not None:
+                        artifact.segments.append({"start_line": piece.start_line + before, "format": res.source,
+                                                  "command": piece.command, "lines": res.lines})
+                    fr = shift(res.events, piece.start_line, piece.snapshot)
+                    parts.append(resolve_time(fr, facts, tz, capture))
+                more, newly, failed = read_anywhere(text, f.name, parts, routes,
+                                                    lambda fr, _c=capture: resolve_time(fr, facts, tz, _c))
+                recognized += more
+                failed_any = failed_any or failed
+                if before:
+                    parts = [shift(fr, before + 1, None) for fr in parts]
+                if sink is None:
+                    for fr in parts:
+                        emit(fr, None)
+                elif parts:
+                    whole = pl.concat(parts, how="vertical") if len(parts) > 1 else parts[0]
+                    emit(whole.sort("line", maintain_order=True), sampler)
+                if not pieces:  # no parser read any of it: its first lines
+                    got = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:40]) if ln.strip()]
+                if len(examples) < 40:
+                    examples += [(ln + before, t) for ln, t in got if ln not in newly]
+                del text
+            label = labels[0] if labels else ("failures" if failed_any else None)
+            artifact.format = label
+            artifact.lines = n_lines
             recognized = min(recognized, n_lines)
-            if not pieces:
-                examples = [(i + 1, ln) for i, ln in enumerate(text.splitlines()[:40]) if ln.strip()]
-            examples = [(ln, t) for ln, t in examples if ln not in newly]
             if examples:
                 unrec[f.name] = sorted(examples)[:20]
             coverage.append({"file": f.name, "format": label, "lines": n_lines, "recognized": recognized,
                              "unrecognized": n_lines - recognized, "cut_lines": f.cut_lines})
-            del text
         if members:
             coverage[-1]["members"] = [n for n, _s in members]
             if f.name in unrec:
@@ -572,6 +744,8 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
         if sampler is not None:
             n_bulk += sampler.bulk
             n_kept += sampler.kept
+            n_other += sampler.other
+            n_other_kept += sampler.other_kept
     held = [fr for fr in held if fr.height]
     if held:
         fr = pl.concat(held, how="vertical") if len(held) > 1 else held[0]
@@ -592,6 +766,10 @@ def _assemble(inp: Any, paths: list[str | os.PathLike], tz: str | None, progress
     if n_kept < n_bulk:
         facts.notes.append(f"{n_bulk:,} batch/access rows are in timeline.parquet; {n_kept:,} kept for analysis "
                            "(every row of other kinds; per rank the first, last and extreme rows).")
+    for k, words in SAMPLED_OTHER.items():
+        if n_other_kept[k] < n_other[k]:
+            facts.notes.append(f"{n_other[k]:,} {words} are in timeline.parquet; {n_other_kept[k]:,} kept for analysis "
+                               "(per rank the first, last and extreme rows).")
     if sink is not None:
         counts = dict(sorted(sink.counts.items()))
         sink.close(parquet_meta(facts, coverage))

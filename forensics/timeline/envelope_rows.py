@@ -141,7 +141,7 @@ class EnvelopeChunks:
     """A streamed file's chunks with their envelopes peeled, each chunk on its own (so a file may switch
     envelope mid-way, or start bare); the rows' lines are mapped back to the file's and get the
     envelope's columns. A bare chunk passes as it came. Kernel lines of a streamed journal are not read
-    (a note says how many): only the SGLang parser streams."""
+    (a note says how many): only the engines' parsers stream."""
 
     def __init__(self, facts: Facts, tz: str | None) -> None:
         self.facts, self.tz = facts, tz
@@ -151,6 +151,7 @@ class EnvelopeChunks:
         self.map_delta: list[int] = [0]
         self.metas: list[pl.DataFrame] = []  # the last two chunks' envelope metadata
         self.unread = 0  # kernel lines set aside
+        self.envelopes: set[str] = set()  # the envelopes peeled (the inventory's label names them)
         self.year = facts.collected_at.year if facts.collected_at else None
 
     def chunks(self, raw: Any) -> Any:
@@ -191,6 +192,7 @@ class EnvelopeChunks:
         streams = peeled.streams
         st = next((s for s in streams if not s.raw), envelopes.Stream("", [], []))
         self.unread += sum(len(s.lines) for s in streams if s.raw)
+        self.envelopes.update(m.envelope for m in st.meta if m is not None)
         delta = self.map_delta[-1]
         for i, ln in enumerate(st.lines):
             d = ln + self.orig - (self.inner + i + 1)
@@ -233,6 +235,10 @@ class EnvelopeChunks:
             **{c: pl.col(c).fill_null(m.get_column(c).cast(EVENT_SCHEMA[c])) for c in _ENV_COLUMNS},
         )
 
+    def label(self, fmt: str) -> str:
+        """The inventory's label of the file, as :func:`read_enveloped` writes it for a file read whole."""
+        return f"{fmt} in {'/'.join(sorted(self.envelopes))}" if self.envelopes else fmt
+
     def finish(self, res: ParseResult, name: str) -> ParseResult:
         extra = self.orig - self.inner
         res.lines = self.orig
@@ -241,7 +247,7 @@ class EnvelopeChunks:
         res.unrecognized_examples = [(self.orig_line(ln), t) for ln, t in res.unrecognized_examples]
         if self.unread:
             res.notes.append(f"{name}: {self.unread:,} kernel line(s) of this streamed journal were not read "
-                             "(a streamed file is read by the SGLang parser only); pass them as their own file.")
+                             "(a streamed file is read by its engine's parser only); pass them as their own file.")
         return res
 
 
