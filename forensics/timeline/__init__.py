@@ -96,17 +96,24 @@ class _VllmFeed:
         self.last_other = -1  # every line is the Python parser's: always fed in HEAVY_PIECE_BYTES pieces
 
     def feed(self, data: bytes | bytearray) -> pl.DataFrame:
-        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
-        self.before += len(lines)
+        text = _offer_lines(self, data)
         return self.st.feed(text).sort("line", maintain_order=True)
 
     def finish(self) -> tuple[pl.DataFrame, ParseResult]:
         last, res = self.st.finish()
         return last.sort("line", maintain_order=True), res
+
+
+def _offer_lines(feed: Any, data: bytes | bytearray) -> str:
+    """A chunk's text (it ends at a line end: decoded as whole), its every line offered to the readers that look
+    anywhere (``feed.on_other_lines``), and ``feed.before`` moved past them."""
+    text = bytes(data).decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    feed.on_other_lines(feed.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
+    feed.before += len(lines)
+    return text
 
 
 class _KernelFeed:
@@ -131,12 +138,7 @@ class _KernelFeed:
         from parsers import kernel
         from parsers.schema import rows_to_frame
 
-        text = bytes(data).decode("utf-8", errors="replace")  # a chunk ends at a line end: decoded as whole
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        self.on_other_lines(self.before, pl.Series(range(len(lines)), dtype=pl.UInt32), lines)
-        self.before += len(lines)
+        text = _offer_lines(self, data)
         self.st.feed(text)
         rows = self.st.reader.content.rows
         if len(rows) > self.given:
