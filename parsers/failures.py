@@ -569,7 +569,7 @@ _GLOBAL_RANK = re.compile(r"^\s*\[rank(\d+)\]:")
 #: Ray's process tag before a relayed line, innermost last when nested (vllm_formats.md §1.3 "V0/V1 Ray worker":
 #: ``(RayWorkerWrapper pid=263, ip=10.0.16.95)``, the ``ip`` only for an actor on another node than the driver's;
 #: sglang_formats.md §1, ``(SchedulerActor pid=123, ip=1.2.3.4)``), after an optional colour code (§1.4)
-_RAY_TAG = re.compile(r"\s{0,8}(?:\x1b\[[0-9;]{0,16}m)?\((?:(?P<actor>[A-Za-z_][\w.-]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})"
+_RAY_TAG = re.compile(r"\s{0,8}(?:\x1b\[[0-9;]{0,16}m|\[\d{1,3}m)?\((?:(?P<actor>[A-Za-z_][\w.-]{0,80})(?:, | ))?pid=(?P<pid>\d{1,10})"
                       r"(?:, ip=(?P<ip>[^)\s]{1,60}))?\)(?:\x1b\[0m)?\s?")
 
 

@@ -143,7 +143,7 @@ def _grep_key(line: str) -> tuple[str, int | None, int] | None:
     m = _GREP_NAMED.match(line)
     # without a number, grep's name is followed by the line itself: not a space (a label's ``name.ext: 10%|``,
     # ``socket.timeout: timed out``)
-    if m and (m.group(3) is not None or not line[m.end():m.end() + 1].isspace() and line[m.end():m.end() + 1] != ""):
+    if m and (m.group(3) is not None or line[m.end():m.end() + 1].strip()):
         return m.group(1), int(m.group(3)) if m.group(3) is not None else None, m.end()
     m = _GREP_NUMBERED.match(line)
     if m and _GREP_REST_OK.match(line[m.end():]):
@@ -240,10 +240,13 @@ def unwrap(text: str, whole_chars: int | None = None) -> str:
     piece of, when it is one (hard wraps are looked for in a text as big as a paste, not in a piece of a
     long log)."""
     fenced = "```" in text or "~~~" in text
-    wrapped = max(len(text), whole_chars or 0) <= _WRAP_MAX_CHARS and "\n" in text
+    # hard wraps and grep's prefixes are a paste's: judged by the whole file's size, so a long log read in pieces
+    # reads as it does whole
+    paste_sized = max(len(text), whole_chars or 0) <= _WRAP_MAX_CHARS
+    wrapped = paste_sized and "\n" in text
     # most logs have no quote or block (a traceback's 4-space lines follow a non-blank line)
     marked = text.startswith((">", " ", "\t")) or bool(_MARKS.search(text))
-    grepped = len(text) <= _WRAP_MAX_CHARS and (_grep_key(text) is not None or bool(_GREP_LINE.search(text)))
+    grepped = paste_sized and (_grep_key(text) is not None or bool(_GREP_LINE.search(text)))
     if not (marked or fenced or wrapped or grepped):
         return text
     lines = text.split("\n")

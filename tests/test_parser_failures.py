@@ -485,3 +485,16 @@ def test_kubelet_eviction_names_the_container_and_its_request() -> None:
     older = failures.classify("The node was low on resource: memory. Container engine was using 30Gi, which exceeds "
                               "its request of 4Gi. ")
     assert older[2]["request_bytes"] == 4 * 2**30
+
+
+@pytest.mark.parametrize("line, want", [
+    ("(RayWorkerWrapper pid=41, ip=10.0.0.9) INFO x", {"pid": 41, "ray_actor": "RayWorkerWrapper", "ip": "10.0.0.9"}),
+    ("\x1b[36m(RayWorkerWrapper pid=41)\x1b[0m INFO x", {"pid": 41, "ray_actor": "RayWorkerWrapper"}),
+    # a copy that lost the colour code's escape keeps its "[36m"
+    ("[36m(RayWorkerWrapper pid=41, ip=10.0.0.9) INFO x", {"pid": 41, "ray_actor": "RayWorkerWrapper", "ip": "10.0.0.9"}),
+    ("[2026-01-01 00:00:00 TP0] (pid=41) x", {}),
+])
+def test_ray_process_tag(line: str, want: dict) -> None:
+    from parsers.failures import process_tag
+
+    assert process_tag(line) == want

@@ -117,3 +117,10 @@ def test_grep_prefixes_come_off(text: str, want: str) -> None:
 ])
 def test_grep_look_alikes_stay(text: str) -> None:
     assert unwrap(text) == text
+
+
+def test_grep_prefixes_judged_by_the_whole_file_like_hard_wraps() -> None:
+    # a piece of a long log read in pieces is not a paste: its prefixes stay, as they do when the file is read whole
+    piece = "a.log:1:[2026-01-01 00:00:00 TP0] x\na.log:2:[2026-01-01 00:00:01 TP0] y\n"
+    assert unwrap(piece) == "[2026-01-01 00:00:00 TP0] x\n[2026-01-01 00:00:01 TP0] y\n"
+    assert unwrap(piece, whole_chars=64 << 20) == piece

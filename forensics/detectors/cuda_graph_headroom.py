@@ -393,7 +393,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     frag = fragmentation(oom)
     if frag is not None:
         flags.insert(0, fragmentation_flag(frag))
-    batch = _concurrency_flag(cfg, run, oom, phase if phase in ("prefill", "decode") else None)
+    batch = _concurrency_flag(cfg, run, oom, phase)
     if batch is not None:
         flags.append(batch)
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []

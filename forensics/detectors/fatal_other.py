@@ -386,8 +386,9 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
     cfg = server_config(tl, run)
     if cfg.enabled("enable_torch_compile"):
         old = "(set)"
-    elif not (cfg.has_server_args or cfg.has_launch) and any(compiler_failure(str(r.get("text") or "") + "\n" + str(attrs(r).get("message") or ""))
-                               for r in (*fatal, *run) if r.get("kind") in _COMPILER_KINDS):
+    elif not (cfg.has_server_args or cfg.has_launch) and any(
+            compiler_failure(f"{r.get('text') or ''}\n{attrs(r).get('message') or ''}")
+            for r in (*fatal, *run) if r.get("kind") in _COMPILER_KINDS):
         old = None
     else:
         return None
@@ -405,7 +406,8 @@ _COMPILER_KINDS = ("scheduler_exception", "cuda_graph_failed", "failure", "excep
 
 
 def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:
-    """--disable-custom-all-reduce when the capture died inside the custom all-reduce.
+    """--disable-custom-all-reduce when the failure is inside the custom all-reduce (during capture, or its own
+    native CUDA check at any time).
 
     SGLang's custom all-reduce (sglang srt/distributed/device_communicators/custom_all_reduce.py, 0.3+; the same in
     vLLM) registers every captured graph's buffers with its peers over CUDA IPC when a capture ends
@@ -425,8 +427,9 @@ def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> F
     if tl is not None and server_config(tl, run).enabled("disable_custom_all_reduce"):
         return None
     return FlagChange("--disable-custom-all-reduce", None, "true",
-                      "the capture died inside the custom all-reduce, which registers each captured graph's buffers "
-                      "with its peers over CUDA IPC; with it off NCCL does the all-reduce and nothing is registered")
+                      "the failure is inside the custom all-reduce, which shares its buffers (and each captured "
+                      "graph's) with its peers over CUDA IPC; with it off NCCL does the all-reduce and nothing is "
+                      "shared or registered")
 
 
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:

@@ -168,7 +168,7 @@ def _req_slots(run: list[Row], cfg) -> list[Finding]:
     )]
 
 
-def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
+def _exhausted(run: list[Row], cfg) -> list[Finding]:
     hits = of_kind(run, "kv_exhausted")
     inferred = False
     if not hits:  # the message inside a traceback the parser kept whole
@@ -201,10 +201,10 @@ def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
     # free without evicting: the message's own breakdown when it prints one (0.4.7+: available_size, the hybrid
     # pools' full_available_size), else the one count it prints; evictable tokens are the radix cache's, freed
     # only as far as eviction succeeds
-    split = _FREE_RE.search(text)
     free = next((v for k in ("available_size", "full_available_size") if isinstance(v := attrs(first).get(k), int)),
                 None)
     if free is None:
+        split = _FREE_RE.search(text)  # the message inside a traceback no parser took apart
         free = int(split.group(1)) if split else avail
     if not retract_assert and isinstance(tried, int) and isinstance(free, int) and 0 < tried <= free:
         return [_free_tokens_refused(run, cfg, hits, first, tried, free, phase)]
@@ -236,39 +236,39 @@ def _exhausted(run: list[Row], cfg=None) -> list[Finding]:
     )]
 
 
-def _free_tokens_refused(run: list[Row], cfg, hits: list[Row], first: Row, tried: int, avail: int,
+def _free_tokens_refused(run: list[Row], cfg, hits: list[Row], first: Row, tried: int, free: int,
                          phase: str | None) -> Finding:
     """SGL-KV-006: the KV allocator refused a batch although its own message counts enough free tokens.
 
     SGLang's logical-OOM message prints what the batch tried and what the pool had (sglang_formats.md §6: ``Try to
-    allocate N tokens`` / ``Available tokens: A``, available plus evictable from 0.4.10). With A ≥ N the pool was
-    not full: the allocation is by whole pages when --page-size is above 1 (each request's new tokens rounded up to a
+    allocate N tokens`` / ``Available tokens: A``, from 0.4.7 broken down into the free ``available_size`` and the
+    radix cache's ``evictable_size``). With N tokens free without evicting anything the pool was not full: the allocation is by whole pages when --page-size is above 1 (each request's new tokens rounded up to a
     page, §3 page alignment), and the admission that let the batch in counted tokens — so a batch that fits by
     tokens can need more pages than are free (sglang PR #5081 aligned the estimate to pages). More KV memory does
     not fix a miscount; a smaller page, or a release with the estimate aligned, does.
     """
-    page = cfg.num("page_size") if cfg is not None else None
+    page = cfg.num("page_size")
     flags = []
     if page is None or page > 1:
-        flags.append(FlagChange("--page-size", cfg.flag_text("page_size") if cfg is not None else None, "1",
+        flags.append(FlagChange("--page-size", cfg.flag_text("page_size"), "1",
                                 "SGLang's default: with one-token pages what the admission counts and what the "
                                 "allocator needs are the same" + ("" if page else " (the page size is not in the input: "
                                                                                   "any page above 1 token can do this)")))
     return make_finding(
         "SGL-KV-006",
         summary=(f"SGLang's KV allocator refused a {phase + ' ' if phase else ''}batch of {tried} tokens although its "
-                 f"own message counts {avail} free: the pool was not full. "
+                 f"own message counts {free} free: the pool was not full. "
                  + (f"With --page-size {int(page)} each request takes whole pages" if page and page > 1 else
                     "A page size above 1 makes each request take whole pages" if page is None else
                     "With --page-size 1 no page rounding explains it")
                  + ", and the admission that let the batch in counted tokens: an accounting mismatch in the engine, "
                  "not a pool too small for the load."),
-        evidence=[*hits[:3], *(cfg.evidence_rows("page_size") if cfg is not None else [])],
+        evidence=[*hits[:3], *cfg.evidence_rows("page_size")],
         confidence="medium",
         confidence_reason="the request count of the refused batch is not in the message: how many pages it needed "
                           "is inferred, not measured",
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
-        figures={"tokens_tried": tried, "tokens_available": avail, "page_size": page},
+        figures={"tokens_tried": tried, "tokens_available": free, "page_size": page},
         flags=flags,
         actions=["Upgrade SGLang: releases after the page-aligned admission estimate (PR #5081, 0.4.5) count whole "
                  "pages before admitting a batch.",

@@ -39,6 +39,7 @@ from forensics.facts.launch import ServerConfig, launch_rows, server_config
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import process_tag
 
 from ._common import make_finding, tag_run
 
@@ -84,10 +85,6 @@ _WATCHDOG_WORDS = re.compile(r"[Ww]atchdog|DistBackendError|NCCL communicator wa
                              r"NCCL error|ncclSystemError|ncclRemoteError|unhandled system error")
 
 
-#: Ray's prefix on a relayed line; Ray adds ``, ip=A.B.C.D`` only for an actor on another node than the driver
-#: (vllm_formats.md §1, "V0/V1 Ray worker")
-_RAY_TAG = re.compile(r"^\s*(?:\x1b\[[0-9;]*m|\[\d+m)?\((?:[A-Za-z_][\w-]* )?pid=\d+(, ip=[^)]{1,60})?\)")
-
 
 def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
     """Whether the server's ranks span several nodes: True / False when the input says, None when it is silent.
@@ -101,13 +98,12 @@ def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
     texts = rows(tl, "nccl_info", "notice", "failure", "nccl_error", "nccl_watchdog", "exception", "rank_dead")
     if any(_SPANS_NODES.search(r.get("text") or "") for r in texts):
         return True
-    ray = [m for r in texts if (m := _RAY_TAG.match(r.get("text") or "")) is not None]
-    # the tag a parser took off the line: ``ray_actor``/``ip`` in attrs (parsers/failures.py ``process_tag``,
-    # parsers/sglang.py), the same two facts
-    tagged = [a for r in texts if (a := attrs(r)).get("ray_actor") or a.get("ip")]
-    if any(m.group(1) for m in ray) or any(a.get("ip") for a in tagged):
+    # Ray's tag, still on the line or taken off it by a parser into attrs (parsers/failures.py ``process_tag``,
+    # parsers/sglang.py): Ray adds ``ip=`` only for an actor on another node than the driver's (vllm_formats.md §1)
+    ray = [t for r in texts if (t := process_tag(r.get("text") or "") or
+                                {k: v for k, v in attrs(r).items() if k in ("ray_actor", "ip") and v})]
+    if any(t.get("ip") for t in ray):
         return True
-    ray += tagged  # type: ignore[arg-type]
     if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args) or channel_transports(tl) & {"P2P", "SHM"}:
         return False
     return None

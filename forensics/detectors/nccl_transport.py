@@ -40,14 +40,6 @@ _CONNECT = re.compile(r"socketStartConnect: Connect to (\S+) failed : ([^\n]{1,1
                       # NCCL 2.19+ misc/socket.cc ``socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)``
                       r"socketPollConnect: Connect to (\S+) returned (\d{1,4}\([^)\n]{1,80}\))")
 
-
-def _connect_parts(m: re.Match[str]) -> tuple[str | None, str]:
-    """(the peer's address or None, the reason) of a :data:`_CONNECT` match, whichever wording it is."""
-    if m.group(1):
-        return m.group(1), m.group(2)
-    if m.group(4):
-        return m.group(4), m.group(5)
-    return None, m.group(3)
 #: the other documented transport failures (failure_messages.md §4.1, §4.2 code 6)
 _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to open device|"
                         r"socketProgress: Connection closed by remote peer|Socket recv failed while polling|"
@@ -73,6 +65,15 @@ WC_STATUS = {
 }
 #: statuses that say the fabric or the peer failed first (not an echo of another failure on the same queue pair)
 _FIRST_FAILURES = frozenset({4, 8, 10, 11, 12, 13, 20, 21})
+
+
+def _connect_parts(m: re.Match[str]) -> tuple[str | None, str]:
+    """(the peer's address or None, the reason) of a :data:`_CONNECT` match, whichever wording it is."""
+    if m.group(1):
+        return m.group(1), m.group(2)
+    if m.group(4):
+        return m.group(4), m.group(5)
+    return None, m.group(3)
 
 
 def unroutable(address: str) -> bool:
