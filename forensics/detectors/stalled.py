@@ -63,9 +63,10 @@ from forensics.facts.stages import (
     stage_of,
 )
 from forensics.facts.stages import REQUESTS as _REQUESTS
+from forensics.facts.versions import sglang_version
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
-from forensics.model import Finding, Timeline, iso_z
+from forensics.model import Finding, FlagChange, Timeline, iso_z
 
 from ._common import make_finding, tag_run
 from .nccl_timeout import channel_transports, transport_test
@@ -439,6 +440,10 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         elif flags:
             summary += (" Every rank is on one node and none failed: the GPUs' peer-to-peer path (PCIe P2P under ACS "
                         "or an IOMMU) is the suspect.")
+    v6 = _ipv6_rendezvous(tl, addr) if addr and st["order"] <= STAGES["dist_init_end"][0] else None
+    if v6 is not None:
+        summary += " " + v6[0]
+        flags = [*flags, v6[1]]
     if world > 1:
         actions.append("`py-spy dump --pid <pid>` of every rank while it hangs: the rank in a different frame (not "
                        "in the collective, or still loading) is the one the others wait on.")
@@ -478,6 +483,33 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "unmeasured":  # the catalog's title says it stopped; here only the log's end is known
         finding.title = "A server's log ends at a start-up stage with no error; whether it hung there is not measured"
     return finding
+
+
+#: SGLang before 0.4.4 split --dist-init-addr on ":" into host and port (sglang
+#: python/sglang/srt/server_args.py::PortArgs.init_new (0.4.1-0.4.3), and the tcp:// init URL of the process
+#: groups built from it): an IPv6 literal, bracketed or not, gives no host the other nodes can reach, and the
+#: ranks wait at the rendezvous with no error. 0.4.4 parses the bracketed form.
+IPV6_DIST_INIT_FROM = (0, 4, 4)
+_IPV6_LITERAL = re.compile(r"^\[[0-9A-Fa-f:.%<>a-z_-]*\](?::\d+)?$|^[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$")
+
+
+def _ipv6_rendezvous(tl: Timeline, addr: object) -> tuple[str, FlagChange] | None:
+    """An IPv6 literal as --dist-init-addr on a release that cannot parse one: the sentence and the flag."""
+    text = str(addr).strip()
+    if len(text) > 200 or not _IPV6_LITERAL.match(text):
+        return None
+    version, _where = sglang_version(tl)
+    if version is not None and version >= IPV6_DIST_INIT_FROM:
+        return None
+    port = text.rsplit("]:", 1)[1] if "]:" in text else "<port>"
+    release = "this release" if version else "the release is not in the input; SGLang"
+    sentence = (f"--dist-init-addr {text} is an IPv6 literal: {release} before 0.4.4 splits the address on \":\" "
+                "into host and port, so the ranks of the other nodes have no address to reach node rank 0 at and "
+                "wait at the rendezvous with no error.")
+    flag = FlagChange("--dist-init-addr", text, f"<node rank 0's IPv4 address or hostname>:{port}",
+                      "an IPv4 address or a hostname every node resolves; or SGLang 0.4.4+, which parses the "
+                      "bracketed IPv6 form")
+    return sentence, flag
 
 
 def _relaunched(run: list[Row], later_runs: dict[str, int]) -> bool:
