@@ -560,6 +560,11 @@ class _Parser:
         self.rows.append(row)
         if kind in _PHASE_OF_KIND:
             self.phase[base.get("pid")] = _PHASE_OF_KIND[kind]
+        elif kind == "notice" and attrs.get("message_id") == "weights_progress" and base.get("pid") not in self.phase:
+            # the shard bar is drawn inside load_model (vllm vllm/model_executor/model_loader/weight_utils.py
+            # (0.4-0.11) tqdm "Loading safetensors checkpoint shards"): a process that shows it and no earlier
+            # lifecycle record is loading weights, so a frameless OOM after it is the load's
+            self.phase[base.get("pid")] = "weight_load"
         if kind in ("weight_load_end", "kv_sizing", "kv_memory", "memory_profile", "engine_metrics",
                     "cuda_graph_end", "kv_cache_too_small", "kv_no_room", "init_failed"):
             self.run_started = True
