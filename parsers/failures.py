@@ -216,6 +216,12 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure de
                        r"Exception \(either an error or timeout\) detected by watchdog|"
                        # 1.4-1.8 with NCCL_BLOCKING_WAIT=1: the waiting call raises it (failure_messages.md §4.5)
                        r"ProcessGroupNCCL\.cpp:\d+\] Operation timed out!")
+#: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; pytorch
+#: torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp::HeartbeatMonitor (2.3+)), the ``[PG 3 Rank 0]`` prefix of
+#: 2.3-2.4 or the ``[PG ID 0 PG GUID 0(default_pg) Rank 0]`` of 2.5+; the rank that first saw it says so
+_HEARTBEAT_MONITOR = re.compile(r"Heartbeat monitor timed out!|watchdog got stuck for (\d+) seconds without making progress|"
+                                r"First PG on this rank that detected no heartbeat of its watchdog")
+_PG_RANK = re.compile(r"\[PG [^\]]{0,120}?\bRank (\d{1,6})\]")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
 _WD_RAN = re.compile(r"ran for (\d+) milliseconds")
 _WD_OP = re.compile(r"OpType=(\w+)")
@@ -819,6 +825,10 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
+    if (beat := _HEARTBEAT_MONITOR.search(head)) is not None:
+        return "failure", {"seconds": int(beat.group(1)) if beat.group(1) else None}, {
+            "failure": "watchdog_hung", "message": msg[:2000],
+            **({"rank": int(pg.group(1))} if (pg := _PG_RANK.search(head)) is not None else {})}
     if (start := _NCCL_INIT_START.search(head)) is not None:
         return "nccl_info", {}, {"level": "INFO", "event": "init_start", "nccl_rank": int(start.group(1)),
                                  "nranks": int(start.group(2)), "message": msg[:500]}
