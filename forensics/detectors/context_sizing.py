@@ -90,7 +90,9 @@ def detect(tl: Timeline) -> list[Finding]:
         placed = place_ooms(run, oom_rows)
         # (not ROCm's HSA out-of-resources, which is also a queue or thread limit: failure_messages.md §3)
         # (not the speculative draft's own pool, set up after the target's took its share: SGL-GPU-014)
+        # (not an OOM SGLang wrapped as a capture failure: the capture runs after the pool, SGL-GPU-002)
         pool = [r for r in oom_rows if placed.get(id(r), (None, ""))[0] != "draft_init"
+                and attrs(r).get("during") != "graph_capture"
                 and (_stage(run, r) == "memory_pool"
                      or (placed.get(id(r), (None, ""))[0] == "memory_pool" and not attrs(r).get("unreliable")))]
         if huge:

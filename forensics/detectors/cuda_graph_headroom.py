@@ -154,7 +154,10 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
     # (SGL-GPU-004, SGL-KV-004 read those), with or without the start-up lines around it
     placed = place_ooms(run, ooms)
     # the frames, or SGLang's own start-up order (after "Load weight end" the pool is being set up)
-    ooms = [r for r in ooms if placed.get(id(r), (None, ""))[0] not in STARTUP_PHASES]
+    # SGLang's own "Capture ... graph failed" wrapper places the OOM in capture whatever line came before it
+    # (the capture follows the pool: python/sglang/srt/model_executor/cuda_graph_runner.py, 0.4.x-0.5.x)
+    ooms = [r for r in ooms if r.get("kind") == "cuda_graph_failed"
+            or placed.get(id(r), (None, ""))[0] not in STARTUP_PHASES]
     draft = [r for r in ooms if placed.get(id(r), (None, ""))[0] == "draft_init"]
     if draft:
         return _draft_oom(tl, cfg, run, draft)
