@@ -860,7 +860,8 @@ class _Parser:
                 self.new_run_marker()
                 emit("server_args", base, {"args": parse_config(m.group(1)), "form": "Namespace"})
                 return True
-            if any(c in s[:40] for c in "█▄▀"):  # 0.15+ ASCII logo: its lines name the version and the model
+            # 0.15+ ASCII logo: its lines name the version and the model (a graph-capture bar's blocks are no logo)
+            if any(c in s[:40] for c in "█▄▀") and not _GRAPH_TQDM.match(s):
                 lm = _LOGO_VERSION.search(s)
                 if lm:
                     self.new_run_marker()

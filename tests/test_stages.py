@@ -68,3 +68,57 @@ def test_remote_engine_cores_that_never_connect_are_nodes_that_never_reached_the
     _, doc = analyse([log], tz="UTC", quiet=True)
     f = next(f for f in doc["findings"] if f["rule_id"] == "SGL-NCCL-010")
     assert doc["root_cause"] == "SGL-NCCL-010" and "to connect at all" in f["summary"], f["summary"]
+
+
+def _stall_actions(tmp_path, name: str, text: str):
+    from forensics.analysis import analyse
+
+    log = tmp_path / name
+    log.write_text(text, encoding="utf-8")
+    _, doc = analyse([log], tz="UTC", quiet=True)
+    f = next(f for f in doc["findings"] if f["rule_id"] in ("SGL-NCCL-010", "SGL-RUN-003"))
+    return f, " ".join(f["remediation"]["actions"])
+
+
+_SGL_TP2 = ("[2025-03-04 10:00:00] server_args=ServerArgs(model_path='/models/m', tp_size=2, nnodes=1, node_rank=0)\n"
+            + "".join(f"[2025-03-04 10:00:10 TP{r}] Init torch distributed begin.\n" for r in (0, 1))
+            + "".join(f"[2025-03-04 10:00:12 TP{r}] Load weight begin. avail mem=78.50 GB\n" for r in (0, 1)))
+
+
+def test_a_log_ending_in_the_load_points_at_host_ram_as_well_as_storage(tmp_path):
+    f, said = _stall_actions(tmp_path, "server.log", _SGL_TP2)
+    assert "loading the weights" in f["summary"] and "host RAM" in f["summary"]
+    assert "memory.current" in said and "free -g" in said and "dd" in said
+
+
+def test_a_log_ending_in_capture_names_the_engines_eager_switch(tmp_path):
+    sgl = _SGL_TP2 + "".join(f"[2025-03-04 10:02:00 TP{r}] Load weight end. type=X, dtype=torch.bfloat16, avail mem="
+                             "60.00 GB, mem usage=18.50 GB.\n" for r in (0, 1)) + \
+        "".join(f"[2025-03-04 10:02:05 TP{r}] Capture cuda graph begin. This can take up to several minutes. avail "
+                "mem=11.10 GB\n" for r in (0, 1))
+    f, said = _stall_actions(tmp_path, "server.log", sgl)
+    assert "CUDA graph capture" in f["summary"] and "--disable-cuda-graph" in said and "--enforce-eager" not in said
+    _, after_load = _stall_actions(tmp_path, "server2.log", _SGL_TP2)
+    assert "--disable-cuda-graph" not in after_load  # only capture is isolated by eager mode
+
+
+def test_vllm_capture_bar_is_capture_and_names_enforce_eager(tmp_path):
+    head = ("INFO 03-04 10:00:00 [api_server.py:1040] vLLM API server version 0.9.1\n"
+            "INFO 03-04 10:00:00 [cli_args.py:325] non-default args: {'model': '/m', 'tensor_parallel_size': 2}\n"
+            + "".join(f"(VllmWorker rank={r} pid=10{r}) INFO 03-04 10:01:33 [gpu_model_runner.py:1624] Model loading "
+                      "took 16.10 GiB and 81.50 seconds\n" for r in (0, 1))
+            + "INFO 03-04 10:01:51 [kv_cache_utils.py:715] GPU KV cache size: 822,000 tokens\n")
+    f, said = _stall_actions(tmp_path, "vllm.log", head + "Capturing CUDA graphs:  40%|████      | 27/67 [00:10<00:15,"
+                             "  2.60it/s]\n")
+    assert "CUDA graph capture" in f["summary"] and "--enforce-eager" in said and "grep -i vllm" in said
+
+
+def test_sglang_dist_init_across_nodes_names_the_advertised_address(tmp_path):
+    log = ("[2025-03-04 10:00:00] server_args=ServerArgs(model_path='/m', tp_size=4, nnodes=2, node_rank=1, "
+           "dist_init_addr='10.0.0.1:5000')\n"
+           + "".join(f"[2025-03-04 10:00:10 TP{r}] Init torch distributed begin.\n" for r in (2, 3)))
+    f, said = _stall_actions(tmp_path, "server.log", log)
+    assert "10.0.0.1:5000" in f["summary"] and "SGLANG_HOST_IP" in said and "nc -zv" in said
+    one = log.replace("nnodes=2, node_rank=1", "nnodes=1, node_rank=0")
+    _, said1 = _stall_actions(tmp_path, "one.log", one)
+    assert "SGLANG_HOST_IP" not in said1

@@ -55,6 +55,7 @@ from forensics.facts.runs import iter_runs
 from forensics.facts.stages import (
     ENGINE_CORES,
     LAUNCHED,
+    POST_LOAD,
     STAGES,
     launched,
     ranks_behind,
@@ -425,9 +426,11 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "silence" and not tl.facts.collected_at:
         reasons.append("the silence is measured against another file's later line, not a snapshot of the host")
     flags, actions = [], []
+    vllm = any(r.get("source") == "vllm" for r in run)
     if st["how"] == "unmeasured":  # the deciding fact first
         actions.append("Measure the silence on the host: `date -u` against the stamp of the log's last line "
-                       "(`tail -n 1 <log>`), and `ps -eo pid,etime,args | grep -i sglang` for the ranks still alive; "
+                       f"(`tail -n 1 <log>`), and `ps -eo pid,etime,args | grep -i {'vllm' if vllm else 'sglang'}` "
+                       "for the ranks still alive; "
                        "or `forensics collect` while it is silent, which records the snapshot's time.")
     if world > 1 and st["order"] >= STAGES["memory_profile"][0] and row.get("kind") != "hicache_alloc" and \
             st["how"] != "unmeasured":  # a flag needs more than an excerpt that ends
@@ -449,14 +452,41 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "in the collective, or still loading) is the one the others wait on.")
         actions.append("Rerun with NCCL_DEBUG=INFO: the last NCCL line of each rank says how far the communicator "
                        "got; on one node try NCCL_P2P_DISABLE=1 and check ACS/IOMMU (`lspci -vvv | grep ACSCtl`).")
-    if st["order"] <= STAGES["weight_load_end"][0]:
+    if STAGES["weight_load_begin"][0] <= st["order"] <= STAGES["weight_load_end"][0]:
+        # the loader reads the shards through the page cache, and a quantised model's post-load step may stage them in
+        # host memory too: both are charged to the container's cgroup, whose limit stalls the load by reclaim and swap
+        actions.append("Check host RAM on the loading node while it is stuck: `free -g`, and the container's "
+                       "`cat /sys/fs/cgroup/memory.current /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.swap.current`"
+                       " (cgroup v1: memory.usage_in_bytes, memory.limit_in_bytes): usage at the limit, or swap "
+                       "growing under `vmstat 1`, is a load starved of memory, not of storage.")
+    if st["order"] <= STAGES["weight_load_end"][0] and st["order"] != POST_LOAD[0]:
         actions.append("Time a read of the weights from the model path on every node (`dd`/`cat` a shard to "
                        "/dev/null): slow or stalled storage holds the load"
-                       + (", and the ranks that finished wait for it at the barrier." if world > 1 else
-                          "; watch host memory and swap while it loads (`free -g`, `vmstat 1`)."))
-    if st["order"] <= STAGES["dist_init_begin"][0]:
+                       + (", and the ranks that finished wait for it at the barrier." if world > 1 else "."))
+    if st["order"] == POST_LOAD[0]:
+        actions.append("The shards were read; the step after them converts the weights for the quantisation's kernels. "
+                       "`py-spy dump --pid <pid>` of a worker says whether it is in process_weights_after_loading "
+                       "(GPU busy in `nvidia-smi`: slow, not hung) or waiting on host memory.")
+    if world > 1 and STAGES["cuda_graph_begin"][0] <= st["order"] < STAGES["cuda_graph_end"][0] and \
+            st["stage"] == STAGES["cuda_graph_begin"][1]:
+        # a capture replays each batch's forward with its collectives: one that never returns hangs the capture
+        # (sglang_formats.md §8 --disable-cuda-graph; vllm_formats.md §2.2 enforce_eager): eager mode isolates it
+        eager = "--enforce-eager" if vllm else "--disable-cuda-graph"
+        actions.append(f"Isolate the capture: restart once with {eager}. If it then comes up and serves, the hang is a "
+                       "collective inside capture (the custom all-reduce's P2P path first: "
+                       "--disable-custom-all-reduce); if it hangs at the first requests "
+                       "instead, the collective itself is stuck, capture or not.")
+    multinode_sglang = not vllm and st["order"] <= STAGES["nccl_info"][0] and spans is None and \
+        (server_config(tl, run).num("nnodes") or 1) > 1
+    if st["order"] <= STAGES["dist_init_begin"][0] and not multinode_sglang:
         actions.append("From every node: `nc -zv <dist-init-addr> <port>`, and the same --dist-init-addr, --nnodes "
                        "and a distinct --node-rank on each.")
+    if multinode_sglang:
+        # SGLang's ranks bind their groups to the address each node advertises (SGLANG_HOST_IP, else auto-detected:
+        # sglang python/sglang/srt/distributed/device_communicators/shm_broadcast.py (0.4-0.5) ``wait_until_ready``)
+        actions.append("Across nodes the rendezvous waits on node rank 0's --dist-init-addr and on every other node "
+                       "joining it: from each node `nc -zv <dist-init-addr> <port>`, the same --dist-init-addr and --nnodes and a distinct --node-rank on each, and set SGLANG_HOST_IP on each node to the "
+                       "address the others reach it on (NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME naming that network).")
     if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
         actions.append("The ranks were setting up their groups over several nodes: each node must advertise the "
                        "address the others reach it on (SGLANG_HOST_IP / VLLM_HOST_IP, the same network NCCL_SOCKET_IFNAME "

@@ -28,8 +28,9 @@ STAGES: dict[str, tuple[int, str, str]] = {
                   "every rank joining the communicator over the network or the GPUs' peer-to-peer path"),
     "dist_init_end": (20, "the start of the weight load", "the weights' storage"),
     "weight_load_begin": (30, "loading the weights",
-                          "the weights' storage (the model path: a network filesystem or object store that stalled, a "
-                          "host short of page cache)"),
+                          "the weights' storage (the model path: a network filesystem or object store that stalled) "
+                          "and host RAM (the shards are read through the page cache, which counts against the "
+                          "container's memory limit: a host short of it swaps or reclaims instead of loading)"),
     "weight_load_end": (40, "the post-load barrier and memory profiling",
                         f"{_RANKS} finishing their load (free memory is all-reduced over the ranks before the KV "
                         "pool is sized)"),
@@ -49,6 +50,14 @@ STAGES: dict[str, tuple[int, str, str]] = {
     "http_access": (76, "the warm-up request", "the warm-up request's forward: the first collectives of serving"),
     "prefill_batch": (78, "the warm-up request's decode", "the warm-up's decode steps: collectives across the ranks"),
 }
+#: vLLM's ``Loading weights took S seconds`` (vllm_formats.md §2.3): the shards are read, and the loader then runs each
+#: layer's post-load step (vllm vllm/model_executor/model_loader/base_loader.py (0.8-0.11) ``load_model``:
+#: ``load_weights`` then ``process_weights_after_loading``: the quantisation methods' repacking, dequantisation or
+#: re-quantisation for their kernels) before ``Model loading took`` — a log that ends between the two is in that step
+POST_LOAD = (35, "the post-load weight processing (each layer's quantisation method repacking or converting the "
+                 "weights for its kernels)",
+             "the GPU's conversion kernels and host RAM (a conversion that stages the weights in host memory "
+             "swaps on a host short of it)")
 #: the first requests of an offline run (vLLM's ``Processed prompts`` bar)
 REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
 #: the stage of a front-end that waits for its engine cores before any of their lines (vllm_formats.md §3.6: the
@@ -97,6 +106,8 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
     kind = row.get("kind") or ""
     if kind == "progress_bar" and attrs(row).get("label") == "Processed prompts":
         return REQUESTS
+    if kind == "notice" and attrs(row).get("message_id") == "weights_read":
+        return POST_LOAD
     if kind == "progress_bar":
         return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
     if kind == "version" and attrs(row).get("component") == "nccl":
