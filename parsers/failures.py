@@ -219,7 +219,7 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|failure de
 #: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; pytorch
 #: torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp::HeartbeatMonitor (2.3+)), the ``[PG 3 Rank 0]`` prefix of
 #: 2.3-2.4 or the ``[PG ID 0 PG GUID 0(default_pg) Rank 0]`` of 2.5+; the rank that first saw it says so
-_HEARTBEAT_MONITOR = re.compile(r"Heartbeat monitor timed out!|watchdog got stuck for (\d+) seconds without making progress|"
+HEARTBEAT_MONITOR = re.compile(r"Heartbeat monitor timed out!|watchdog got stuck for (\d+) seconds without making progress|"
                                 r"First PG on this rank that detected no heartbeat of its watchdog")
 _PG_RANK = re.compile(r"\[PG [^\]]{0,120}?\bRank (\d{1,6})\]")
 _WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d+)")
@@ -825,7 +825,7 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {"seconds": int(ran.group(1)) / 1000 if ran else None}, {
             "failure": "collective_timeout", "timeout_s": int(t.group(1)) / 1000 if t else None,
             "op_type": op.group(1) if op else None, "message": msg[:2000]}
-    if (beat := _HEARTBEAT_MONITOR.search(head)) is not None:
+    if (beat := HEARTBEAT_MONITOR.search(head)) is not None:
         return "failure", {"seconds": int(beat.group(1)) if beat.group(1) else None}, {
             "failure": "watchdog_hung", "message": msg[:2000],
             **({"rank": int(pg.group(1))} if (pg := _PG_RANK.search(head)) is not None else {})}
@@ -1334,5 +1334,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "FORMAT", "HEARTBEAT_MONITOR", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

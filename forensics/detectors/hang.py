@@ -33,6 +33,7 @@ from forensics.facts.runs import iter_runs, of_kind
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import HEARTBEAT_MONITOR
 
 from ._common import make_finding, tag_run
 from .nccl_timeout import rank_failures, transport_test
@@ -99,14 +100,11 @@ def _blocked_stacks(tl: Timeline) -> list[Finding]:
 #: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; PyTorch
 #: ``ProcessGroupNCCL.cpp`` ``HeartbeatMonitor``, 2.3+): the watchdog polls each collective's CUDA events, so a
 #: watchdog stuck for ``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`` is blocked inside a CUDA or NCCL call — the GPU or the
-#: communicator hung — and the monitor terminates the process after dumping its debug info
-_HEARTBEAT = re.compile(r"watchdog got stuck for (\d+) seconds without making progress|"
-                        r"Heartbeat monitor timed out!")
-
-
+#: communicator hung — and the monitor terminates the process after dumping its debug info (the lines:
+#: parsers.failures.HEARTBEAT_MONITOR)
 def _heartbeat(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog", "failure", "exception", "scheduler_exception")
-            if _HEARTBEAT.search(r.get("text") or "") and not (r.get("text") or "").lstrip().startswith("#")]
+            if HEARTBEAT_MONITOR.search(r.get("text") or "") and not (r.get("text") or "").lstrip().startswith("#")]
     if not hits:
         return []
     first = min(hits, key=lambda r: (r.get("file") or "", r.get("line") or 0))
@@ -114,7 +112,7 @@ def _heartbeat(tl: Timeline) -> list[Finding]:
         return []  # the watchdog stuck while it tore down a collective that had timed out: that timeout's rule reads it
     ranks = sorted({x for x in (rank_of(r) if rank_of(r) is not None else attrs(r).get("rank") for r in hits)
                     if x is not None})
-    stuck = max((int(m.group(1)) for r in hits if (m := _HEARTBEAT.search(r.get("text") or "")) and m.group(1)),
+    stuck = max((int(m.group(1)) for r in hits if (m := HEARTBEAT_MONITOR.search(r.get("text") or "")) and m.group(1)),
                 default=None)
     return [make_finding(
         "SGL-NCCL-004",

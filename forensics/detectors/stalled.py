@@ -478,15 +478,16 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "instead, the collective itself is stuck, capture or not.")
     multinode_sglang = not vllm and st["order"] <= STAGES["nccl_info"][0] and spans is None and \
         (server_config(tl, run).num("nnodes") or 1) > 1
-    if st["order"] <= STAGES["dist_init_begin"][0] and not multinode_sglang:
-        actions.append("From every node: `nc -zv <dist-init-addr> <port>`, and the same --dist-init-addr, --nnodes "
-                       "and a distinct --node-rank on each.")
+    reach = ("`nc -zv <dist-init-addr> <port>` from every node, and the same --dist-init-addr and --nnodes and a "
+             "distinct --node-rank on each")
     if multinode_sglang:
         # SGLang's ranks bind their groups to the address each node advertises (SGLANG_HOST_IP, else auto-detected:
         # sglang python/sglang/srt/distributed/device_communicators/shm_broadcast.py (0.4-0.5) ``wait_until_ready``)
-        actions.append("Across nodes the rendezvous waits on node rank 0's --dist-init-addr and on every other node "
-                       "joining it: from each node `nc -zv <dist-init-addr> <port>`, the same --dist-init-addr and --nnodes and a distinct --node-rank on each, and set SGLANG_HOST_IP on each node to the "
-                       "address the others reach it on (NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME naming that network).")
+        actions.append(f"Across nodes the rendezvous waits on node rank 0's --dist-init-addr and on every other node "
+                       f"joining it: {reach}, and SGLANG_HOST_IP on each node set to the address the others reach it "
+                       "on (NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME naming that network).")
+    elif st["order"] <= STAGES["dist_init_begin"][0]:
+        actions.append(f"Check the rendezvous: {reach}.")
     if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
         actions.append("The ranks were setting up their groups over several nodes: each node must advertise the "
                        "address the others reach it on (SGLANG_HOST_IP / VLLM_HOST_IP, the same network NCCL_SOCKET_IFNAME "
@@ -520,7 +521,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
 #: groups built from it): an IPv6 literal, bracketed or not, gives no host the other nodes can reach, and the
 #: ranks wait at the rendezvous with no error. 0.4.4 parses the bracketed form.
 IPV6_DIST_INIT_FROM = (0, 4, 4)
-_IPV6_LITERAL = re.compile(r"^\[[0-9A-Fa-f:.%<>a-z_-]*\](?::\d+)?$|^[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$")
+#: the bracketed host of RFC 3986 (an IPv6 literal, whatever a redaction put inside), or bare hex groups with two colons
+_IPV6_LITERAL = re.compile(r"^\[[^\]\s]{1,64}\](?::\d+)?$|^[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*$")
 
 
 def _ipv6_rendezvous(tl: Timeline, addr: object) -> tuple[str, FlagChange] | None:
