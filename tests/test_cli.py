@@ -107,3 +107,12 @@ def test_version_and_help():
     assert helped.returncode == 0
     for cmd in ("collect", "report", "timeline", "rules", "explain", "demo"):
         assert cmd in helped.stdout
+
+
+def test_python_dash_m_forensics_is_the_command():
+    # a host without the console script on PATH (a venv not activated) still runs the tool, with its exit codes
+    ok = subprocess.run([sys.executable, "-m", "forensics", "--version"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.startswith("forensics ")
+    missing = subprocess.run([sys.executable, "-m", "forensics", "report", "/nonexistent/bundle"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 3 and one_line_error(missing).startswith("forensics: error:")
