@@ -54,6 +54,7 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import FAILURE_LINE_KINDS, failure_class
 from .kernel_oom_killer import MEMORY_KILL_CLASSES
+from .stalled import silence_measured
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
 #: with no host figures, propose at most this share of what failed to pin
@@ -408,6 +409,11 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
     words, end_rows = end
     demand = sum(b for _w, b in requested)
     stall = words.startswith("the log stops")
+    # a silence the stall rule measures is an observed hang at the pools, which it links under this rule: then this
+    # must be able to stand as the root; a log that merely ends there stays low
+    measured = stall and silence_measured(tl, run)
+    if measured:
+        words += ", and stayed silent until the end of the evidence"
     return make_finding(
         "VLLM-HOST-001",
         summary=(f"{ranks} vLLM ranks ({how}) ask {fmt_gib(demand)} of host memory for their pools ("
@@ -420,10 +426,11 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
         # a death is observed and nothing else in the input explains it: the kill follows from the pools
         # (causes.py links VLLM-HOST-002 under this rule), so the finding must be able to stand as the root; the
         # capacity it lacks is said in the confidence. A log that merely stops stays low, like SGL-RUN-003's.
-        severity="low" if stall else "high",
+        severity="low" if stall and not measured else "high",
         confidence="low",
         confidence_reason="no free/meminfo and no container or pod memory limit in the input: the requested total "
-                          "cannot be set against a capacity" + ("; the log may merely be cut there" if stall else ""),
+                          "cannot be set against a capacity" + ("; the log may merely be cut there"
+                                                                 if stall and not measured else ""),
         figures={"ranks_per_host": ranks, "ranks_counted": how, "demand_bytes": int(demand), "capacity_bytes": None,
                  "engine_generation": cfg.engine_generation},
         actions=[f"Compare {fmt_gib(demand)} with the host's MemTotal (`free -g`) and the container's limit "
