@@ -366,8 +366,9 @@ def _requested_pools(cfg: VllmSettings, ranks: int, groups: int, swap: float | N
     return out
 
 
-def _bad_end(tl: Timeline, run: list[Row]) -> tuple[str, list[Row]] | None:
-    """How the run ended, when it ended in a kill, a death nothing explains or a start-up that stops: (words, rows).
+def _bad_end(tl: Timeline, run: list[Row]) -> tuple[str, str, list[Row]] | None:
+    """How the run ended, when it ended in a kill, a death nothing explains or a start-up that stops: ("killed" |
+    "died" | "stopped", words, rows).
 
     A failure line that explains the end (a Python error, a GPU OOM, NCCL) is another mechanism's, not the host
     pools'; a run that served is past the point where vLLM pins its pools (at start-up: V0 ``CacheEngine``, the
@@ -376,17 +377,17 @@ def _bad_end(tl: Timeline, run: list[Row]) -> tuple[str, list[Row]] | None:
         return None  # the kernel's own report names the victim and what it held: SGL-HOST-009 / SGL-HOST-004
     kills = [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
     if kills:
-        return "a process was killed for memory", kills[:2]
+        return "killed", "a process was killed for memory", kills[:2]
     if _explained(tl, run):
         return None
     dead = _sigkilled(run) or _died_silently(tl, run)
     if dead:
-        return "a process died without a traceback (killed from outside)", dead[:2]
+        return "died", "a process died without a traceback (killed from outside)", dead[:2]
     last = max(run, key=lambda r: (r.get("file") or "", r.get("line") or 0)) if run else None
     if last is not None and _allocates_pool(last) and not served(run):
         # stopped where the pools are made, not merely somewhere in start-up (a cut excerpt, a slow load: the
         # stall rules' business)
-        return "the log stops as the workers create their host pools, before the engine served", [last]
+        return "stopped", "the log stops as the workers create their host pools, before the engine served", [last]
     return None
 
 
@@ -406,9 +407,9 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
     end = _bad_end(tl, run)
     if end is None:
         return None
-    words, end_rows = end
+    how_ended, words, end_rows = end
     demand = sum(b for _w, b in requested)
-    stall = words.startswith("the log stops")
+    stall = how_ended == "stopped"
     # a silence the stall rule measures is an observed hang at the pools, which it links under this rule: then this
     # must be able to stand as the root; a log that merely ends there stays low
     measured = stall and silence_measured(tl, run)
