@@ -136,6 +136,27 @@ class Stream:
     meta: list[Meta | None]
     raw: bool = False  # lines kept as written (kernel lines for the kernel parser)
 
+    def ray_tagged_head(self, max_lines: int = 200) -> str:
+        """The first lines with Ray's tag put back as Ray prints it (``(actor pid=N) ``), or "" when none had one.
+
+        A fragment with no record headers (a traceback, a bare message) says which program wrote it only in that
+        tag: vLLM names its processes ``EngineCore_DP0``, ``VllmWorker TP0``, ``APIServer`` (vllm_formats.md §1.3),
+        which the format sniffers recognise (parsers/vllm.py ``_SNIFF_PREFIX``) and the peeled text no longer has.
+
+        >>> Stream("Traceback\\n", [1], [Meta("ray", pid=7, ray_actor="EngineCore_DP0")]).ray_tagged_head()
+        '(EngineCore_DP0 pid=7) Traceback\\n'
+        """
+        out: list[str] = []
+        tagged = False
+        for text, meta in zip(self.text.split("\n")[:max_lines], self.meta[:max_lines], strict=False):
+            if meta is not None and "ray" in meta.envelope and meta.pid is not None:
+                tagged = True
+                actor = f"{meta.ray_actor} " if meta.ray_actor else ""
+                out.append(f"({actor}pid={meta.pid}) {text}")
+            else:
+                out.append(text)
+        return "\n".join(out) + "\n" if tagged else ""
+
 
 @dataclass
 class Peeled:

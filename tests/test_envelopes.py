@@ -315,3 +315,29 @@ def test_streamed_file_that_starts_bare_then_wrapped(tmp_path: Path, monkeypatch
         ["journal-short"] * 5
     assert tl.coverage[0]["lines"] == text.count("\n")
     assert any("kernel line(s) of this streamed journal were not read" in n for n in tl.facts.notes)
+
+
+# Ray-tagged fragments with no record headers: the tag's actor names the writer (parsers/vllm.py _SNIFF_PREFIX)
+VLLM_FRAGMENT = (
+    "(EngineCore_DP0 pid=6310) Process EngineCore_DP0:\n"
+    "(EngineCore_DP0 pid=6310) Traceback (most recent call last):\n"
+    '(EngineCore_DP0 pid=6310)   File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 700, '
+    "in run_engine_core\n"
+    "(EngineCore_DP0 pid=6310)     engine_core = EngineCoreProc(*args, **kwargs)\n"
+    "(EngineCore_DP0 pid=6310) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. "
+    "GPU 0 has a total capacity of 44.42 GiB of which 201.31 MiB is free.\n"
+)
+
+
+def test_headerless_fragment_tagged_by_vllm_processes_goes_to_the_vllm_parser(tmp_path: Path) -> None:
+    p = peel(VLLM_FRAGMENT)
+    assert p is not None and "(EngineCore_DP0 pid=6310) Process" in p.streams[0].ray_tagged_head()
+    tl = _tl(tmp_path, "engine.log", VLLM_FRAGMENT)
+    assert tl.coverage[0]["format"] == "vllm in ray"
+
+
+def test_headerless_fragment_tagged_by_other_actors_is_not_called_vllm(tmp_path: Path) -> None:
+    text = VLLM_FRAGMENT.replace("EngineCore_DP0", "TrainerActor").replace("vllm/v1/engine/core.py", "trainer/loop.py")
+    text = text.replace("engine_core = EngineCoreProc(*args, **kwargs)", "step(batch)")
+    tl = _tl(tmp_path, "trainer.log", text)
+    assert "vllm" not in tl.coverage[0]["format"]

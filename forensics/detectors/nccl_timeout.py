@@ -101,12 +101,23 @@ def spans_nodes(tl: Timeline, cfg: ServerConfig) -> bool | None:
     # Ray's tag, still on the line or taken off it by a parser into attrs (parsers/failures.py ``process_tag``,
     # parsers/sglang.py): Ray adds ``ip=`` only for an actor on another node than the driver's (vllm_formats.md §1)
     ray = [t for r in texts if (t := process_tag(r.get("text") or "") or
-                                {k: v for k, v in attrs(r).items() if k in ("ray_actor", "ip") and v})]
+                                {k: v for k, v in attrs(r).items() if k in ("ray_actor", "ip") and v}
+                                or _peeled_ray_tag(r))]
     if any(t.get("ip") for t in ray):
         return True
     if nnodes == 1 or ray or (cfg.has_launch or cfg.has_server_args) or channel_transports(tl) & {"P2P", "SHM"}:
         return False
     return None
+
+
+def _peeled_ray_tag(row: Row) -> dict:
+    """Ray's tag as the envelope layer kept it for a row its engine's parser read (parsers/envelopes.py: the actor
+    in ``container``, its ``ip=`` in ``host`` when Ray's is the only envelope that names a host)."""
+    layers = str(row.get("envelope") or "").split("+")
+    if "ray" not in layers:
+        return {}
+    ip = row.get("host") if layers == ["ray"] else None
+    return {"ray_actor": row.get("container") or "", **({"ip": ip} if ip else {})}
 
 
 def channel_transports(tl: Timeline) -> set[str]:

@@ -285,6 +285,13 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     return out
 
 
+def silence_measured(tl: Timeline, run: list[Row]) -> bool:
+    """Whether this run's start-up stall is measured (a timeout, the engine's own waits, silence up to the end of
+    the evidence), not merely a log that ends: what a rule that explains the stall needs to stand as its root."""
+    st = _stall(tl, run)
+    return st is not None and st.get("how") not in (None, "unmeasured")
+
+
 #: at most this many of the ranks' own lines stand for their start (the last ones of each file say where they stopped)
 STARTED_ROWS = 64
 

@@ -30,7 +30,14 @@ from .model_fit import weights_overflow_vllm
 LOWER_MARGIN = 0.02  # below the exact shortfall, for the next spike
 UNKNOWN_STEP = 0.05  # when the OOM gives no sizes: a CUDA-graph pool is 1–3 GiB, ~2–4 % of an 80 GB GPU
 HEADROOM_PHASES = ("graph_capture", "sampler_warmup", "pooler_warmup", "forward", "kv_alloc", "warmup",
-                   "after_capture", "profile", "after_kv_sizing", "compile", "startup_forward")
+                   "after_capture", "profile", "after_kv_sizing", "compile", "startup_forward", "startup")
+#: vLLM's words for an engine whose constructor raised: ``EngineCore failed to start.`` is logged by
+#: vllm vllm/v1/engine/core.py::run_engine_core (0.8-main) only while ``engine_core`` is still None, i.e. from
+#: ``EngineCore.__init__`` — the executor (workers, weights), then ``_initialize_kv_caches`` (profile run, KV cache
+#: allocation, ``compile_or_warm_up_model``: CUDA graphs, sampler warm-up); the front-end's ``Engine core
+#: initialization failed`` and the workers' ``WorkerProc failed to start`` report the same start-up (§3.6)
+_NEVER_STARTED = ("EngineCore failed to start", "Engine core initialization failed", "EngineCore initialization failed",
+                  "WorkerProc failed to start", "WorkerProc initialization failed", "Engine process failed to start")
 #: phases where the CUDA graphs are being made or the compiled model first runs: vLLM's own capture message
 #: (vllm/worker/model_runner.py ``capture_model``, 0.5–0.10: "If out-of-memory error occurs during cudagraph capture,
 #: consider decreasing `gpu_memory_utilization` or switching to eager mode. You can also reduce the `max_num_seqs`")
@@ -96,6 +103,9 @@ def detect(tl: Timeline) -> list[Finding]:
             ooms = unplaced
         if not ooms or of_kind(run, "kv_no_room", "kv_cache_too_small"):
             continue  # an OOM after a KV failure is the failure's, not the headroom's
+        at_start = all(_placed(run, r) == "startup" for r in ooms)
+        if at_start and weights_overflow_vllm(tl, run):
+            continue  # a model too big for its GPUs by name: the start-up OOM is the load's (SGL-GPU-007)
         cfg = settings(tl, run)
         first = next((r for r in ooms if r.get("bytes")), ooms[0])
         during = _placed(run, first) or "forward"
@@ -154,6 +164,11 @@ def detect(tl: Timeline) -> list[Finding]:
         if during == "compile" and not of_kind(run, *_START_KINDS):
             reasons.append("no start-up or serving lines around the OOM: placed at start-up by its traceback alone, a "
                            "forward pass through vLLM's compilation layer in a run that served nothing")
+        if at_start:
+            reasons.append("placed at start-up by vLLM's own start-up failure line ('EngineCore failed to start', "
+                           "'Engine core initialization failed'), with no frames or start-up lines: which step ran out — the weights, the profile run, the KV cache, CUDA-graph "
+                           "capture or warm-up — is not in the input; one while loading the weights needs more GPUs "
+                           "instead (VLLM-KV-002)")
         if unplaced:
             reasons.append("the lines around the OOM are not in the input (no start-up lines, no frames): taken as an "
                            "OOM while serving, the common case; one while loading the weights needs more GPUs instead "
@@ -166,6 +181,7 @@ def detect(tl: Timeline) -> list[Finding]:
                  "warmup": "at start-up, while compiling, capturing and warming up the model (after the KV cache)",
                  "after_capture": "after its CUDA graphs were captured (the OOM counts memory in graph pools)",
                  "forward": "while serving", "kv_alloc": "while allocating the KV cache",
+                 "startup": "at start-up: vLLM reported its engine failed to start (nothing had been served)",
                  "after_kv_sizing": "after the KV cache was sized (allocating it, capturing CUDA graphs or warming "
                                     "up: all outside the profiled budget)"}.get(during, "at start-up")
         lowered = next((c.new for c in flags if c.flag == uflag), None)
@@ -199,6 +215,8 @@ def _placed(run: list, row: dict) -> str | None:
     if during not in (None, "forward"):
         return during
     nothing_served = not served(run)
+    if during is None and nothing_served and memory_kind(row) == "device" and _never_started(run):
+        return "startup"  # no frames, no start-up line before it: the engine's own words place it
     frames = traceback_frames(run, row)
     if frames and startup_phase_of_frames(frames, served=not nothing_served) == "compile":
         return "compile"
@@ -208,6 +226,11 @@ def _placed(run: list, row: dict) -> str | None:
             and not any(func == "execute_model" for _path, func in frames):
         return "startup_forward"
     return during
+
+
+def _never_started(run: list) -> bool:
+    """vLLM said its engine (or a worker) raised while starting (:data:`_NEVER_STARTED`)."""
+    return any(attrs(r).get("reason") in _NEVER_STARTED for r in of_kind(run, "init_failed"))
 
 
 def _eager(cfg) -> bool:

@@ -23,6 +23,12 @@ What each host pool is per, from the engines' sources:
 ``--tensor-parallel-size 4 --swap-space 16`` pins 4 × 16 GiB of host RAM (PyTorch's pinned allocator
 rounds each layer's block up to a power of two), and ``--cpu-offload-gb 40`` at TP 2 pins 80 GiB. vLLM's
 own check only compares swap × TP with 70 % of *total* RAM and ignores offload, PP and other tenants.
+With no host size in the input (no free/meminfo, no container or pod limit) the pools the input sets are still
+added up when the run ends the way an over-committed host ends it — a kill for memory, a death with no traceback,
+a start-up log that stops — and the finding names the capacity as the fact that decides (:func:`_capacity_unknown`).
+The OffloadingConnector's ``cpu_bytes_to_use`` is one engine's: vllm vllm/v1/kv_offload/cpu.py::CPUOffloadingSpec
+(0.11-main) counts ``page_size_bytes × layers × parallel_config.world_size`` per offloaded block and maps one shared
+region of ``cpu_bytes_to_use`` bytes for the engine's workers.
 VLLM-HOST-002 reads the deaths of reference/vllm_formats.md §3.6 and Ray's (§3.7). Sample::
 
     ValueError: Too large swap space. 64.00 GiB out of the 62.79 GiB total CPU memory is allocated for the swap space.
@@ -41,12 +47,14 @@ from forensics.facts import engines
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
+from forensics.facts.stages import served
 from forensics.facts.vllm import VllmSettings, is_vllm_launch, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import FAILURE_LINE_KINDS, failure_class
 from .kernel_oom_killer import MEMORY_KILL_CLASSES
+from .stalled import silence_measured
 
 SWAP_SHARE = 0.3  # of host RAM for all ranks' swap together (vLLM warns above 0.4, refuses above 0.7)
 #: with no host figures, propose at most this share of what failed to pin
@@ -250,6 +258,11 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         demand = max(ranks * ((0 if v1 else swap_b) + offload * GIB) + pools, told_swap)
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
+            requested = _requested_pools(cfg, ranks, groups, swap, offload, kv_off, conn_bytes, lmc, v1)
+            found = _capacity_unknown(tl, run, cfg, ranks, how, requested, lmc_row, fails) if requested else None
+            if found is not None:
+                out.append(found)
+                seen = True
             continue
         over = total is not None and demand > total - reserve_of(total)
         check = total is not None and ranks * swap_b > 0.7 * total  # vLLM's own refusal
@@ -327,6 +340,106 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                      "up to 2× the flag."],
         ))
     return out
+
+
+def _requested_pools(cfg: VllmSettings, ranks: int, groups: int, swap: float | None, offload: float, kv_off: float,
+                     conn_bytes: float, lmc: float, v1: bool) -> list[tuple[str, float]]:
+    """The host pools the input itself sets, each with the bytes it asks on the host: (words, bytes).
+
+    Only what a flag, an environment variable or the engine's own log states: vLLM's default swap is no one's
+    choice (and V1 allocates none), so it never stands alone in a finding whose capacity is unknown."""
+    swap_flag = engines.flag_for("vllm", "host_kv_per_gpu") or "--swap-space"
+    out: list[tuple[str, float]] = []
+    if swap and cfg.observed("swap_space") and not v1:
+        out.append((f"{ranks} × {swap_flag} {swap:g} GiB (per GPU)", ranks * swap * GIB))
+    if offload:
+        out.append((f"{ranks} × --cpu-offload-gb {offload:g} GiB (per GPU)", ranks * offload * GIB))
+    if conn_bytes:
+        out.append((f"{groups} × OffloadingConnector cpu_bytes_to_use {fmt_gib(conn_bytes)} (per engine, split over "
+                    "its TP × PP ranks)", groups * conn_bytes))
+    elif kv_off:
+        out.append((f"{groups} × --kv-offloading-size {kv_off:g} GiB (per engine, split over its TP × PP ranks)",
+                    groups * kv_off * GIB))
+    if lmc:
+        out.append((f"{ranks} × LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB (per worker: one LMCache engine each)",
+                    ranks * lmc * GIB))
+    return out
+
+
+def _bad_end(tl: Timeline, run: list[Row]) -> tuple[str, str, list[Row]] | None:
+    """How the run ended, when it ended in a kill, a death nothing explains or a start-up that stops: ("killed" |
+    "died" | "stopped", words, rows).
+
+    A failure line that explains the end (a Python error, a GPU OOM, NCCL) is another mechanism's, not the host
+    pools'; a run that served is past the point where vLLM pins its pools (at start-up: V0 ``CacheEngine``, the
+    offloaded weights at load, the KV-offload buffers and LMCache's backends when the KV cache is registered)."""
+    if rows(tl, "oom_kill"):
+        return None  # the kernel's own report names the victim and what it held: SGL-HOST-009 / SGL-HOST-004
+    kills = [r for r in rows(tl, "failure") if attrs(r).get("failure") in MEMORY_KILL_CLASSES]
+    if kills:
+        return "killed", "a process was killed for memory", kills[:2]
+    if _explained(tl, run):
+        return None
+    dead = _sigkilled(run) or _died_silently(tl, run)
+    if dead:
+        return "died", "a process died without a traceback (killed from outside)", dead[:2]
+    last = max(run, key=lambda r: (r.get("file") or "", r.get("line") or 0)) if run else None
+    if last is not None and _allocates_pool(last) and not served(run):
+        # stopped where the pools are made, not merely somewhere in start-up (a cut excerpt, a slow load: the
+        # stall rules' business)
+        return "stopped", "the log stops as the workers create their host pools, before the engine served", [last]
+    return None
+
+
+def _allocates_pool(row: Row) -> bool:
+    """A record of a worker creating a host pool: vLLM's (parsers/vllm.py ``host_pool``: the offloaded weights,
+    the KV-offload region, LMCache's CPU backend) or LMCache's ``Creating LMCacheEngine instance``."""
+    return row.get("kind") == "host_pool" or attrs(row).get("message_id") == "lmcache_engine"
+
+
+def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: int, how: str,
+                      requested: list[tuple[str, float]], lmc_row: Row | None, fails: list[Row]) -> Finding | None:
+    """VLLM-HOST-001 without the host's size: the ranks' host pools add up to a total the input never sets against
+    a capacity, and the run ended the way an over-committed host ends it. The total is stated; the fact that decides
+    (MemTotal, or the container's limit) is named, and no size is proposed without it."""
+    if fails:
+        return None  # a failed pin is its own observation (_pinning_failed)
+    end = _bad_end(tl, run)
+    if end is None:
+        return None
+    how_ended, words, end_rows = end
+    demand = sum(b for _w, b in requested)
+    stall = how_ended == "stopped"
+    # a silence the stall rule measures is an observed hang at the pools, which it links under this rule: then this
+    # must be able to stand as the root; a log that merely ends there stays low
+    measured = stall and silence_measured(tl, run)
+    if measured:
+        words += ", and stayed silent until the end of the evidence"
+    return make_finding(
+        "VLLM-HOST-001",
+        summary=(f"{ranks} vLLM ranks ({how}) ask {fmt_gib(demand)} of host memory for their pools ("
+                 + " + ".join(w for w, _b in requested) + f"), and {words}. The input does not state the host's "
+                 "memory or the container's limit, which decides it: more than that total minus a reserve for the "
+                 "OS, weight loading and the processes themselves, and the host (or cgroup) kills or stalls the ranks."),
+        evidence=[*cfg.evidence_rows("swap_space", "cpu_offload_gb", "kv_offloading_size", "kv_transfer_config",
+                                     "tensor_parallel_size"),
+                  *([lmc_row] if lmc_row is not None else []), *end_rows],
+        # a death is observed and nothing else in the input explains it: the kill follows from the pools
+        # (causes.py links VLLM-HOST-002 under this rule), so the finding must be able to stand as the root; the
+        # capacity it lacks is said in the confidence. A log that merely stops stays low, like SGL-RUN-003's.
+        severity="low" if stall and not measured else "high",
+        confidence="low",
+        confidence_reason="no free/meminfo and no container or pod memory limit in the input: the requested total "
+                          "cannot be set against a capacity" + ("; the log may merely be cut there"
+                                                                 if stall and not measured else ""),
+        figures={"ranks_per_host": ranks, "ranks_counted": how, "demand_bytes": int(demand), "capacity_bytes": None,
+                 "engine_generation": cfg.engine_generation},
+        actions=[f"Compare {fmt_gib(demand)} with the host's MemTotal (`free -g`) and the container's limit "
+                 "(`cat /sys/fs/cgroup/memory.max`, `docker inspect --format '{{.HostConfig.Memory}}'`, the pod's "
+                 "resources.limits.memory); size each per-rank pool as (that − a reserve) ÷ the ranks on the host, "
+                 "an engine-wide one as (that − a reserve) ÷ the engines.",
+                 "Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`) for the kill."],
+    )
 
 
 # ----------------------------------------------------------------------------------------------

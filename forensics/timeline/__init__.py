@@ -40,6 +40,7 @@ from forensics.timeline.parse import (
     read_binary,
     shift,
     to_members,
+    writer_format,
 )
 from parsers import bulkscan, pasted, registry, routing
 from parsers.schema import EVENT_SCHEMA, NO_FIGURES, NotThisFormat, ParseResult, empty_frame
@@ -167,7 +168,8 @@ def _stream_log(f: InputFile, art: dict | None, progress: Progress | None,
     peeled = envelopes.peel(head[: head.rfind("\n") + 1] or head)
     wrapped = peeled is not None and any(not s.raw for s in peeled.streams)
     if wrapped:
-        head = next(s.text for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
+        inner = next(s for s in peeled.streams if not s.raw)  # type: ignore[union-attr]
+        head, art = inner.text, writer_format(inner, art)
     fmt = hinted_format(art.get("format") if art else None, head) or registry.best_format(head)[0]
     if fmt not in STREAMED_FORMATS or (fmt == "kernel" and peeled is not None):
         # a kernel log in an envelope is read whole (its raw streams would be set aside here): the kernel

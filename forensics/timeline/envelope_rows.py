@@ -19,7 +19,7 @@ import polars as pl
 from forensics.inputs import InputFile
 from forensics.model import Facts
 from forensics.timeline.clock import resolve_time
-from forensics.timeline.parse import Piece, count_lines, parse_file
+from forensics.timeline.parse import Piece, count_lines, parse_file, writer_format
 from parsers import envelopes
 from parsers.schema import EVENT_SCHEMA, ParseResult, empty_frame
 
@@ -82,7 +82,7 @@ def read_enveloped(f: InputFile, text: str, art: dict | None, facts: Facts,
     n_inner = 0
     for st in peeled.streams:
         n_inner += len(st.lines)
-        sub, label = parse_file(f, st.text, None if st.raw else art)
+        sub, label = parse_file(f, st.text, None if st.raw else writer_format(st, art))
         if label is None:
             continue
         envs = sorted({m.envelope for m in st.meta if m is not None})

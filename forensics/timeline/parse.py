@@ -216,6 +216,23 @@ def hinted_format(hint: str | None, head: str) -> str | None:
     return None
 
 
+def writer_format(stream: Any, art: dict | None) -> dict | None:
+    """``art`` with the format the Ray tags of an enveloped stream name, when nothing else says what it is.
+
+    Ray's ``(actor pid=N)`` prefix is peeled before sniffing, and with it the only sign of the writer in a
+    fragment that has no record headers (vLLM's ``(EngineCore_DP0 pid=N)`` traceback): the head is sniffed again
+    with the tags put back, and a format sure of it becomes the stream's hint (a hint, so content still decides:
+    :func:`hinted_format`)."""
+    if stream.raw or (art and art.get("format")):
+        return art
+    head = stream.text[: registry.SNIFF_BYTES]
+    if registry.best_format(head)[0] is not None:
+        return art
+    tagged = stream.ray_tagged_head()
+    fmt = registry.best_format(tagged)[0] if tagged else None
+    return {**(art or {}), "format": fmt} if fmt else art
+
+
 def parse_file(f: InputFile, text: str, art: dict | None) -> tuple[list[Piece], str | None]:
     """Parse one file; returns the pieces and the format label for the inventory."""
     snapshot = art.get("snapshot") if art else None
