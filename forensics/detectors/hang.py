@@ -71,23 +71,36 @@ def _blocked_stacks(tl: Timeline) -> list[Finding]:
         return []
     if _collective_timeouts(tl):
         return []
-    who = sorted({f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else f"pid {r.get('pid')}" for r in blocked})
+    who = sorted({_who(r) for r in blocked})
     ranks = sorted({int(r["tp_rank"]) for r in blocked if r.get("tp_rank") is not None})
     calls = sorted({str(attrs(r).get("top_frame") or "?").split(" (", 1)[0] for r in blocked})
     procs = sorted({str(attrs(r).get("process") or r.get("comm") or "") for r in blocked} - {""})
+    # the engine frame that issued each wait (the first frame outside torch.distributed): two dumps waiting in
+    # collectives issued from different places are ranks that took different paths through the step
+    waits = sorted({_wait(r) for r in blocked})
+    # ranks of one group issue the same collectives in the same order: dumps caught in different collectives (or
+    # the same one issued from different code) took different paths. Pipeline stages wait in point-to-point calls
+    # at different places by design, so those do not count.
+    diverged = len(waits) > 1 and not any(_P2P.search(c) for c in calls)
     return [make_finding(
         "SGL-NCCL-004",
         summary=(f"A stack dump caught {', '.join(who)} blocked inside torch.distributed "
                  f"({', '.join(calls)})" + (f" in {', '.join(procs[:3])}" if procs else "")
-                 + ": the rank waits for a peer that never entered the matching collective or receive — a hang "
-                 "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
-                 "not a slow link. Raising a timeout only makes it wait longer."),
+                 + (f": the dumps wait in different collectives ({' vs '.join(waits[:3])}) — "
+                    "the ranks took different paths through the step and each waits for a collective the others "
+                    "never issue, a divergence in the engine, not a slow link or a dead peer." if diverged else
+                    ": the rank waits for a peer that never entered the matching collective or receive — a hang "
+                    "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
+                    "not a slow link.")
+                 + " Raising a timeout only makes it wait longer."),
         evidence=blocked[:4],
         confidence="medium",
-        confidence_reason="the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
-                          "stacks (the one outside the collective is the culprit) would decide",
+        confidence_reason=("the dumps show where the ranks waited and that they waited in different places, not "
+                           "which decision split them; the code between the two call sites names it" if diverged else
+                           "the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
+                           "stacks (the one outside the collective is the culprit) would decide"),
         ranks=ranks,
-        figures={"stuck_ranks": ranks, "blocked_in": calls},
+        figures={"stuck_ranks": ranks, "blocked_in": calls, "diverged": diverged, "waits": waits[:4]},
         actions=["`py-spy dump --pid <pid>` on every rank of the group while it hangs: the rank in a different "
                  "frame is the one the others wait for.",
                  "Check whether the ranks took different code paths (data-parallel attention, pipeline stages with "
@@ -95,6 +108,27 @@ def _blocked_stacks(tl: Timeline) -> list[Finding]:
                  "with the stacks.",
                  "Check dmesg for Xids and `nvidia-smi` for a GPU stuck at 100 % utilisation."],
     )]
+
+
+def _who(r: Row) -> str:
+    """The rank or process a dumped stack belongs to; a stack pasted without its header is named by where it is."""
+    if r.get("tp_rank") is not None:
+        return f"TP{r['tp_rank']}"
+    if r.get("pid") is not None:
+        return f"pid {r['pid']}"
+    return f"the stack at {r.get('file')}:{r.get('line')}"
+
+
+#: torch.distributed's point-to-point calls (pytorch torch/distributed/distributed_c10d.py, 2.x)
+_P2P = re.compile(r"^(?:i?send|i?recv|send_object_list|recv_object_list|batch_isend_irecv)$")
+
+
+def _wait(r: Row) -> str:
+    """The collective a dumped stack waits in and the first frame outside torch.distributed that issued it."""
+    frames = [str(f).split(" (", 1)[0] for f in attrs(r).get("frames") or []]
+    outside = [str(f).split(" (", 1)[0] for f in attrs(r).get("frames") or [] if "distributed_c10d.py" not in str(f)]
+    top = frames[0] if frames else "?"
+    return f"{top} ← {outside[0]}" if outside and outside[0] != top else top
 
 
 #: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; PyTorch
