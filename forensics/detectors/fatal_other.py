@@ -292,6 +292,12 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         # a class the engine's parser read in its message, or the exception line's own (failure_messages.md §2.2)
         told = _CLASS_WORDS.get(str(a.get("failure") or "")) or _CLASS_WORDS.get(_exception_class(a) or "")
         return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
+    if kind == "cuda_graph_failed" and a.get("graph") == "piecewise":
+        said = str(a.get("message") or "").strip()[:200]
+        return ((f"the piecewise CUDA graph (SGLang's graphs of prefill/extend, on by default) failed: {said}" if said
+                 else "the piecewise CUDA graph (SGLang's graphs of prefill/extend, on by default) failed"), bool(said),
+                ["Not a memory problem: the engine's own hint is --disable-piecewise-cuda-graph, which keeps the "
+                 "decode graphs; report the error with the SGLang version and the model.", *generic])
     if kind == "cuda_graph_failed":
         said = str(a.get("message") or "").strip()[:200]
         return ((f"CUDA-graph capture failed: {said}" if said else
@@ -432,11 +438,29 @@ def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> F
                       "shared or registered")
 
 
+def _piecewise_flag(tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:
+    """Turn the piecewise CUDA graph off after it failed with something that is no OOM: its own hint
+    (sglang python/sglang/srt/compilation/piecewise_context_manager.py, 0.5.10+: "To work around this error, add
+    --disable-piecewise-cuda-graph") — the decode graphs stay. Before it was on by default (0.5.4–0.5.9) it was asked
+    for with --enable-piecewise-cuda-graph, which is then what to drop."""
+    cfg = server_config(tl, run or []) if tl is not None else None
+    if cfg is not None and cfg.enabled("disable_piecewise_cuda_graph"):
+        return None
+    why = ("the piecewise CUDA graph (prefill/extend) failed with something that is no OOM; without it the decode "
+           "graphs still run — the engine's own workaround")
+    if cfg is not None and cfg.enabled("enable_piecewise_cuda_graph"):
+        return FlagChange("--enable-piecewise-cuda-graph", "(set)", "(remove)", why)
+    return FlagChange("--disable-piecewise-cuda-graph", None, "true", why)
+
+
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
     flags = []
-    if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
+    if attrs(lead).get("graph") == "piecewise":
+        if (pw := _piecewise_flag(tl, run)) is not None:
+            flags.append(pw)
+    elif run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
         if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
             words += " while CUDA graphs were being captured"
         if (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
