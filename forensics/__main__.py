@@ -2,4 +2,6 @@
 
 from forensics.cli import main
 
-main()
+# guarded: a tool that imports every module (pytest's doctest collection, an import audit) must not run the command
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from forensics.facts.engines import engine_of, flag_for
 from forensics.facts.launch import server_config
 from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
@@ -109,7 +110,8 @@ def _lead_key(row: Row) -> tuple:
     told_where = failure_class(row) == "signal" and bool(attrs(row).get("crashed_file"))  # a faulthandler dump
     generic = kind in ("sigquit", "health_check_failed") \
         or (kind == "failure" and failure_class(row) not in _TELLING and not told_where) \
-        or (kind == "scheduler_exception" and not attrs(row).get("exception_type"))
+        or (kind == "scheduler_exception" and not attrs(row).get("exception_type")) \
+        or (kind == "init_failed" and row.get("source") == "vllm")  # "EngineCore failed to start": the traceback says why
     ts = row.get("ts")
     return (generic, ts.timestamp() if hasattr(ts, "timestamp") else float("inf"), FATAL_KINDS.index(kind),
             row.get("file") or "", row.get("line") or 0)
@@ -316,7 +318,9 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     if kind == "exception":  # vLLM's traceback row
         etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
         return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
-                + (f" (during {a['during']})" if a.get("during") else ""), bool(emsg), generic)
+                # a capture says so in the finding's own words ("while CUDA graphs were being captured")
+                + (f" (during {a['during']})" if a.get("during") and a["during"] != "graph_capture" else ""),
+                bool(emsg), generic)
     if kind == "memory_profiling_error":
         # vllm_formats.md §3.5: ``assert`` in the profiling step (V0 0.2–0.10 ``profile_run``, V1 0.7+
         # ``determine_available_memory``) that the GPU's free memory did not rise while vLLM profiled
@@ -438,6 +442,17 @@ def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> F
                       "shared or registered")
 
 
+def _no_graphs_flag(fatal: list[Row]) -> FlagChange:
+    """Run once without CUDA graphs, in the engine's own words: SGLang's --disable-cuda-graph (its capture-failure
+    advice, sglang_formats.md §2), vLLM's --enforce-eager (vllm_formats.md §2.2 enforce_eager: "To run the model in
+    eager mode, … use '--enforce-eager'", the capture line's own advice)."""
+    why = ("the server died during CUDA-graph capture of something that is no OOM: run once without graphs to confirm "
+           "the capture path is what fails (slower decode), then report the kernel")
+    if engine_of(fatal) == "vllm":
+        return FlagChange(flag_for("vllm", "eager") or "--enforce-eager", None, "true", why)
+    return FlagChange("--disable-cuda-graph", None, "true", why)
+
+
 def _piecewise_flag(tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:
     """Turn the piecewise CUDA graph off after it failed with something that is no OOM: its own hint
     (sglang python/sglang/srt/compilation/piecewise_context_manager.py, 0.5.10+: "To work around this error, add
@@ -467,16 +482,13 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
             flags.append(ar_flag)
             actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
                        "confirms the capture path is what fails (slower decode).", *actions]
-        elif (compile_flag := _torch_compile_flag(tl, run, fatal)) is not None:
+        elif engine_of(fatal) != "vllm" and (compile_flag := _torch_compile_flag(tl, run, fatal)) is not None:
             # the cheaper step first; giving up the graphs is what to try only if the capture still fails
             flags.append(compile_flag)
             actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "
                        "the capture path is what fails (slower decode); report the kernel.", *actions]
         else:
-            flags.append(FlagChange("--disable-cuda-graph", None, "true",
-                                    "the server died during CUDA-graph capture of something that is no OOM: run once "
-                                    "without graphs to confirm the capture path is what fails (slower decode), then "
-                                    "report the kernel"))
+            flags.append(_no_graphs_flag(fatal))
     if not flags and attrs(lead).get("failure") == "cuda_error" and _CUSTOM_AR_RE.search(
             str(attrs(lead).get("source_file") or "")) and (ar := _custom_all_reduce_flag(lead, run or [], tl)):
         # the custom all-reduce's own CUDA check failed (its CUDACHECK prints the file and exits): its IPC buffers or
