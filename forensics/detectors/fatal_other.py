@@ -60,10 +60,10 @@ FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not
                       # vLLM's (parsers/vllm.py)
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")
-#: a traceback's frame line (cpython Lib/traceback.py, 3.x)
+#: a traceback's frame line (cpython Lib/traceback.py (3.x))
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
-#: the custom all-reduce named in a capture error's own text (sglang
-#: python/sglang/srt/model_executor/cuda_graph_backend_utils/__init__.py, 0.5.x: the capture hint's markers)
+#: the custom all-reduce named in a capture error's own text (the capture hint's markers:
+#: sglang python/sglang/srt/model_executor/cuda_graph_backend_utils/__init__.py (0.5.x))
 _CUSTOM_AR_RE = re.compile(r"custom_all_reduce|custom all-reduce|cudaipc", re.IGNORECASE)
 
 
@@ -453,7 +453,7 @@ def _no_graphs_flag(fatal: list[Row]) -> FlagChange:
     return FlagChange("--disable-cuda-graph", None, "true", why)
 
 
-def _piecewise_flag(tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:
+def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:
     """Turn the piecewise CUDA graph off after it failed with something that is no OOM: its own hint
     (sglang python/sglang/srt/compilation/piecewise_context_manager.py, 0.5.10+: "To work around this error, add
     --disable-piecewise-cuda-graph") — the decode graphs stay. Before it was on by default (0.5.4–0.5.9) it was asked
@@ -465,7 +465,15 @@ def _piecewise_flag(tl: Timeline | None, run: list[Row] | None) -> FlagChange | 
            "graphs still run — the engine's own workaround")
     if cfg is not None and cfg.enabled("enable_piecewise_cuda_graph"):
         return FlagChange("--enable-piecewise-cuda-graph", "(set)", "(remove)", why)
-    return FlagChange("--disable-piecewise-cuda-graph", None, "true", why)
+    named = next((m.group(1) for r in (lead, *(run or [])) if r.get("file") == lead.get("file")
+                  and (m := _WORKAROUND_RE.search(str(r.get("text") or "")[:4000]))), None)
+    return FlagChange(named or "--disable-piecewise-cuda-graph", None, "true", why)
+
+
+#: the flag the piecewise failure's own hint names (sglang python/sglang/srt/compilation/piecewise_context_manager.py
+#: (0.5.10+): "To work around this error, add --disable-piecewise-cuda-graph to your launch command"); a later
+#: release may name another
+_WORKAROUND_RE = re.compile(r"To work around this error, add (--[a-z0-9][a-z0-9-]{2,60}) to your launch command")
 
 
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
@@ -473,7 +481,7 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
     words, said, actions = _words(lead)
     flags = []
     if attrs(lead).get("graph") == "piecewise":
-        if (pw := _piecewise_flag(tl, run)) is not None:
+        if (pw := _piecewise_flag(lead, tl, run)) is not None:
             flags.append(pw)
     elif run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
         if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
