@@ -177,13 +177,15 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
         timeouts = [r for r in run if (r.get("kind") == "rpc_timeout" and attrs(r).get("method") in _STEP_CALLS)
                     or (r.get("kind") in ("exception", "failure") and _step_timeout(r))
                     or (r.get("kind") == "engine_dead" and attrs(r).get("reason") == _V0_ITERATION)]
-        if not timeouts:
-            continue
         s = vllm_settings(tl, run)
         stated = [n for n in (s.num("tensor_parallel_size"), s.num("pipeline_parallel_size")) if n is not None]
         world = int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1))
         if stated and world < 2:
             continue  # one worker: no collective to wait in (the unexplained-failure rule reports it)
+        if not timeouts:
+            if (stuck := _stuck_while_serving(run)) is not None:
+                out.append(_stuck_finding(*stuck, world if stated else None))
+            continue
         waits = [r for r in run if r.get("kind") == "shm_wait"]
         flags = transport_test(tl, server_config(tl, run)) if not rank_failures(tl) else []
         out.append(make_finding(
@@ -207,6 +209,54 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
                      "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only when a long compile is the reason."],
         ))
     return out
+
+
+#: consecutive broadcast waits that, once the server has served, say a step never returned: each is one
+#: VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) of the engine waiting on its workers (vllm_formats.md §3.8 rule 4, the hang
+#: signature; the RPC timeout that ends it comes at 300 s and a paste may stop before it)
+_SERVING_WAITS = 3
+
+
+def _stuck_while_serving(run: list[Row]) -> tuple[list[Row], Row | None] | None:
+    """The broadcast waits after the server produced tokens with no token produced after the first of them, and the
+    engine's stats line that still counts requests running then (None when no stats line follows)."""
+    def moved(r: Row) -> bool:
+        a = attrs(r)
+        return r.get("kind") == "engine_metrics" and ((a.get("generation_throughput_tps") or 0) > 0
+                                                       or (a.get("prompt_throughput_tps") or 0) > 0)
+    served = [r for r in run if moved(r)]
+    if not served:
+        return None  # start-up waits are compiles and loads: the stall rule reads those
+    waits = [r for r in run if r.get("kind") == "shm_wait" and before(served[0], r) is True]
+    if len(waits) < _SERVING_WAITS:
+        return None
+    if any(before(waits[0], r) is True for r in served):
+        return None  # tokens flowed again: a slow step, not a stuck one
+    running = [r for r in run if r.get("kind") == "engine_metrics" and before(waits[0], r) is True
+               and (r.get("count") or 0) > 0]
+    return waits, (running[0] if running else None)
+
+
+def _stuck_finding(waits: list[Row], running: Row | None, world: int | None) -> Finding:
+    minutes = sum(float(attrs(r).get("waited_s") or 60) for r in waits) / 60
+    return make_finding(
+        "VLLM-NCCL-001",
+        summary=(f"vLLM's engine served, then logged {len(waits)} times (about {minutes:.0f} min) that its "
+                 f"{f'{world} workers' if world else 'workers'} took no broadcast block, and no token was produced "
+                 "after the first" + (f" while {running.get('count')} request(s) were still running" if running else "")
+                 + ": a worker did not return from its step — stuck in a collective some rank never entered, a "
+                 "deadlock, or a kernel that does not finish. The RPC timeout that ends such a wait is not in the input."),
+        evidence=[*waits[:3], *([running] if running else [])],
+        severity=None if running else "medium",
+        confidence="medium" if running else "low",
+        confidence_reason=("the waits say the engine waited on its workers, not which worker or why; a py-spy stack "
+                           "of each worker while it hangs would" if running else
+                           "no stats line after the waits says requests were still running: an idle engine does not "
+                           "wait like this, but the input does not show the requests"),
+        actions=["`py-spy dump --pid <worker pid>` on every worker while it hangs: the one not in the collective "
+                 "is the culprit; NCCL_DEBUG=INFO for the communicator's state.",
+                 "On PCIe-only hosts try --disable-custom-all-reduce and NCCL_P2P_DISABLE=1."],
+    )
 
 
 #: V0's engine loop (vllm/engine/async_llm_engine.py ``run_engine_loop``, 0.4-0.10): one step past
