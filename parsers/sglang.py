@@ -559,6 +559,12 @@ def _capture(msg: str) -> list[Event] | None:
     return events
 
 
+#: the piecewise (prefill/extend) CUDA graph's failure, logged before it re-raises (sglang
+#: python/sglang/srt/compilation/piecewise_context_manager.py ``enable_piecewise_cuda_graph``, default-on era 0.5.10+;
+#: 0.5.15+ the same line from the tc_piecewise context): its own hint names --disable-piecewise-cuda-graph
+_PIECEWISE_FAILED = "Piecewise CUDA Graph failed with error:"
+
+
 def _graph_failed(msg: str) -> list[Event]:
     i = msg.find("failed")
     events = _ev("cuda_graph_failed", attrs={"message": msg[i + 6:].lstrip(": ")[:2000]})
@@ -782,6 +788,8 @@ def classify_message(msg: str) -> list[Event] | None:
 
     >>> classify_message("Capture cuda graph end. Time elapsed: 98.73 s. mem usage=2.60 GB. avail mem=1.89 GB.")
     [('cuda_graph_end', {'avail_bytes': 2029372047, 'bytes': 2791728742, 'seconds': 98.73}, {'capture_name': 'decode', 'graph_backend': 'cuda graph'})]
+    >>> classify_message("Piecewise CUDA Graph failed with error: shape mismatch")
+    [('cuda_graph_failed', {}, {'message': 'shape mismatch', 'graph': 'piecewise'})]
     >>> classify_message("KV pool holds 30000 tokens, fewer than --context-length 131072. One full-context request cannot fit")
     [('kv_sizing', {'tokens': 30000}, {'warning': 'pool_below_context', 'context_len': 131072})]
     """
@@ -822,6 +830,9 @@ def classify_message(msg: str) -> list[Event] | None:
     r = _lifecycle(msg) if msg[:1] in "ILM" else None
     if r:
         return r
+    if msg.startswith(_PIECEWISE_FAILED) and "CUDA out of memory" not in msg:  # an OOM keeps the OOM's reading
+        said = msg[len(_PIECEWISE_FAILED):].split("\nPiecewise CUDA Graph is ", 1)[0]  # the engine's hint follows
+        return _ev("cuda_graph_failed", attrs={"message": " ".join(said.split())[:2000], "graph": "piecewise"})
     return _failure(msg) or _other(msg)
 
 

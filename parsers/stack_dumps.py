@@ -20,6 +20,11 @@ One ``pyspy_stack`` row per thread: ``pid``, the process title as ``comm``, its 
 title names it (``sglang::scheduler_TP3``), the innermost frames, and what the innermost frame is
 waiting in (:func:`waiting_in`: a collective, a CUDA synchronisation, an idle wait).
 
+A paste often keeps only the frames: two or more consecutive lines of py-spy's frame form
+(``func (path.py:line)``, innermost first) with no ``Thread`` header above them are one stack of an
+unnamed process (``attrs.headerless``; thread, state and pid unknown). A Python traceback's frames
+(``File "…", line N, in func``) and log records never take that form.
+
 **vLLM's input dump** on a fatal engine error (``vllm/logging_utils/dump_input.py``, reference
 vllm_formats §2.2 "crash re-dump", 0.9.2–0.33): ``Dumping input data for V1 LLM engine (v%s) with
 config: %s, `` (older: ``Dumping input data`` then ``V1 LLM engine (v%s) with config: %s, ``), then
@@ -33,6 +38,9 @@ waiting, KV usage as ``ratio``).
 ...           '    all_reduce (torch/distributed/distributed_c10d.py:2501)\\n')
 >>> r.events.select("kind", "tp_rank", "pid").row(0), waiting_in(["all_reduce (x.py:1)"])
 (('pyspy_stack', 3, 7), 'collective')
+>>> parse('    recv (torch/distributed/distributed_c10d.py:10)\\n    step (engine/loop.py:4)\\n').events.select(
+...     "kind", "line", "line_end").row(0)
+('pyspy_stack', 1, 2)
 """
 
 from __future__ import annotations
@@ -59,7 +67,14 @@ _COLLECTIVE = re.compile(r"all_reduce|all_gather|reduce_scatter|broadcast|barrie
                          r"_all_reduce|custom_all_reduce|ncclComm|recv_object|send_object|distributed_c10d\.py", re.I)
 _SYNC = re.compile(r"synchronize|\.item\b|_local_scalar_dense|cudaStreamSynchronize|tolist|\bcpu\b", re.I)
 _IDLE = re.compile(r"\b(?:recv|recv_pyobj|poll|select|wait|sleep|accept|get|_wait_for_tstate_lock|epoll)\b", re.I)
-_NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(")
+_NEEDLES = ("Thread ", "Dumping input data", "SchedulerOutput(", "SchedulerStats(", ".py:")
+# py-spy src/dump.rs (0.3+) frame line ``func (file:line)`` standing alone, as a paste without its Thread header keeps
+# it: the whole line is one frame of a Python file
+_BARE_FRAME_RE = re.compile(r"^[ \t]*([\w.<>]{1,200}) \(([^()\n]{1,300}\.py):(\d{1,7})\)[ \t]*$", re.M)
+#: frames in a row that make a headerless stack (one alone could be any line that ends in a location)
+_MIN_BARE_FRAMES = 2
+#: texts longer than this are logs, not pasted stacks: the headerless scan is skipped (it reads every line)
+_MAX_BARE_TEXT = 4 << 20
 
 # vllm vllm/logging_utils/dump_input.py (0.9+: ``Dumping input data for V1 LLM engine (v…) with config:``,
 # SchedulerOutput/SchedulerStats fields)
@@ -179,6 +194,38 @@ def _stack_rows(text: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _bare_rows(text: str, taken: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Stacks pasted without their Thread header: runs of consecutive frame lines outside the blocks already read."""
+    runs: list[list[re.Match[str]]] = []
+    for m in _BARE_FRAME_RE.finditer(text):
+        prev = runs[-1][-1] if runs else None
+        # the same run while only the newline separates this frame from the last one
+        if prev is not None and text.count("\n", prev.end(), m.start()) == 1 and not text[prev.end():m.start()].strip():
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+        if len(runs) > MAX_THREADS:
+            break
+    lines = _Lines(text)
+    rows: list[dict[str, Any]] = []
+    for run in runs:
+        if len(run) < _MIN_BARE_FRAMES:
+            continue
+        first = lines.at(run[0].start())
+        last = first + len(run) - 1
+        if any(a <= first <= b for a, b in taken):
+            continue
+        frames = [f"{m.group(1)} ({m.group(2)}:{m.group(3)})" for m in run[:MAX_FRAMES]]
+        rows.append({
+            "line": first, "line_end": last, "kind": "pyspy_stack", "pid": None, "comm": None,
+            "tp_rank": None, "rank": None,
+            "text": f"a stack without its header in {frames[0]} ← {frames[1]}",
+            "attrs": {"thread": None, "thread_id": None, "state": None, "frames": frames, "top_frame": frames[0],
+                      "waiting_in": waiting_in(frames), "process": None, "headerless": True},
+        })
+    return rows
+
+
 def _vllm_rows(text: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     want_output = False
@@ -224,7 +271,9 @@ def _vllm_rows(text: str) -> list[dict[str, Any]]:
 def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     """Rows of every stack dump and input dump in the text; lines it did not read are not claimed."""
     rows = _stack_rows(text) if "Thread " in text else []
-    if any(n in text for n in _NEEDLES[1:]):
+    if ".py:" in text and len(text) <= _MAX_BARE_TEXT:
+        rows += _bare_rows(text, [(int(r["line"]), int(r["line_end"])) for r in rows])
+    if any(n in text for n in _NEEDLES[1:4]):
         rows += _vllm_rows(text)
     lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     read = sum(int(r.get("line_end") or r["line"]) - int(r["line"]) + 1 for r in rows)

@@ -473,6 +473,54 @@ CAPTURE_BS_ADVICE_SINCE = (0, 4, 6)
 CAPTURE_BS_EXAMPLE = 16
 
 
+#: the captures of the prefill/extend graphs (sglang_formats.md §3 "piecewise": ``Capture piecewise CUDA graph begin``
+#: 0.5.6–0.5.12, ``Capture {role} prefill CUDA graph begin. backend=…`` 0.5.15+) and their failures (the piecewise
+#: failure line, sglang python/sglang/srt/compilation/piecewise_context_manager.py (0.5.10+); ``Capture prefill CUDA
+#: graph failed``, sglang python/sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py (0.5.15+))
+_PREFILL_CAPTURE_RE = re.compile(r"piecewise|prefill", re.IGNORECASE)
+#: the flag bounding the prefill graphs' token count: ``--piecewise-cuda-graph-max-tokens`` (0.5.4+, default the
+#: prefill chunk), renamed ``--cuda-graph-max-bs-prefill`` in 0.5.15 (the old name a deprecated alias; sglang
+#: python/sglang/srt/server_args.py (0.5.15+)); the opt-in era's own remedy list gives 512 as its example
+PREFILL_TOKENS_FLAG_SINCE = (0, 5, 15)
+PREFILL_TOKENS_EXAMPLE = 512
+
+
+def prefill_graph_capture(run: list[Row], fails: list[Row]) -> bool:
+    """Whether the capture that failed was of the prefill (piecewise) graphs: the failure says so, or the last
+    capture that began before it in the same log was one."""
+    if any(_PREFILL_CAPTURE_RE.search(str(r.get("text") or "")[:300]) and "graph" in str(r.get("text") or "")[:300]
+           .lower() for r in fails):
+        return True
+    first = min(fails, key=lambda r: (r.get("file") or "", r.get("line") or 0), default=None)
+    if first is None:
+        return False
+    begun = [r for r in of_kind(run, "cuda_graph_begin") if r.get("file") == first.get("file")
+             and (r.get("line") or 0) < (first.get("line") or 0)]
+    last = max(begun, key=lambda r: r.get("line") or 0, default=None)
+    return last is not None and bool(_PREFILL_CAPTURE_RE.search(
+        f"{attrs(last).get('capture_name') or ''} {attrs(last).get('backend') or ''}"))
+
+
+def prefill_tokens_flag(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> FlagChange:
+    """Fewer tokens in the prefill graphs: their memory grows with the largest token count captured, which is
+    bounded by its own flag (never --cuda-graph-max-bs, which sizes the decode graphs). Half the bound when the
+    input gives it (the flag, else the prefill chunk it defaults to), else the engine's example value."""
+    version, _where = sglang_version(tl)
+    name = "--cuda-graph-max-bs-prefill" if version is not None and version >= PREFILL_TOKENS_FLAG_SINCE \
+        else "--piecewise-cuda-graph-max-tokens"
+    bound = cfg.num("piecewise_cuda_graph_max_tokens") or cfg.num("cuda_graph_max_bs_prefill")
+    how = "the flag"
+    if not bound:
+        bound, how = _chunk(cfg, run)
+        how = f"the prefill chunk it defaults to ({how})"
+    if bound and bound > 1:
+        return FlagChange(name, cfg.flag_text("piecewise_cuda_graph_max_tokens"), str(int(bound) // 2),
+                          f"half of {int(bound)} tokens ({how}): the prefill graphs' memory grows with the largest "
+                          "token count captured; longer prefills run without graphs")
+    return FlagChange(name, None, str(PREFILL_TOKENS_EXAMPLE),
+                      "the engine's own example for the prefill graphs' bound; longer prefills run without graphs")
+
+
 def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> FlagChange | None:
     """Fewer captured batch sizes: the graphs' memory shrinks with the largest one (sglang_formats.md §5, the
     capture failure's remedy 2). The flag the engine's own message names, else the one of its release; half the
@@ -552,13 +600,15 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                             f"{assumed:g} (SGLang's automatic value for {how}, assumed) − {BLIND_STEP} → {new:.2f}: "
                             "the capture needs that share of the GPU outside the static pool")]
     graph_bs = cfg.num("cuda_graph_max_bs")
-    bs_flag = capture_bs_flag(tl, cfg, run, fails)
+    prefill = prefill_graph_capture(run, fails)
+    bs_flag = prefill_tokens_flag(tl, cfg, run) if prefill else capture_bs_flag(tl, cfg, run, fails)
     if bs_flag is not None:
         flags.append(bs_flag)
     actions = [
-        "Last resort: --disable-cuda-graph (large decode slowdown).",
+        "Last resort: --disable-piecewise-cuda-graph (prefill runs without graphs; the decode graphs stay)." if prefill
+        else "Last resort: --disable-cuda-graph (large decode slowdown).",
     ]
-    if bs_flag is None:
+    if bs_flag is None and not prefill:
         actions.insert(0, "Or capture fewer graphs: --cuda-graph-max-bs" + (f" {int(graph_bs) // 2} (now {int(graph_bs)})"
                                                                             if graph_bs else " smaller")
                        + "; larger decode batches then run without graphs.")

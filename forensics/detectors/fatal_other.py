@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from forensics.facts.engines import engine_of, flag_for
 from forensics.facts.launch import server_config
 from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
@@ -59,10 +60,10 @@ FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not
                       # vLLM's (parsers/vllm.py)
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")
-#: a traceback's frame line (cpython Lib/traceback.py, 3.x)
+#: a traceback's frame line (cpython Lib/traceback.py (3.x))
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
-#: the custom all-reduce named in a capture error's own text (sglang
-#: python/sglang/srt/model_executor/cuda_graph_backend_utils/__init__.py, 0.5.x: the capture hint's markers)
+#: the custom all-reduce named in a capture error's own text (the capture hint's markers:
+#: sglang python/sglang/srt/model_executor/cuda_graph_backend_utils/__init__.py (0.5.x))
 _CUSTOM_AR_RE = re.compile(r"custom_all_reduce|custom all-reduce|cudaipc", re.IGNORECASE)
 
 
@@ -109,7 +110,8 @@ def _lead_key(row: Row) -> tuple:
     told_where = failure_class(row) == "signal" and bool(attrs(row).get("crashed_file"))  # a faulthandler dump
     generic = kind in ("sigquit", "health_check_failed") \
         or (kind == "failure" and failure_class(row) not in _TELLING and not told_where) \
-        or (kind == "scheduler_exception" and not attrs(row).get("exception_type"))
+        or (kind == "scheduler_exception" and not attrs(row).get("exception_type")) \
+        or (kind == "init_failed" and row.get("source") == "vllm")  # "EngineCore failed to start": the traceback says why
     ts = row.get("ts")
     return (generic, ts.timestamp() if hasattr(ts, "timestamp") else float("inf"), FATAL_KINDS.index(kind),
             row.get("file") or "", row.get("line") or 0)
@@ -292,6 +294,12 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         # a class the engine's parser read in its message, or the exception line's own (failure_messages.md §2.2)
         told = _CLASS_WORDS.get(str(a.get("failure") or "")) or _CLASS_WORDS.get(_exception_class(a) or "")
         return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
+    if kind == "cuda_graph_failed" and a.get("graph") == "piecewise":
+        said = str(a.get("message") or "").strip()[:200]
+        return ((f"the piecewise CUDA graph (SGLang's graphs of prefill/extend, on by default) failed: {said}" if said
+                 else "the piecewise CUDA graph (SGLang's graphs of prefill/extend, on by default) failed"), bool(said),
+                ["Not a memory problem: the engine's own hint is --disable-piecewise-cuda-graph, which keeps the "
+                 "decode graphs; report the error with the SGLang version and the model.", *generic])
     if kind == "cuda_graph_failed":
         said = str(a.get("message") or "").strip()[:200]
         return ((f"CUDA-graph capture failed: {said}" if said else
@@ -310,7 +318,9 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
     if kind == "exception":  # vLLM's traceback row
         etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
         return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
-                + (f" (during {a['during']})" if a.get("during") else ""), bool(emsg), generic)
+                # a capture says so in the finding's own words ("while CUDA graphs were being captured")
+                + (f" (during {a['during']})" if a.get("during") and a["during"] != "graph_capture" else ""),
+                bool(emsg), generic)
     if kind == "memory_profiling_error":
         # vllm_formats.md §3.5: ``assert`` in the profiling step (V0 0.2–0.10 ``profile_run``, V1 0.7+
         # ``determine_available_memory``) that the GPU's free memory did not rise while vLLM profiled
@@ -432,27 +442,61 @@ def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> F
                       "shared or registered")
 
 
+def _no_graphs_flag(fatal: list[Row]) -> FlagChange:
+    """Run once without CUDA graphs, in the engine's own words: SGLang's --disable-cuda-graph (its capture-failure
+    advice, sglang_formats.md §2), vLLM's --enforce-eager (vllm_formats.md §2.2 enforce_eager: "To run the model in
+    eager mode, … use '--enforce-eager'", the capture line's own advice)."""
+    why = ("the server died during CUDA-graph capture of something that is no OOM: run once without graphs to confirm "
+           "the capture path is what fails (slower decode), then report the kernel")
+    if engine_of(fatal) == "vllm":
+        return FlagChange(flag_for("vllm", "eager") or "--enforce-eager", None, "true", why)
+    return FlagChange("--disable-cuda-graph", None, "true", why)
+
+
+def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:
+    """Turn the piecewise CUDA graph off after it failed with something that is no OOM: its own hint
+    (sglang python/sglang/srt/compilation/piecewise_context_manager.py, 0.5.10+: "To work around this error, add
+    --disable-piecewise-cuda-graph") — the decode graphs stay. Before it was on by default (0.5.4–0.5.9) it was asked
+    for with --enable-piecewise-cuda-graph, which is then what to drop."""
+    cfg = server_config(tl, run or []) if tl is not None else None
+    if cfg is not None and cfg.enabled("disable_piecewise_cuda_graph"):
+        return None
+    why = ("the piecewise CUDA graph (prefill/extend) failed with something that is no OOM; without it the decode "
+           "graphs still run — the engine's own workaround")
+    if cfg is not None and cfg.enabled("enable_piecewise_cuda_graph"):
+        return FlagChange("--enable-piecewise-cuda-graph", "(set)", "(remove)", why)
+    named = next((m.group(1) for r in (lead, *(run or [])) if r.get("file") == lead.get("file")
+                  and (m := _WORKAROUND_RE.search(str(r.get("text") or "")[:4000]))), None)
+    return FlagChange(named or "--disable-piecewise-cuda-graph", None, "true", why)
+
+
+#: the flag the piecewise failure's own hint names (sglang python/sglang/srt/compilation/piecewise_context_manager.py
+#: (0.5.10+): "To work around this error, add --disable-piecewise-cuda-graph to your launch command"); a later
+#: release may name another
+_WORKAROUND_RE = re.compile(r"To work around this error, add (--[a-z0-9][a-z0-9-]{2,60}) to your launch command")
+
+
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
     flags = []
-    if run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
+    if attrs(lead).get("graph") == "piecewise":
+        if (pw := _piecewise_flag(lead, tl, run)) is not None:
+            flags.append(pw)
+    elif run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
         if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
             words += " while CUDA graphs were being captured"
         if (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
             flags.append(ar_flag)
             actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
                        "confirms the capture path is what fails (slower decode).", *actions]
-        elif (compile_flag := _torch_compile_flag(tl, run, fatal)) is not None:
+        elif engine_of(fatal) != "vllm" and (compile_flag := _torch_compile_flag(tl, run, fatal)) is not None:
             # the cheaper step first; giving up the graphs is what to try only if the capture still fails
             flags.append(compile_flag)
             actions = ["If the capture still fails without torch.compile, one run with --disable-cuda-graph confirms "
                        "the capture path is what fails (slower decode); report the kernel.", *actions]
         else:
-            flags.append(FlagChange("--disable-cuda-graph", None, "true",
-                                    "the server died during CUDA-graph capture of something that is no OOM: run once "
-                                    "without graphs to confirm the capture path is what fails (slower decode), then "
-                                    "report the kernel"))
+            flags.append(_no_graphs_flag(fatal))
     if not flags and attrs(lead).get("failure") == "cuda_error" and _CUSTOM_AR_RE.search(
             str(attrs(lead).get("source_file") or "")) and (ar := _custom_all_reduce_flag(lead, run or [], tl)):
         # the custom all-reduce's own CUDA check failed (its CUDACHECK prints the file and exits): its IPC buffers or

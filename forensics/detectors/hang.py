@@ -71,23 +71,36 @@ def _blocked_stacks(tl: Timeline) -> list[Finding]:
         return []
     if _collective_timeouts(tl):
         return []
-    who = sorted({f"TP{r['tp_rank']}" if r.get("tp_rank") is not None else f"pid {r.get('pid')}" for r in blocked})
+    who = sorted({_who(r) for r in blocked})
     ranks = sorted({int(r["tp_rank"]) for r in blocked if r.get("tp_rank") is not None})
     calls = sorted({str(attrs(r).get("top_frame") or "?").split(" (", 1)[0] for r in blocked})
     procs = sorted({str(attrs(r).get("process") or r.get("comm") or "") for r in blocked} - {""})
+    # the engine frame that issued each wait (the first frame outside torch.distributed): two dumps waiting in
+    # collectives issued from different places are ranks that took different paths through the step
+    waits = sorted({_wait(r) for r in blocked})
+    # ranks of one group issue the same collectives in the same order: dumps caught in different collectives (or
+    # the same one issued from different code) took different paths. Pipeline stages wait in point-to-point calls
+    # at different places by design, so those do not count.
+    diverged = len(waits) > 1 and not any(_P2P.search(c) for c in calls)
     return [make_finding(
         "SGL-NCCL-004",
         summary=(f"A stack dump caught {', '.join(who)} blocked inside torch.distributed "
                  f"({', '.join(calls)})" + (f" in {', '.join(procs[:3])}" if procs else "")
-                 + ": the rank waits for a peer that never entered the matching collective or receive — a hang "
-                 "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
-                 "not a slow link. Raising a timeout only makes it wait longer."),
+                 + (f": the dumps wait in different collectives ({' vs '.join(waits[:3])}) — "
+                    "the ranks took different paths through the step and each waits for a collective the others "
+                    "never issue, a divergence in the engine, not a slow link or a dead peer." if diverged else
+                    ": the rank waits for a peer that never entered the matching collective or receive — a hang "
+                    "inside the step (ranks that diverged on whether they had work, a peer stuck elsewhere or dead), "
+                    "not a slow link.")
+                 + " Raising a timeout only makes it wait longer."),
         evidence=blocked[:4],
         confidence="medium",
-        confidence_reason="the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
-                          "stacks (the one outside the collective is the culprit) would decide",
+        confidence_reason=("the dumps show where the ranks waited and that they waited in different places, not "
+                           "which decision split them; the code between the two call sites names it" if diverged else
+                           "the dump shows where this rank waited, not why its peer never arrived; the other ranks' "
+                           "stacks (the one outside the collective is the culprit) would decide"),
         ranks=ranks,
-        figures={"stuck_ranks": ranks, "blocked_in": calls},
+        figures={"stuck_ranks": ranks, "blocked_in": calls, "diverged": diverged, "waits": waits[:4]},
         actions=["`py-spy dump --pid <pid>` on every rank of the group while it hangs: the rank in a different "
                  "frame is the one the others wait for.",
                  "Check whether the ranks took different code paths (data-parallel attention, pipeline stages with "
@@ -95,6 +108,27 @@ def _blocked_stacks(tl: Timeline) -> list[Finding]:
                  "with the stacks.",
                  "Check dmesg for Xids and `nvidia-smi` for a GPU stuck at 100 % utilisation."],
     )]
+
+
+def _who(r: Row) -> str:
+    """The rank or process a dumped stack belongs to; a stack pasted without its header is named by where it is."""
+    if r.get("tp_rank") is not None:
+        return f"TP{r['tp_rank']}"
+    if r.get("pid") is not None:
+        return f"pid {r['pid']}"
+    return f"the stack at {r.get('file')}:{r.get('line')}"
+
+
+#: torch.distributed's point-to-point calls (pytorch torch/distributed/distributed_c10d.py, 2.x)
+_P2P = re.compile(r"^(?:i?send|i?recv|send_object_list|recv_object_list|batch_isend_irecv)$")
+
+
+def _wait(r: Row) -> str:
+    """The collective a dumped stack waits in and the first frame outside torch.distributed that issued it."""
+    frames = [str(f).split(" (", 1)[0] for f in attrs(r).get("frames") or []]
+    outside = [str(f).split(" (", 1)[0] for f in attrs(r).get("frames") or [] if "distributed_c10d.py" not in str(f)]
+    top = frames[0] if frames else "?"
+    return f"{top} ← {outside[0]}" if outside and outside[0] != top else top
 
 
 #: c10d's heartbeat monitor on a watchdog thread that stopped making progress (failure_messages.md §4.5; PyTorch
@@ -143,13 +177,15 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
         timeouts = [r for r in run if (r.get("kind") == "rpc_timeout" and attrs(r).get("method") in _STEP_CALLS)
                     or (r.get("kind") in ("exception", "failure") and _step_timeout(r))
                     or (r.get("kind") == "engine_dead" and attrs(r).get("reason") == _V0_ITERATION)]
-        if not timeouts:
-            continue
         s = vllm_settings(tl, run)
         stated = [n for n in (s.num("tensor_parallel_size"), s.num("pipeline_parallel_size")) if n is not None]
         world = int((s.num("tensor_parallel_size") or 1) * (s.num("pipeline_parallel_size") or 1))
         if stated and world < 2:
             continue  # one worker: no collective to wait in (the unexplained-failure rule reports it)
+        if not timeouts:
+            if (stuck := _stuck_while_serving(run)) is not None:
+                out.append(_stuck_finding(*stuck, world if stated else None))
+            continue
         waits = [r for r in run if r.get("kind") == "shm_wait"]
         flags = transport_test(tl, server_config(tl, run)) if not rank_failures(tl) else []
         out.append(make_finding(
@@ -173,6 +209,54 @@ def _vllm_steps(tl: Timeline) -> list[Finding]:
                      "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS only when a long compile is the reason."],
         ))
     return out
+
+
+#: consecutive broadcast waits that, once the server has served, say a step never returned: each is one
+#: VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) of the engine waiting on its workers (vllm_formats.md §3.8 rule 4, the hang
+#: signature; the RPC timeout that ends it comes at 300 s and a paste may stop before it)
+_SERVING_WAITS = 3
+
+
+def _stuck_while_serving(run: list[Row]) -> tuple[list[Row], Row | None] | None:
+    """The broadcast waits after the server produced tokens with no token produced after the first of them, and the
+    engine's stats line that still counts requests running then (None when no stats line follows)."""
+    def moved(r: Row) -> bool:
+        a = attrs(r)
+        return r.get("kind") == "engine_metrics" and ((a.get("generation_throughput_tps") or 0) > 0
+                                                       or (a.get("prompt_throughput_tps") or 0) > 0)
+    served = [r for r in run if moved(r)]
+    if not served:
+        return None  # start-up waits are compiles and loads: the stall rule reads those
+    waits = [r for r in run if r.get("kind") == "shm_wait" and before(served[0], r) is True]
+    if len(waits) < _SERVING_WAITS:
+        return None
+    if any(before(waits[0], r) is True for r in served):
+        return None  # tokens flowed again: a slow step, not a stuck one
+    running = [r for r in run if r.get("kind") == "engine_metrics" and before(waits[0], r) is True
+               and (r.get("count") or 0) > 0]
+    return waits, (running[0] if running else None)
+
+
+def _stuck_finding(waits: list[Row], running: Row | None, world: int | None) -> Finding:
+    minutes = sum(float(attrs(r).get("waited_s") or 60) for r in waits) / 60
+    return make_finding(
+        "VLLM-NCCL-001",
+        summary=(f"vLLM's engine served, then logged {len(waits)} times (about {minutes:.0f} min) that its "
+                 f"{f'{world} workers' if world else 'workers'} took no broadcast block, and no token was produced "
+                 "after the first" + (f" while {running.get('count')} request(s) were still running" if running else "")
+                 + ": a worker did not return from its step — stuck in a collective some rank never entered, a "
+                 "deadlock, or a kernel that does not finish. The RPC timeout that ends such a wait is not in the input."),
+        evidence=[*waits[:3], *([running] if running else [])],
+        severity=None if running else "medium",
+        confidence="medium" if running else "low",
+        confidence_reason=("the waits say the engine waited on its workers, not which worker or why; a py-spy stack "
+                           "of each worker while it hangs would" if running else
+                           "no stats line after the waits says requests were still running: an idle engine does not "
+                           "wait like this, but the input does not show the requests"),
+        actions=["`py-spy dump --pid <worker pid>` on every worker while it hangs: the one not in the collective "
+                 "is the culprit; NCCL_DEBUG=INFO for the communicator's state.",
+                 "On PCIe-only hosts try --disable-custom-all-reduce and NCCL_P2P_DISABLE=1."],
+    )
 
 
 #: V0's engine loop (vllm/engine/async_llm_engine.py ``run_engine_loop``, 0.4-0.10): one step past

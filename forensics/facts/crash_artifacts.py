@@ -35,10 +35,14 @@ def snapshot_pool(tl: Timeline) -> Row | None:
 
 
 def main_threads(tl: Timeline) -> list[Row]:
-    """Each dumped process's main thread (else its first active thread); the last dump of a process wins."""
+    """Each dumped process's main thread (else its first active thread); the last dump of a process wins.
+    A stack pasted without its header (``attrs.headerless``) names no process or thread: each is its own."""
     by_proc: dict[tuple, Row] = {}
     for r in rows(tl, "pyspy_stack"):
         a = attrs(r)
+        if a.get("headerless"):
+            by_proc[(r.get("host"), r.get("file"), r.get("line"))] = r
+            continue
         key = (r.get("host"), r.get("pid"), r.get("tp_rank"))
         if a.get("thread") == "MainThread" or (str(a.get("state", "")).startswith("active") and key not in by_proc):
             by_proc[key] = r
