@@ -48,7 +48,8 @@ FATAL_KINDS = (
 FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "device_assert", "arch_unsupported", "abi_mismatch", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
-    "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
+    "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "dispatch_cap", "hicache_host_smaller",
+    "kernel_map_failed", "startup_failed",
     "host_register_refused", "peer_exited",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
@@ -580,6 +581,12 @@ _CLASS_WORDS = {
     "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
                       "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
+    "dispatch_cap": ("a batch of more tokens per rank than DeepEP's low-latency dispatch cap "
+                     "(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK): a capacity, not GPU memory",
+                     ["Keep --cuda-graph-max-bs and the running requests per DP rank within the cap, or raise it "
+                      "(at most 1024)."]),
+    "hicache_host_smaller": ("the HiCache host pool is not larger than the device KV pool it backs",
+                             ["Raise --hicache-ratio above 1 (2 is the default) or --hicache-size per rank."]),
     "kernel_map_failed": ("the kernel could not map a host memory range for pinning", ["`free -g`; `ulimit -l`."]),
     "host_register_refused": ("CUDA refused to register (pin) a host buffer, with an error code that is not "
                               "out-of-memory (rc=1 is cudaErrorInvalidValue: the driver rejected the range)",
