@@ -566,7 +566,7 @@ _REFUSE_TOTAL = re.compile(r"for a total of (\d+) tokens")
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
 #: ``SWA Pool Mem Leak Detected!``)
 #: reference/sglang_formats.md §6 and sglang python/sglang/srt/managers/scheduler_runtime_checker_mixin.py (0.5.x)
-_KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
+KV_POOL_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
 #: cpython Lib/argparse.py (3.x: ``prog: error: …``)
@@ -929,7 +929,7 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             asked = _int(total.group(1))
         return "failure", {"tokens": asked} if asked is not None else {}, {
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
-    if _KV_LEAK.search(head):
+    if KV_POOL_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
     if (gb := _GPU_BUSY.search(head)) is not None:
         cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
@@ -1351,5 +1351,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]
