@@ -29,7 +29,7 @@ from forensics.facts.launch import server_config
 from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
-from forensics.facts.stages import STAGES, furthest, served
+from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 from parsers.failures import classify, compiler_failure
 
@@ -364,7 +364,8 @@ def during_capture(lead: Row, run: list[Row]) -> bool:
     same = [r for r in run if r.get("file") == lead.get("file") and (r.get("line") or 0) < (lead.get("line") or 0)]
     loaded = [r for r in same if r.get("kind") == "weight_load_end"]
     begun = [r for r in same if r.get("kind") in ("cuda_graph_begin", "capture_progress")
-             or (r.get("kind") == "progress_bar" and any(w["line"] < r["line"] for w in loaded))]
+             or (r.get("kind") == "progress_bar" and attrs(r).get("label") not in WEIGHT_BARS
+                 and any(w["line"] < r["line"] for w in loaded))]
     if not begun:
         return False
     last = max(r["line"] for r in begun)
