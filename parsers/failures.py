@@ -68,6 +68,8 @@ CLASSES = {
     "request_refused": "a request was refused as too long (context or KV pool)",
     "workspace": "a fixed kernel workspace or shared-memory limit, not GPU memory",
     "kv_pool_leak": "an engine's KV pool self-check found leaked slots",
+    "dispatch_cap": "a batch larger than DeepEP's low-latency dispatch cap per rank (a capacity, not GPU memory)",
+    "hicache_host_smaller": "SGLang's HiCache host pool is not larger than the device KV pool it backs",
     "health_check": "the health check failed",
     "kernel_map_failed": "the kernel could not map (pin) a host memory range",
     "host_register_refused": "CUDA refused to register (pin) a host buffer with a code other than out-of-memory",
@@ -299,6 +301,17 @@ _WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|w
 #: meta), …"``, then ``trap()``. The all-to-all's collective timeout: a peer that never sent (still compiling, hung,
 #: dead) or a transport (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
 _DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
+#: DeepEP's low-latency dispatch refusing more tokens than its buffer was sized for: deepep csrc/deep_ep.cpp
+#: ``Buffer::low_latency_dispatch`` (main, 2025) ``EP_HOST_ASSERT(num_tokens <= num_max_dispatch_tokens_per_rank)``,
+#: thrown by csrc/kernels/exception.cuh as ``Failed: Assertion error <file>:<line> '<condition>'``; the Python-side
+#: dispatchers' bare ``assert num_tokens <= self.num_max_dispatch_tokens_per_rank`` shows the same condition in its
+#: traceback. The cap is sglang's SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (python/sglang/srt/layers/moe/
+#: ep_moe/token_dispatcher.py (0.4.4-0.4.10) ``get_int_env_var(…, 128)``; python/sglang/srt/environ.py (0.5.x) ``EnvInt(128)``)
+DEEPEP_DISPATCH_CAP = re.compile(r"num_tokens <= (?:self\.)?num_max_dispatch_tokens_per_rank")
+#: HiCache's host pool at most the device pool's size: sglang python/sglang/srt/mem_cache/memory_pool_host.py
+#: (0.4.8-0.5.13) ``assert self.size > device_pool.size, "The host memory should be larger than the device memory
+#: with the current protocol"`` (0.5.15+ only warns; sglang_formats.md §4)
+HICACHE_HOST_SMALLER = re.compile(r"The host memory should be larger than the device memory")
 #: the interface NCCL chose for its sockets, from its INFO lines: nccl src/transport/net_socket.cc (v2.18-2.27)
 #: ``NET/Socket : Using [0]eth0:10.1.2.3<0>``, nccl src/bootstrap.cc (v2.18-2.27) ``Bootstrap : Using eth0:10.1.2.3<0>``,
 #: nccl src/transport/net_ib.cc (v2.18-2.27) ``NET/IB : Using [0]mlx5_0:1/IB ... ; OOB eth0:10.1.2.3<0>``. The address
@@ -553,7 +566,7 @@ _REFUSE_TOTAL = re.compile(r"for a total of (\d+) tokens")
 #: python/sglang/srt/managers/scheduler_runtime_checker_mixin.py: ``Full Pool Mem Leak Detected!`` /
 #: ``SWA Pool Mem Leak Detected!``)
 #: reference/sglang_formats.md §6 and sglang python/sglang/srt/managers/scheduler_runtime_checker_mixin.py (0.5.x)
-_KV_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
+KV_POOL_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Pool Mem Leak Detected!", re.I)
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
 #: cpython Lib/argparse.py (3.x: ``prog: error: …``)
@@ -834,6 +847,10 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                  "nranks": int(start.group(2)), "message": msg[:500]}
     if (iface := nccl_interface(head)) is not None:
         return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
+    if DEEPEP_DISPATCH_CAP.search(head):
+        return "failure", {}, {"failure": "dispatch_cap", "engine": "deepep", "message": msg[:2000]}
+    if HICACHE_HOST_SMALLER.search(head):
+        return "failure", {}, {"failure": "hicache_host_smaller", "message": msg[:2000]}
     if _DEEPEP_TIMEOUT.search(head):
         return "failure", {}, {"failure": "collective_timeout", "op_type": "DeepEP all-to-all", "engine": "deepep",
                                "message": msg[:2000]}
@@ -912,7 +929,7 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
             asked = _int(total.group(1))
         return "failure", {"tokens": asked} if asked is not None else {}, {
             "failure": "request_refused", "reveals": "context_length", "limit_tokens": limit, "message": msg[:500]}
-    if _KV_LEAK.search(head):
+    if KV_POOL_LEAK.search(head):
         return "failure", {}, {"failure": "kv_pool_leak", "message": msg[:2000]}
     if (gb := _GPU_BUSY.search(head)) is not None:
         cols = {"gpu": _int(gb.group(1)), "pid": _int(gb.group(3))} if gb.group(1) else {}
@@ -1334,5 +1351,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "FORMAT", "HEARTBEAT_MONITOR", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

@@ -190,6 +190,12 @@ _BARE_BAR = re.compile(r"^\s*\d+%\|[^|]*\| ?\d+/\d+ \[")
 _TQDM_STEPS = re.compile(r"\| ?(\d+)/(\d+) \[")
 _TQDM = re.compile(r"(?<!\d)\d+%\||(?<!\d)\d+% Completed \||(?<!\d)\d+/\d+ \[[\d:?]+<")
 _PY_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
+#: the weight loader's bars (sglang python/sglang/srt/model_loader/weight_utils.py (0.4.x-0.5.x): the iterators'
+#: ``tqdm(desc="Loading safetensors checkpoint shards", bar_format="{desc}: {percentage:3.0f}% Completed | {n_fmt}/
+#: {total_fmt} [...")``, ``Loading pt checkpoint shards``, ``Multi-thread loading shards``); a line may hold several
+#: carriage-return updates, the last one counts
+_WEIGHT_BAR = re.compile(r"(Loading safetensors checkpoint shards|Loading pt checkpoint shards|Multi-thread loading "
+                         r"shards): {0,4}\d{1,3}% Completed \| (\d{1,9})/(\d{1,9}) \[")
 
 #: Kinds that may be found on a continuation line of a traceback and get their own row.
 _EMBEDDABLE = frozenset({
@@ -1138,6 +1144,12 @@ class _Scanner:
             steps = _TQDM_STEPS.search(seg)
             self._emit("progress_bar", {}, {"steps_done": _int(steps.group(1)), "steps_total": _int(steps.group(2))}
                        if steps else {}, {"line": lineno, "text": seg})
+            return FOREIGN
+        bars = list(_WEIGHT_BAR.finditer(seg)) if "Completed |" in seg else []
+        if bars:
+            weights = bars[-1]  # the bar's last update on the line
+            self._emit("progress_bar", {}, {"label": weights.group(1), "steps_done": _int(weights.group(2)),
+                                            "steps_total": _int(weights.group(3))}, {"line": lineno, "text": seg})
             return FOREIGN
         if _TQDM.search(seg) or seg.startswith(("Loading safetensors checkpoint shards",
                                                 "Loading pt checkpoint shards", "Capturing batches",

@@ -30,7 +30,7 @@ from forensics.facts.launch import server_config
 from forensics.facts.oom import phase_of_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
-from forensics.facts.stages import STAGES, furthest, served
+from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
 from parsers.failures import classify, compiler_failure
 
@@ -49,7 +49,8 @@ FATAL_KINDS = (
 FATAL_CLASSES = frozenset({
     "exception", "traceback_cut", "illegal_memory_access", "device_assert", "arch_unsupported", "abi_mismatch", "ecc_error", "nvlink_error", "launch_failure", "cuda_error",
     "device_unavailable", "nccl_error", "collective_timeout", "store_timeout", "shm_exhausted", "signal", "process_exit",
-    "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "kernel_map_failed", "startup_failed",
+    "oom_killed", "ray_oom", "host_oom", "port_in_use", "kv_pool_leak", "dispatch_cap", "hicache_host_smaller",
+    "kernel_map_failed", "startup_failed",
     "host_register_refused", "peer_exited",
 })
 #: classes that name what failed; the rest (a cut traceback, a bare abort) only say that something did
@@ -373,7 +374,8 @@ def during_capture(lead: Row, run: list[Row]) -> bool:
     same = [r for r in run if r.get("file") == lead.get("file") and (r.get("line") or 0) < (lead.get("line") or 0)]
     loaded = [r for r in same if r.get("kind") == "weight_load_end"]
     begun = [r for r in same if r.get("kind") in ("cuda_graph_begin", "capture_progress")
-             or (r.get("kind") == "progress_bar" and any(w["line"] < r["line"] for w in loaded))]
+             or (r.get("kind") == "progress_bar" and attrs(r).get("label") not in WEIGHT_BARS
+                 and any(w["line"] < r["line"] for w in loaded))]
     if not begun:
         return False
     last = max(r["line"] for r in begun)
@@ -624,6 +626,12 @@ _CLASS_WORDS = {
     "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
                       "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
+    "dispatch_cap": ("a batch of more tokens per rank than DeepEP's low-latency dispatch cap "
+                     "(SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK): a capacity, not GPU memory",
+                     ["Keep --cuda-graph-max-bs and the running requests per DP rank within the cap, or raise it "
+                      "(at most 1024)."]),
+    "hicache_host_smaller": ("the HiCache host pool is not larger than the device KV pool it backs",
+                             ["Raise --hicache-ratio above 1 (2 is the default) or --hicache-size per rank."]),
     "kernel_map_failed": ("the kernel could not map a host memory range for pinning", ["`free -g`; `ulimit -l`."]),
     "host_register_refused": ("CUDA refused to register (pin) a host buffer, with an error code that is not "
                               "out-of-memory (rc=1 is cudaErrorInvalidValue: the driver rejected the range)",

@@ -35,6 +35,7 @@ from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import HICACHE_HOST_SMALLER
 
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import failure_class
@@ -56,7 +57,8 @@ def _pin_failures(tl: Timeline) -> list[Row]:
     out += [r for r in rows(tl, "cuda_error_oom") if attrs(r).get("host_pinned")]
     out += [r for r in rows(tl, "failure", "scheduler_exception")
             if r not in out and attrs(r).get("failure") not in ("kernel_map_failed", "host_register_refused")
-            and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")]
+            and not _REFUSED_RC.search(r.get("text") or "") and _HOST_POOL_FRAMES.search(r.get("text") or "")
+            and not HICACHE_HOST_SMALLER.search(r.get("text") or "")]  # a pool smaller than the device's: SGL-HOST-011
     return out
 
 

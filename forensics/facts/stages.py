@@ -58,6 +58,13 @@ POST_LOAD = (35, "the post-load weight processing (each layer's quantisation met
                  "weights for its kernels)",
              "the GPU's conversion kernels and host RAM (a conversion that stages the weights in host memory "
              "swaps on a host short of it)")
+#: SGLang's weight loader draws its bar while it reads the shards (sglang python/sglang/srt/model_loader/weight_utils.py
+#: (0.4.x-0.5.x), ``Loading safetensors checkpoint shards: … N/M``), then runs the same post-load step
+#: (python/sglang/srt/model_loader/loader.py (0.4.x-0.5.x) ``load_weights_and_postprocess``: ``load_weights`` then each
+#: module's ``process_weights_after_loading``) before ``Load weight end``: a complete bar is POST_LOAD, a partial one
+#: the load itself
+WEIGHT_BARS = frozenset({"Loading safetensors checkpoint shards", "Loading pt checkpoint shards",
+                         "Multi-thread loading shards"})
 #: the first requests of an offline run (vLLM's ``Processed prompts`` bar)
 REQUESTS = (90, "serving the first requests", "each step's collectives across the ranks")
 #: the stage of a front-end that waits for its engine cores before any of their lines (vllm_formats.md §3.6: the
@@ -108,6 +115,10 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
         return REQUESTS
     if kind == "notice" and attrs(row).get("message_id") == "weights_read":
         return POST_LOAD
+    if kind == "progress_bar" and attrs(row).get("label") in WEIGHT_BARS:
+        a = attrs(row)
+        done = a.get("steps_total") and a.get("steps_done") == a.get("steps_total")
+        return POST_LOAD if done else STAGES["weight_load_begin"]
     if kind == "progress_bar":
         return STAGES["capture_progress"]  # SGLang's unlabelled bar after the weights: the capture's
     if kind == "version" and attrs(row).get("component") == "nccl":
