@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED
 
 import forensics.redact as redact
 from parsers import bulkscan
@@ -75,7 +76,7 @@ def test_batch_lines_are_no_candidates():
 
 def _fixture_lines() -> list[str]:
     lines: list[str] = []
-    for d in (ROOT / "fixtures", ROOT.parent / "shared" / "sglang_real_logs", ROOT.parent / "shared" / "research_samples"):
+    for d in (ROOT / "fixtures", SHARED / "sglang_real_logs", SHARED / "research_samples"):  # what is there
         if not d.is_dir():
             continue
         for p in sorted(d.rglob("*")):
