@@ -292,13 +292,15 @@ def json_int(arr: pa.Array, key: str) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid), pa.py_buffer(out)])
 
 
-def may_hold_secret(arr: pa.Array) -> pa.Array:
+def may_hold_secret(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Per string of ``arr``, whether one of forensics.redact's row prefilters could match it (a uint8 0/1,
     0 for a null): fx_may_secret, a conservative superset of redact.JOINED_PREFILTER. Raises
     RuntimeError if the library is not available."""
     lib = _load()
     if lib is None:
         raise RuntimeError("native scanner not available")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     if arr.type != pa.large_string():
         arr = arr.cast(pa.large_string())
     n = len(arr)

@@ -114,3 +114,18 @@ def test_redact_frame_is_the_same_without_the_filter(rows, kind):
     finally:
         redact._JOINED_ROWS = old
     assert fast.equals(slow) and fast_counts == slow_counts
+
+
+def test_sliced_and_chunked_columns_are_read_at_their_rows():
+    """A slice (an offset into the buffers) and a column of several chunks: the flags of their own rows."""
+    rows = ["plain row", "HF_TOKEN=x", None, "plain again", "--api-key s3cret", "last"]
+    whole = pl.Series(rows, dtype=pl.Utf8)
+    want = [0, 1, 0, 0, 1, 0]
+    assert pl.Series(bulkscan.may_hold_secret(whole.to_arrow())).to_list() == want
+    assert pl.Series(bulkscan.may_hold_secret(whole.to_arrow().slice(3))).to_list() == want[3:]
+    chunked = pl.concat([whole.slice(0, 2), whole.slice(2)], rechunk=False)
+    assert chunked.n_chunks() == 2
+    assert pl.Series(bulkscan.may_hold_secret(chunked.to_arrow())).to_list() == want
+    df = pl.DataFrame({"text": chunked})
+    out, counts = redact.redact_frame(df)
+    assert out["text"].to_list()[1] == "HF_TOKEN=[REDACTED:env_secret]" and sum(counts.values()) == 2
