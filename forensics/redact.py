@@ -358,20 +358,48 @@ def redact_frame(frame, columns: Iterable[str] = ("text", "attrs", "fields", "fi
             continue
         if frame.height < _JOINED_ROWS and not _joined_hit(col):
             continue  # not one row of the column can match the prefilter, so none holds a secret
+        cand = _candidates(col)
+        if cand.len() == 0:
+            continue
         if name == "attrs" and "kind" in frame.columns:
-            hits = _batch_attrs_hits(frame.get_column("kind"), col)
+            hits = _batch_attrs_hits(frame.get_column("kind"), col, cand)
             if hits is not None:
                 _apply(col, hits, counts, updates)
                 continue
-        _apply(col, _hits(col), counts, updates)
+        _apply(col, _scatter(col.len(), cand, _hits(col.gather(cand), col.len())), counts, updates)
     return (frame.with_columns(updates) if updates else frame), counts
 
 
-def _hits(col):
-    """The rows of a string column the prefilter sends to the rules."""
+def _candidates(col):
+    """The rows of a string column that any prefilter could match, ascending: those the compiled
+    fx_may_secret flags (parsers.bulkscan.may_hold_secret, a superset of JOINED_PREFILTER's rows), or
+    without it every non-null row. The prefilters then run on these rows alone; the rest could only
+    have come out False, so the hits are the same as of the prefilters on every row."""
+    import polars as pl
+
+    from parsers import bulkscan
+
+    if bulkscan.available():
+        flags = pl.Series(bulkscan.may_hold_secret(col.to_arrow()))
+        return flags.cast(pl.Boolean).arg_true()
+    return col.is_not_null().arg_true()
+
+
+def _scatter(n: int, idx, values):
+    """A Boolean column of ``n`` rows, False but at ``idx``, where it is ``values``."""
+    import polars as pl
+
+    out = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    return out.scatter(idx, values) if idx.len() else out
+
+
+def _hits(col, total: int | None = None):
+    """The rows of a string column the prefilter sends to the rules. ``total``: the rows of the column
+    ``col`` was gathered from, when it holds only the candidates (the choice of path counts those: every
+    row with a special character is a candidate, so the choice is the same as on the whole column)."""
     special = col.str.contains(FRAME_SPECIAL).fill_null(False)
     n_special = int(special.sum())
-    if n_special * 4 > col.len():  # mostly special rows (JSON attrs): the full prefilter on all
+    if n_special * 4 > (col.len() if total is None else total):  # mostly special rows (JSON attrs): the full prefilter on all
         return col.str.contains(FRAME_PREFILTER).fill_null(False)
     # rows without a special character cannot match more than the plain prefilter
     hits = col.str.contains(FRAME_PREFILTER_PLAIN).fill_null(False)
@@ -392,7 +420,8 @@ def _redact_struct(col, counts: Counter[str], updates: list) -> None:
         if child.dtype == pl.Utf8 and child.null_count() < child.len() and \
                 (child.len() >= _JOINED_ROWS or _joined_hit(child)):
             new: list = []
-            _apply(child, _hits(child), counts, new)
+            cand = _candidates(child)
+            _apply(child, _scatter(child.len(), cand, _hits(child.gather(cand), child.len())), counts, new)
             if new:
                 child, changed = new[0].alias(f), True
         children.append(child)
@@ -439,16 +468,20 @@ def _apply(col, hits, counts: Counter[str], updates: list) -> None:
     updates.append(col.scatter(idx, pl.Series(new_values, dtype=pl.Utf8)))
 
 
-def _batch_attrs_hits(kind, attrs):
+def _batch_attrs_hits(kind, attrs, cand):
     """Prefilter hits of an attrs column whose rows are mostly batch lines, or None to use the general
-    path. Batch rows with a string value and all other rows take FRAME_PREFILTER."""
+    path. Batch rows with a string value and all other rows take FRAME_PREFILTER. ``cand``: the rows
+    any prefilter could match (:func:`_candidates`); only they are searched."""
     batch = kind.is_in(BATCH_KINDS).fill_null(False)
-    numeric = batch & ~attrs.str.contains('": "', literal=True).fill_null(False)
+    # a row that is no candidate holds no '"' (or is null): numeric when it is a batch row
+    has_string = _scatter(attrs.len(), cand, attrs.gather(cand).str.contains('": "', literal=True).fill_null(False))
+    numeric = batch & ~has_string
     n_numeric = int(numeric.sum())
     if n_numeric * 2 < attrs.len():
         return None
-    hits = attrs.str.contains(BATCH_ATTRS_PREFILTER).fill_null(False)
-    rest = (~numeric).arg_true()
+    sub, sub_numeric = attrs.gather(cand), numeric.gather(cand)
+    hits = sub.str.contains(BATCH_ATTRS_PREFILTER).fill_null(False)
+    rest = (~sub_numeric).arg_true()
     if rest.len():
-        hits = hits.scatter(rest, attrs.gather(rest).str.contains(FRAME_PREFILTER).fill_null(False))
-    return hits
+        hits = hits.scatter(rest, sub.gather(rest).str.contains(FRAME_PREFILTER).fill_null(False))
+    return _scatter(attrs.len(), cand, hits)

@@ -5,7 +5,7 @@ C compiler it is absent and :func:`available` is False, and ``parsers.sglang_fas
 polars path, which gives the same rows more slowly. ``FORENSICS_NATIVE=0`` turns it off (tests use
 that to hold both paths to the same output). The library's buffers come back as Arrow arrays without
 a copy: pyarrow is here only for that. The same library serves the timeline's sampler
-(:func:`json_int`, :func:`sample`).
+(:func:`json_int`, :func:`sample`) and redaction's row filter (:func:`may_hold_secret`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 from parsers.schema import FIELDS, FIELDS_OF
 
 #: The C side's FX_ABI: a library built from another revision of the source is not used.
-ABI = 3
+ABI = 4
 HERE = Path(__file__).resolve().parent
 LIBRARY = HERE / "_native" / "bulkscan.so"
 SOURCE = HERE / "_native" / "bulkscan.c"
@@ -87,6 +87,8 @@ def _load() -> ctypes.CDLL | None:
         lib.fx_sample.argtypes = [_I, _P, _I, _P, _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P,
                                   ctypes.c_double, _I, ctypes.POINTER(_I), _P, _P]
         lib.fx_sample.restype = ctypes.c_int
+        lib.fx_may_secret.argtypes = [_P, _P, _P, _I, _I, _P]
+        lib.fx_may_secret.restype = None
     except (OSError, AttributeError) as e:  # a foreign or broken build: the polars path reads the same
         why_not = f"{LIBRARY} unusable ({e})"
         return None
@@ -288,6 +290,25 @@ def json_int(arr: pa.Array, key: str) -> pa.Array:
                     bm.address if bm is not None else None, arr.offset, n, needle, len(needle), _addr(out),
                     _addr(valid))
     return pa.Array.from_buffers(pa.int64(), n, [pa.py_buffer(valid), pa.py_buffer(out)])
+
+
+def may_hold_secret(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Per string of ``arr``, whether one of forensics.redact's row prefilters could match it (a uint8 0/1,
+    0 for a null): fx_may_secret, a conservative superset of redact.JOINED_PREFILTER. Raises
+    RuntimeError if the library is not available."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError("native scanner not available")
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    n = len(arr)
+    out = bytearray(max(n, 1))
+    bm, offs, data = arr.buffers()
+    lib.fx_may_secret(offs.address, data.address if data is not None else None,
+                      bm.address if bm is not None else None, arr.offset, n, _addr(out))
+    return pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(out)])
 
 
 def _values(arr: pa.Array, kind: pa.DataType) -> tuple[int, int | None, pa.Array]:

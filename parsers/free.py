@@ -299,11 +299,10 @@ def _unflatten(line: str) -> list[tuple[str, list[str]]] | None:
     """
     if len(line) > _MAX_LINE:
         return None
-    tokens = [t.strip("`") for t in line.split()]
     header: list[str] = []
     label: list[str] = []
     groups: list[tuple[str, list[str]]] = []
-    for tok in filter(None, tokens):
+    for tok in filter(None, (t.strip("`") for t in line.split())):
         if _NUM_RE.match(tok):
             if label:
                 if label[-1][-1] not in ":：":
@@ -315,6 +314,11 @@ def _unflatten(line: str) -> list[tuple[str, list[str]]] | None:
             else:
                 return None
         elif groups or label or tok[-1] in ":：":
+            # a bad character stays in the label it joins (only the label's last ':' is dropped), and a label
+            # is either rejected below or never closed: no table (a log line with 'key: value' pairs, which
+            # the sniffer offers every line of, ends here at its first '#key:' instead of at its end)
+            if _BAD_LABEL_RE.search(tok, 0, len(tok) - 1) or (tok[-1] not in ":：" and _BAD_LABEL_RE.match(tok[-1])):
+                return None
             label.append(tok)
         else:
             header.append(tok)

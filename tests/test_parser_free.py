@@ -349,3 +349,57 @@ def test_fuzz_only_not_this_format(text):
         return
     assert r.recognized + r.unrecognized == r.lines
     free.sniff(text)
+
+
+def _unflatten_reference(line):
+    """parsers.free._unflatten before it stopped at a label's first bad character: the same answer."""
+    from parsers.free import _BAD_LABEL_RE, _MAX_LINE, _NUM_RE
+
+    if len(line) > _MAX_LINE:
+        return None
+    tokens = [t.strip("`") for t in line.split()]
+    header, label, groups = [], [], []
+    for tok in filter(None, tokens):
+        if _NUM_RE.match(tok):
+            if label:
+                if label[-1][-1] not in ":：":
+                    return None
+                groups.append((" ".join(label)[:-1], [tok]))
+                label = []
+            elif groups:
+                groups[-1][1].append(tok)
+            else:
+                return None
+        elif groups or label or tok[-1] in ":：":
+            label.append(tok)
+        else:
+            header.append(tok)
+    if label or len(groups) < 2 or not 5 <= len(groups[0][1]) <= 7:
+        return None
+    if any(not 2 <= len(vals) <= 3 for _, vals in groups[1:]):
+        return None
+    if any(_BAD_LABEL_RE.search(lab) or len(lab) > 40 for lab, _ in groups):
+        return None
+    return [(" ".join(header), [])] + groups
+
+
+_FLAT_TOKENS = ["total", "used", "free", "shared", "buff/cache", "available", "Mem:", "Swap:", "Mem：", "Low:",
+                "-/+", "buffers/cache:", "12", "0", "1.5G", "3Gi", "824", "#token:", "#running-req:", "a:b:",
+                "x:", "`Mem:`", "`12`", "[2025-11-20", "12:58:50", "DP0", "62,", "usage:", "(token/s):", "é:", "٣:"]
+
+
+_FLAT_TABLE = ["total", "used", "free", "shared", "buff/cache", "available", "Mem:", "16", "4", "8", "0", "2", "11", "Swap:", "2", "0", "2"]
+
+
+@given(st.lists(st.sampled_from(_FLAT_TOKENS), max_size=16).map(" ".join)
+       | st.tuples(st.integers(0, len(_FLAT_TABLE)), st.sampled_from(_FLAT_TOKENS), st.booleans()).map(
+           lambda c: " ".join(_FLAT_TABLE[:c[0]] + [c[1]] + _FLAT_TABLE[c[0] + c[2]:])))
+@settings(max_examples=500, deadline=None)
+def test_unflatten_stops_early_with_the_same_answer(line):
+    from parsers.free import _unflatten
+
+    assert _unflatten(line) == _unflatten_reference(line)
+
+
+def test_unflatten_reads_a_flattened_table():
+    assert free._unflatten(" ".join(_FLAT_TABLE)) == _unflatten_reference(" ".join(_FLAT_TABLE)) is not None

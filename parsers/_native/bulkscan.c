@@ -12,7 +12,8 @@
  * hold it to that.
  *
  * Two helpers of the timeline's sampler live here too, each with a polars twin it is tested against:
- * fx_json_int (an integer field of JSON strings) and fx_sample (which batch rows stay in memory).
+ * fx_json_int (an integer field of JSON strings) and fx_sample (which batch rows stay in memory); and one
+ * of redaction's: fx_may_secret (which rows a secret prefilter could match), tested against the regexes.
  *
  * No global state (one small allocation a call): safe to call from any thread on separate buffers.
  */
@@ -21,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FX_ABI 3
+#define FX_ABI 4
 #define MAX_LINE 2000
 #define MAX_FIELDS 64
 
@@ -892,4 +893,107 @@ int fx_sample(int64_t n, const int64_t *key, int64_t nkeys, const int64_t *ord0,
     free(g);
     return 0;
 #undef VALID
+}
+
+/* Which strings of an Arrow large_string array may hold a secret (forensics.redact.redact_frame): a
+ * row is flagged (out[r] = 1) unless it provably matches none of redact's row prefilters
+ * (JOINED_PREFILTER, their case-folded union), so a row left at 0 can skip them. Flagged: any byte
+ * >= 0x80 (the prefilters fold case the Unicode way: 'ſk-' matches 'sk-'), any of = @ ' " \n \0 _
+ * (every alternative without a literal below holds one), or, ASCII case folded, one of the literals of
+ * SECRET_ANCHORS, "-token" only before what the prefilters allow after it (token_next): a prefill
+ * line's "#new-token:" is no candidate. Nulls stay 0. tests/test_redact.py holds this to the regexes.
+ *
+ * A row is first read 16 bytes at a time (GCC/Clang vector extensions: SSE2 or NEON, no branch per
+ * byte, which is what a branch on every 'a', 's' or '-' of a log line costs otherwise): any special byte,
+ * or, for each anchor, a pair of its bytes that every occurrence holds and log lines rarely do (its
+ * `pair`: the offset of that pair; "-token" by "-t", its 'n' and the byte after it), sends the row to the exact
+ * test, may_secret_row. */
+static const struct { const char *lit; int pair; } SECRET_ANCHORS[] = {
+    {"sk-", 1}, {"akia", 1}, {"asia", 1}, {"bearer", 0}, {"api", 1}, {"secret", 2}, {"passw", 3}, {"x-", 0},
+    {"authorization", 7}, {"auth-token", 3}, {"access-token", 1}, {"-token", 0}, {NULL, 0}};
+
+/* after "-token": PLAIN's [ \t], FULL's [=\s\x00"',] (\s: ASCII whitespace, 0x1c-0x1f too to be safe) */
+static int token_next(uint8_t c) {
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == '=' || c == 0 || c == '"' ||
+           c == '\'' || c == ',';
+}
+
+static int anchor_at(const uint8_t *s, const uint8_t *e, const char *a, const uint8_t *lower) {
+    for (; *a; a++, s++)
+        if (s >= e || lower[*s] != (uint8_t)*a) return 0;
+    return 1;
+}
+
+/* the exact test: a special byte, or an anchor (ASCII case folded) */
+static int may_secret_row(const uint8_t *s, const uint8_t *e, const uint8_t *special, const uint8_t *lower) {
+    for (; s < e; s++) {
+        if (special[*s]) return 1;
+        for (int i = 0; SECRET_ANCHORS[i].lit; i++) {
+            const char *a = SECRET_ANCHORS[i].lit;
+            if (lower[*s] != (uint8_t)a[0] || !anchor_at(s, e, a, lower)) continue;
+            if (strcmp(a, "-token") != 0 || (s + 6 < e && token_next(s[6]))) return 1;
+        }
+    }
+    return 0;
+}
+
+typedef uint8_t fx_v16 __attribute__((vector_size(16)));
+
+static inline fx_v16 load16(const uint8_t *p) {
+    fx_v16 v;
+    memcpy(&v, p, 16);
+    return v;
+}
+
+/* the rough test of 16 positions: nonzero lanes where a special byte or an anchor's pair is */
+static inline fx_v16 rough16(const uint8_t *p) {
+    const fx_v16 v0 = load16(p), v1 = load16(p + 1), v5 = load16(p + 5), v6 = load16(p + 6);
+    const fx_v16 f0 = v0 | 0x20, f1 = v1 | 0x20; /* letters folded to lower case (others are not compared) */
+    fx_v16 m = (fx_v16)(v0 >= 0x80) | (fx_v16)(v0 == '=') | (fx_v16)(v0 == '@') | (fx_v16)(v0 == '\'') |
+               (fx_v16)(v0 == '"') | (fx_v16)(v0 == '\n') | (fx_v16)(v0 == 0) | (fx_v16)(v0 == '_');
+    const fx_v16 k0 = (fx_v16)(f0 == 'k'), dash1 = (fx_v16)(v1 == '-'), i1 = (fx_v16)(f1 == 'i');
+    m |= (k0 & dash1) | (k0 & i1) | ((fx_v16)(f0 == 's') & (i1 | (fx_v16)(f1 == 'w'))) |
+         ((fx_v16)(f0 == 'b') & (fx_v16)(f1 == 'e')) | ((fx_v16)(f0 == 'p') & i1) |
+         ((fx_v16)(f0 == 'c') & ((fx_v16)(f1 == 'r') | (fx_v16)(f1 == 'c'))) |
+         (((fx_v16)(f0 == 'x') | (fx_v16)(f0 == 'h')) & dash1) | ((fx_v16)(f0 == 'i') & (fx_v16)(f1 == 'z'));
+    /* "-token" then token_next: "-t", 'n' four bytes on, then a space, \t-\r, 0x1c-0x1f, ',' or a special byte */
+    const fx_v16 next = (fx_v16)(v6 == ' ') | (fx_v16)((fx_v16)(v6 - '\t') <= 4) |
+                        (fx_v16)((fx_v16)(v6 - 0x1c) <= 3) | (fx_v16)(v6 == ',') | (fx_v16)(v6 == '=') |
+                        (fx_v16)(v6 == 0) | (fx_v16)(v6 == '"') | (fx_v16)(v6 == '\'');
+    m |= (fx_v16)(v0 == '-') & (fx_v16)(f1 == 't') & (fx_v16)((v5 | 0x20) == 'n') & next;
+    return m;
+}
+
+static int rough_row(const uint8_t *s, int64_t len) {
+    fx_v16 acc = {0};
+    int64_t j = 0;
+    for (; j + 22 <= len; j += 16) acc |= rough16(s + j); /* rough16 reads 22 bytes */
+    if (j < len) { /* the tail (under 22 bytes), padded with a byte no test takes */
+        uint8_t pad[48];
+        memset(pad, 1, sizeof pad);
+        memcpy(pad, s + j, (size_t)(len - j));
+        acc |= rough16(pad);
+        if (len - j > 16) acc |= rough16(pad + 16);
+    }
+    uint64_t a[2];
+    memcpy(a, &acc, 16);
+    return (a[0] | a[1]) != 0;
+}
+
+void fx_may_secret(const int64_t *offsets, const uint8_t *data, const uint8_t *valid, int64_t first, int64_t n,
+                   uint8_t *out) {
+    uint8_t special[256], lower[256];
+    for (int c = 0; c < 256; c++) {
+        lower[c] = (uint8_t)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        special[c] = c >= 0x80;
+    }
+    for (const char *p = "=@'\"\n_"; *p; p++) special[(uint8_t)*p] = 1;
+    special[0] = 1;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t k = first + r;
+        out[r] = 0;
+        if (valid && !(valid[k >> 3] & (1u << (k & 7)))) continue;
+        const uint8_t *s = data + offsets[k], *e = data + offsets[k + 1];
+        out[r] = (uint8_t)(rough_row(s, e - s) && may_secret_row(s, e, special, lower));
+    }
 }
