@@ -20,7 +20,10 @@ interface the nodes reach each other on, and NCCL_SOCKET_IFNAME the same (NCCL p
 rules). A routable address that is refused or times out is a blocked port (Gloo connects on ephemeral ports, not
 only the rendezvous port), a host firewall, or the wrong one of several interfaces; ``no error`` from pair.cc is the
 peer closing the connection (a peer rank that died or gave up first). The fallback warning alone is no failure: one
-node's ranks reach each other on loopback.
+node's ranks reach each other on loopback. A failure line that names no address (``no error`` with nothing after it)
+leaves the bound address unknown: with GLOO_SOCKET_IFNAME unset the interface is proposed as the first thing to pin
+(reference/failure_messages.md §4.6; PyTorch's own advice in ProcessGroupGloo.cpp's fallback warning), while named
+routable addresses keep the port/firewall reading without it.
 
 The rows are parsers/failures.py ``gloo_transport`` facts (``dist_transport``; both engines' parsers read the
 ProcessGroupGloo lines, the failure scan any other text); a traceback or exception row whose text holds the
@@ -106,6 +109,14 @@ def detect(tl: Timeline) -> list[Finding]:
                                     "NCCL chooses its interface by its own rules: pin it to the same one"))
     else:
         peer_closed = any(e.lower().startswith("no error") for e in errors)
+        if not addresses and not env.get("GLOO_SOCKET_IFNAME"):
+            # the line names no address, so which one Gloo bound is unknown: on a multi-homed node the host name's
+            # address may sit on a network the peers do not share; pinning the interface is the cheap first step
+            # and rules that cause out (routable addresses named in the line say the interface was right)
+            iface, source = _interface(tl, env)
+            flags.append(FlagChange("GLOO_SOCKET_IFNAME", None, iface,
+                                    "unset in the input and the failure names no address: without it Gloo binds "
+                                    f"whatever the host name resolves to; {source}"))
         summary = (f"{what}. "
                    + ("pair.cc's 'no error' is the peer closing the connection: a peer rank that died or gave up "
                       "first, or a peer reached on the wrong interface. " if peer_closed else "")

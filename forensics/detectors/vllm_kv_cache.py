@@ -20,7 +20,7 @@ import math
 
 from forensics.facts import engines
 from forensics.facts.oom import memory_kind
-from forensics.facts.rows import Row, attrs, rank_of
+from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import VllmSettings, first_attr, gpu_total_bytes, of_kind, settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
 
@@ -57,7 +57,7 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
         cfg = settings(tl, run)
-        out += _too_small(tl, run, cfg)
+        out += _too_small(tl, run, cfg) or _cut_at_cache_check(tl, run, cfg)
         out += _no_room(tl, run, cfg) or _weights_oom(tl, run, cfg)
         out += _preemption(run, cfg)
     return out
@@ -186,6 +186,59 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
                  "gpu_total_bytes": total},
         flags=flags,
         actions=actions,
+    )]
+
+
+#: the V0 worker's own report of a method that raised (worker_base.py ``Error executing method %s``, 0.4–0.6;
+#: multiproc_worker_utils.py ``Exception in worker %s while processing method %s``, 0.5–0.10)
+_CACHE_METHOD_FAILED = ("method initialize_cache", "processing method initialize_cache")
+
+
+def _cut_at_cache_check(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
+    """VLLM-KV-001 when V0's ``initialize_cache`` raised after sizing the cache, but the excerpt stops before the error.
+
+    V0's ``Worker.initialize_cache`` (vllm vllm/worker/worker.py, 0.4–0.10) runs ``raise_if_cache_size_invalid``
+    first — no blocks at all, or ``max_model_len > block_size × num_gpu_blocks`` — then allocates the cache engine
+    and warms the model up (CUDA graph capture). With a positive block count the first check can only fail on the
+    length, which is the common failure there; the two later steps fail with an error of their own (an OOM, a
+    CUDA error), so the finding stays low and says what the missing line would settle."""
+    sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens") and int(r["tokens"]) > 0]
+    # the worker's report is a plain log row, outside the run's lifecycle rows: the same file and run as the sizing
+    said = [r for r in rows(tl, "log") if r.get("file") == sizing[0].get("file") and r.get("run") == sizing[0].get("run")
+            and any(m in str(attrs(r).get("message") or "") for m in _CACHE_METHOD_FAILED)] if sizing else []
+    # multiproc_worker_utils' line heads the traceback it logs, so it is the exception row's own text
+    failed = said + [r for r in of_kind(run, "exception") if "initialize_cache" in (attrs(r).get("frames") or [])
+                     or any(m in str(r.get("text") or "")[:300] for m in _CACHE_METHOD_FAILED)]
+    if not sizing or not failed:
+        return []
+    # anything that names what was raised (an exception's type, a failure line, a CUDA error) is its own account
+    if any(r.get("kind") == "exception" and attrs(r).get("exception_type") for r in run) \
+            or of_kind(run, "failure", "cuda_error", "cuda_error_oom", "kv_no_room"):
+        return []
+    capacity = int(sizing[0]["tokens"])
+    mml = cfg.num("max_model_len")
+    if mml is not None and int(mml) <= capacity:
+        return []  # the length fits: the check passed and a later step failed
+    mml_flag = engines.flag_for("vllm", "max_context") or "--max-model-len"
+    new_len = corrected_max_model_len(capacity)
+    return [make_finding(
+        "VLLM-KV-001",
+        summary=(f"vLLM V0 failed in initialize_cache right after sizing a KV cache of {capacity} tokens, and the input "
+                 "stops before the error line. The first thing initialize_cache does is refuse a max model len above "
+                 f"what the cache holds{f' ({int(mml)} tokens here)' if mml else ''}: set {mml_flag} {new_len} "
+                 "(or raise the GPU memory utilization). The full error settles it: an OOM or a CUDA error there "
+                 "would be the cache allocation or the CUDA graph warm-up instead."),
+        evidence=[*sizing[:1], *failed[:2], *cfg.evidence_rows("max_model_len")],
+        confidence="low",
+        confidence_reason="the exception's own line is not in the input: inferred from the order of initialize_cache's "
+                          "steps and the cache size" + ("; KV tokens from GPU blocks × 16 (the default block size)"
+                                                        if attrs(sizing[0]).get("block_size_assumed") else ""),
+        figures={"max_model_len": int(mml) if mml else None, "kv_cache_tokens": capacity},
+        flags=[FlagChange(mml_flag, str(int(mml)) if mml else None, str(new_len),
+                          f"the KV cache holds {capacity} tokens (the KV cache size line); rounded down → {new_len}")],
+        actions=["Read the rest of the traceback: `The model's max seq len (…) is larger than the maximum number of "
+                 "tokens that can be stored in KV cache (…)` confirms this; an out-of-memory error points at the cache "
+                 "allocation or CUDA graph capture (try --enforce-eager)."],
     )]
 
 

@@ -26,7 +26,7 @@ launch, ``"command"`` for code or a command line that performs one) or script co
 * Slurm: ``#SBATCH --mem=…`` (MiB without a suffix; ``K M G T`` binary; ``0`` = all of the node's
   memory), ``--mem-per-gpu``, ``--gres=gpu[:type]:N``, ``--gpus[-per-node]=N``, ``--nodes``;
   ``srun … launch_server`` is a launch like any other (``attrs.wrapper = "srun"``).
-* ``export SGLANG_…=…`` (also ``SGL_``, ``VLLM_``, ``NCCL_``, ``CUDA_``, ``PYTORCH_``) before a launch
+* ``export SGLANG_…=…`` (also ``SGL_``, ``VLLM_``, ``NCCL_``, ``GLOO_``, ``TORCH_``, ``CUDA_``, ``PYTORCH_``) before a launch
   joins its ``env`` (``attrs.env_exported`` names them).
 
 >>> slurm_memory("400G"), slurm_memory("512000"), slurm_memory("0")
@@ -46,7 +46,7 @@ from parsers.launch import vocab
 from parsers.launch import yaml_recipe as launch_yaml
 from parsers.units import GIB, KIB, MIB, TIB
 
-EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "CUDA_", "PYTORCH_", "LMCACHE_")
+EXPORT_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "NCCL_", "GLOO_", "TORCH_", "CUDA_", "PYTORCH_", "LMCACHE_")
 
 
 def _launch():
