@@ -41,6 +41,7 @@ VLLM-HOST-002 reads the deaths of reference/vllm_formats.md §3.6 and Ray's (§3
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from forensics.facts import engines
@@ -415,7 +416,7 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
     measured = stall and silence_measured(tl, run)
     if measured:
         words += ", and stayed silent until the end of the evidence"
-    return make_finding(
+    found = make_finding(
         "VLLM-HOST-001",
         summary=(f"{ranks} vLLM ranks ({how}) ask {fmt_gib(demand)} of host memory for their pools ("
                  + " + ".join(w for w, _b in requested) + f"), and {words}. The input does not state the host's "
@@ -440,6 +441,9 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
                  "an engine-wide one as (that − a reserve) ÷ the engines.",
                  "Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`) for the kill."],
     )
+    # the catalog's title says the total exceeds the host; here the host's size is the unknown
+    return dataclasses.replace(found, title="vLLM's per-GPU host pools times the ranks, against a host size the "
+                                            "input does not state")
 
 
 # ----------------------------------------------------------------------------------------------
