@@ -8,6 +8,8 @@ Sources (the messages as the engine raises them; read in sgl-project/sglang):
   server_args.py::PortArgs.init_new (0.4.x-0.5.x): ``please provide --dist-init-addr as host:port of head node``.
 - sglang python/sglang/srt/distributed/parallel_state.py::initialize_model_parallel (0.4.x-0.5.x):
   ``world_size (N) is not equal to tensor_model_parallel_size (T) x pipeline_model_parallel_size (P)``.
+- sglang python/sglang/srt/layers/dp_attention.py::compute_dp_attention_world_info (main, 2026): ``tp_size must
+  be divisible by dp_size * attn_cp_size for DP attention``.
 - sglang python/sglang/srt/managers/tp_worker.py::TpModelWorker.__init__ (0.4.x-0.5.x): ``max_running_request is
   zero`` (the cap is min(--max-running-requests, ÷ dp_size under DP attention; the request-slot pool)) and
   ``Memory pool size is too small`` (the longest request, the token pool minus ~6 tokens, is not positive): this
@@ -51,6 +53,7 @@ DIST_ADDR = re.compile(r"please provide --dist-init-addr as host:port")
 WORLD_SIZE = re.compile(
     r"world_size \((\d+)\) is not equal to tensor_model_parallel_size \((\d+)\) x pipeline_model_parallel_size \((\d+)\)")
 # only the raising form: with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set the same sentence is a warning
+DP_ATTN_TP = re.compile(r"tp_size must be divisible by dp_size")
 MRR_ZERO = re.compile(r"max_running_request is zero")
 POOL_TOO_SMALL = re.compile(r"Memory pool size is too small")
 CONTEXT_LEN = re.compile(
@@ -172,6 +175,25 @@ def _context_len(m: re.Match, cfg: ServerConfig) -> Refusal:
         {"context_length": asked, "derived_context_length": derived}, ("context_length",))
 
 
+def _dp_attn_tp(m: re.Match, cfg: ServerConfig) -> Refusal:
+    tp, dp = _int(cfg, "tp_size", "tp", "tensor_parallel_size"), _int(cfg, "dp_size", "dp")
+    cp = _int(cfg, "attn_cp_size") or 1
+    flags, said = [], ""
+    if tp and dp:
+        said = f": --tp-size {tp} is not a multiple of --dp-size {dp}" + (f" × attention CP {cp}" if cp > 1 else "")
+        fits = [d for d in range(dp, 0, -1) if tp % (d * cp) == 0]
+        if fits and fits[0] != dp:
+            flags.append(FlagChange("--dp-size", str(dp), str(fits[0]),
+                                    f"the largest DP size not above {dp} that divides --tp-size {tp}: each DP rank's "
+                                    f"attention runs on tp ÷ dp = {tp // (fits[0] * cp)} GPUs"))
+    return Refusal(
+        "SGLang refused the launch: DP attention splits the tensor-parallel GPUs into equal attention groups, so "
+        "tp_size must be a multiple of dp_size" + said + ".",
+        flags, ["Choose --dp-size (× attention context parallelism) as a divisor of --tp-size; with DP attention on "
+                "every GPU its own DP rank, --dp-size equals --tp-size."],
+        {"tp_size": tp, "dp_size": dp}, ("tp_size", "tp", "dp_size", "dp"))
+
+
 def _mrr_zero(m: re.Match, cfg: ServerConfig) -> Refusal:
     mrr, dp = _int(cfg, "max_running_requests"), _int(cfg, "dp_size", "dp") or 1
     dp_attn = cfg.enabled("enable_dp_attention")
@@ -209,6 +231,7 @@ def _pool_too_small(m: re.Match, cfg: ServerConfig) -> Refusal | None:
 CHECKS: tuple[tuple[re.Pattern, Callable[[re.Match, ServerConfig], Refusal | None]], ...] = (
     (TP_NODES, _tp_nodes), (DP_MULTINODE, _dp_multinode), (CHUNK_PAGE, _chunk_page), (PP_OVERLAP, _pp_overlap),
     (DIST_ADDR, _dist_addr), (WORLD_SIZE, _world_size), (CONTEXT_LEN, _context_len), (MRR_ZERO, _mrr_zero),
+    (DP_ATTN_TP, _dp_attn_tp),
     (POOL_TOO_SMALL, _pool_too_small),
 )
 
