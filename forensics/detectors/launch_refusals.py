@@ -45,17 +45,27 @@ from ._common import make_finding
 
 _KINDS = ("scheduler_exception", "exception", "failure", "init_failed", "rank_dead")
 
+# sglang python/sglang/srt/server_args.py::check_server_args (0.4.x-0.5.x)
 TP_NODES = re.compile(r"tp_size must be divisible by number of nodes")
+# sglang python/sglang/srt/server_args.py::check_server_args (0.4.x-0.5.x)
 DP_MULTINODE = re.compile(r"multi-node data parallel is not supported")
+# sglang python/sglang/srt/server_args.py::check_server_args (0.4.x-0.5.x)
 CHUNK_PAGE = re.compile(r"chunked_prefill_size must be divisible by page_size")
+# sglang python/sglang/srt/server_args.py::check_server_args (0.4.6-0.5.x)
 PP_OVERLAP = re.compile(r"Pipeline parallelism is not compatible with overlap schedule")
+# sglang python/sglang/srt/server_args.py::PortArgs.init_new (0.4.x-0.5.x)
 DIST_ADDR = re.compile(r"please provide --dist-init-addr as host:port")
+# sglang python/sglang/srt/distributed/parallel_state.py::initialize_model_parallel (0.4.x-0.5.x)
 WORLD_SIZE = re.compile(
     r"world_size \((\d+)\) is not equal to tensor_model_parallel_size \((\d+)\) x pipeline_model_parallel_size \((\d+)\)")
-# only the raising form: with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set the same sentence is a warning
+# sglang python/sglang/srt/layers/dp_attention.py::compute_dp_attention_world_info (main)
 DP_ATTN_TP = re.compile(r"tp_size must be divisible by dp_size")
+# sglang python/sglang/srt/managers/tp_worker.py::TpModelWorker.__init__ (0.4.x-0.5.x)
 MRR_ZERO = re.compile(r"max_running_request is zero")
+# sglang python/sglang/srt/managers/tp_worker.py::TpModelWorker.__init__ (0.4.x-0.5.x)
 POOL_TOO_SMALL = re.compile(r"Memory pool size is too small")
+# sglang python/sglang/srt/configs/model_config.py::_derive_context_length (0.4.x-0.5.x); only the raising
+# form: with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set the same sentence is a warning
 CONTEXT_LEN = re.compile(
     r"context_length \((\d+)\) is greater than the derived context_length \((\d+)\)[^\n]{0,400}?To allow overriding")
 

@@ -245,7 +245,8 @@ parameter parameters flag flags option options setting settings value values arg
 
 
 #: a value that names the slot rather than filling it, as an engine's own message writes it ("please provide
-#: --dist-init-addr as host:port of head node"): not a setting anyone ran
+#: --dist-init-addr as host:port of head node", sglang python/sglang/srt/server_args.py::PortArgs.init_new
+#: (0.4.x-0.5.x)): not a setting anyone ran
 _PLACEHOLDER_RE = re.compile(r"^(?:host|ip|addr|address|hostname)(?::port)?$|^<[^<>]*>$", re.IGNORECASE)
 
 _OFF = frozenset(("false", "0", "no", "off", "none"))
