@@ -702,6 +702,10 @@ def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch 
             or "Not enought memory. Please try to increase --mem-fraction-static" in msg:
         mf = _MEM_FRACTION.search(msg)
         return _ev("not_enough_memory", {"ratio": _float(mf.group(1)) if mf else None})
+    # the same pool, a few tokens above zero: the token pool must hold at least one request of ~6 tokens
+    # (sglang python/sglang/srt/managers/tp_worker.py::TpModelWorker.__init__, 0.4.x-0.5.x)
+    if msg.startswith("Memory pool size is too small") or "AssertionError: Memory pool size is too small" in msg:
+        return _ev("not_enough_memory", {"ratio": None}, {"form": "pool_too_small"})
     if "Loaded weights leave no GPU memory for the KV cache" in msg:
         f, a, mv = _NO_KV_ROOM.search(msg), _RAISE_ABOVE.search(msg), _MIN_VIABLE.search(msg)
         attrs = {"raise_above": _float(a.group(1)) if a else None,

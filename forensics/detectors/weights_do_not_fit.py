@@ -72,6 +72,9 @@ def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for ref, run in iter_runs(tl):
         hits = of_kind(run, "not_enough_memory", "weights_no_kv_room")
+        if server_config(tl, run).num("max_total_tokens") is not None:
+            # a pool of a few tokens under a stated --max-total-tokens is that flag's doing (SGL-RUN-005), not the weights'
+            hits = [r for r in hits if attrs(r).get("form") != "pool_too_small"]
         # "max_total_tokens=N is larger than the profiled value -M": the KV budget after the weights is negative,
         # and a forced --max-total-tokens then allocates a pool the GPU does not have
         hits += [r for r in of_kind(run, "kv_sizing") if attrs(r).get("warning") == "max_total_tokens_above_profiled"

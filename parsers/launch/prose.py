@@ -244,6 +244,11 @@ per so than that the their then there these this those to was were which while w
 parameter parameters flag flags option options setting settings value values argument arguments"""))
 
 
+#: a value that names the slot rather than filling it, as an engine's own message writes it ("please provide
+#: --dist-init-addr as host:port of head node", sglang python/sglang/srt/server_args.py::PortArgs.init_new
+#: (0.4.x-0.5.x)): not a setting anyone ran
+_PLACEHOLDER_RE = re.compile(r"^(?:host|ip|addr|address|hostname)(?::port)?$|^<[^<>]*>$", re.IGNORECASE)
+
 _OFF = frozenset(("false", "0", "no", "off", "none"))
 
 
@@ -269,7 +274,7 @@ def _clean_value(raw: str) -> str:
 def _value_ok(flag: str, value: str) -> bool:
     if not value or value.startswith("-") and not _NUMBER_RE.match(value):
         return False
-    if value.lower() in ("none", "null", "nil", "n/a"):
+    if value.lower() in ("none", "null", "nil", "n/a") or _PLACEHOLDER_RE.match(value):
         return False
     if _NUMBER_RE.match(value) or value.lower() in ("true", "false"):
         return True
