@@ -51,6 +51,7 @@ from . import (
     shm_exhausted,
     stacks,
     stalled,
+    start_settings,
     stranded_context,
     vllm_accounting,
     vllm_headroom,
@@ -98,6 +99,7 @@ DETECTORS = (
     recorded_history,
     gpu_driver,
     build_compat,
+    start_settings,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
