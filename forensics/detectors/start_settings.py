@@ -1,6 +1,6 @@
-"""SGL-RUN-005 / SGL-RUN-006: start-up failures that a launch setting causes and names, not memory or a bug.
+"""SGL-RUN-007 / SGL-RUN-006: start-up failures that a launch setting causes and names, not memory or a bug.
 
-SGL-RUN-005, a NUMA binding the host refuses. With SGLANG_NUMA_BIND_V2 on (the default of recent releases) SGLang
+SGL-RUN-007, a NUMA binding the host refuses. With SGLANG_NUMA_BIND_V2 on (the default of recent releases) SGLang
 spawns every scheduler through a small script that execs ``numactl --cpunodebind=N --membind=N`` in front of the
 interpreter (sglang python/sglang/srt/utils/numa_utils.py (0.5.x) ``configure_subprocess``,
 ``_create_numactl_executable``). Its pre-flight check only reads the memory policy (``get_mempolicy``); a container
@@ -93,7 +93,7 @@ def _numa(tl: Timeline) -> list[Finding]:
                        "cpuset.mems; releases that probe numactl fall back to a weaker binding by themselves.")
     actions.append("Check the refusal by hand: `numactl --cpunodebind=0 --membind=0 true; echo $?` inside the "
                    "container, and `grep Mems_allowed_list /proc/self/status`.")
-    return [make_finding("SGL-RUN-005", summary=summary, evidence=hits[:3], confidence="high",
+    return [make_finding("SGL-RUN-007", summary=summary, evidence=hits[:3], confidence="high",
                          figures={"option": a.get("option"), "error": a.get("error")}, flags=flags, actions=actions)]
 
 
