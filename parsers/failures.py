@@ -77,6 +77,7 @@ CLASSES = {
     "device_assert": "a CUDA kernel's device-side assertion failed (an index out of range): the context is dead",
     "arch_unsupported": "the GPU's architecture cannot run a kernel or data type that was asked for",
     "abi_mismatch": "a compiled extension does not match the library it was loaded against (undefined symbol)",
+    "numa_bind_refused": "numactl could not apply a NUMA binding and exited before the program it wraps started",
 }
 
 # A figure starts where a number does and its digits are possessive: searched in a line of digits, a
@@ -570,6 +571,16 @@ KV_POOL_LEAK = re.compile(r"\b\w+ memory leak detected!|\b(?:Full|SWA|Mamba) Poo
 #: argparse's refusal of a command line, ``prog: error: …`` after the usage line (Python's argparse; an
 #: old launch script meets a release that dropped a flag: sglang_formats.md §8, vllm_formats.md §5.1)
 #: cpython Lib/argparse.py (3.x: ``prog: error: …``)
+#: numactl's own refusal: each binding option calls checkerror(), which perror()s the option's words and exits 1
+#: before exec-ing the wrapped program (numactl numactl.c (2.0.x) ``checkerror("setting membind")``,
+#: ``"setting preferred node"``, ``"setting interleave mask"``, ``"sched_setaffinity"``)
+NUMACTL_REFUSED = re.compile(r"^(setting membind|setting preferred node|setting interleave mask|setting local allocation|"
+                             r"sched_setaffinity): ([A-Z][a-z]{1,20}(?: [a-z]{1,20}){0,4})\s*$")
+#: the same refusal glued to the end of another record's text (a log parser appends unprefixed lines to the record
+#: above), where it ends the text or a line of it
+NUMACTL_REFUSED_IN_TEXT = re.compile(r"(setting membind|setting preferred node|setting interleave mask|"
+                                     r"setting local allocation|sched_setaffinity): ([A-Z][a-z]{1,20}(?: [a-z]{1,20}){0,4})"
+                                     r"[ \t]*(?:$|\n)")
 _USAGE_ERROR = re.compile(r"^[\w./-]{1,200}(?: [\w.-]{1,60})?: error: (unrecognized arguments: .{1,500}|argument [^:]{1,200}: .{1,500}|"
                           r"the following arguments are required: .{1,500})$")
 # reference/vllm_formats.md §3.6 and reference/sglang_formats.md §7 (start-up failures)
@@ -651,7 +662,8 @@ _TRIGGER = re.compile(
     r"in use|not idle|become idle|Cannot map|[Ff]ailed|[Ll]eak|resource|HSA_|HIP|hip|CUBLAS|CUDNN|CUFFT|[Hh]ealth|already|"
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
-    r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname"
+    r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
+    r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity"
 )
 
 
@@ -952,6 +964,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                "message": msg[:2000]}
     if died and _STARTUP.search(head):
         return "failure", {}, {"failure": "startup_failed", "message": msg[:500]}
+    if (nb := NUMACTL_REFUSED.match(head)) is not None:
+        return "failure", {}, {"failure": "numa_bind_refused", "option": nb.group(1), "error": nb.group(2),
+                               "message": msg[:500]}
     if (ue := _USAGE_ERROR.match(head)) is not None:
         # the command line never became a server: a start-up failure that names what was refused
         return "failure", {}, {"failure": "startup_failed", "usage_error": ue.group(1)[:500], "message": msg[:500]}
@@ -1351,5 +1366,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MIB", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

@@ -52,6 +52,7 @@ from . import (
     shm_exhausted,
     stacks,
     stalled,
+    start_settings,
     stranded_context,
     vllm_accounting,
     vllm_headroom,
@@ -100,6 +101,7 @@ DETECTORS = (
     recorded_history,
     gpu_driver,
     build_compat,
+    start_settings,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:

@@ -48,7 +48,7 @@ from typing import Any
 
 import polars as pl
 
-from forensics.facts.launch import server_config
+from forensics.facts.launch import launch_rows, server_config
 from forensics.facts.lifecycle import end_events, group_snapshots, is_sglang_process
 from forensics.facts.rows import Row, attrs, rank_of, rows, to_number
 from forensics.facts.runs import iter_runs
@@ -496,6 +496,9 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     elif st["order"] <= STAGES["dist_init_begin"][0]:
         actions.append(f"Check the rendezvous: {reach}.")
     if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
+        host_ip = _host_ip_flag(tl, vllm)
+        if host_ip is not None:
+            flags = [*flags, host_ip]
         actions.append("The ranks were setting up their groups over several nodes: each node must advertise the "
                        "address the others reach it on (SGLANG_HOST_IP / VLLM_HOST_IP, the same network NCCL_SOCKET_IFNAME "
                        "and GLOO_SOCKET_IFNAME name); an auto-detected address on another interface leaves the groups' "
@@ -521,6 +524,31 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     if st["how"] == "unmeasured":  # the catalog's title says it stopped; here only the log's end is known
         finding.title = "A server's log ends at a start-up stage with no error; whether it hung there is not measured"
     return finding
+
+
+#: the variables each engine reads for the address a node advertises to the others, its own first (sglang
+#: python/sglang/srt/utils/common.py::get_local_ip_auto (0.5.x) reads SGLANG_HOST_IP, then HOST_IP; vllm
+#: vllm/envs.py (0.5-0.11) VLLM_HOST_IP)
+_HOST_IP_VARS = {"sglang": ("SGLANG_HOST_IP", "HOST_IP"), "vllm": ("VLLM_HOST_IP",)}
+
+
+def _host_ip_flag(tl: Timeline, vllm: bool) -> FlagChange | None:
+    """The advertised address to pin when ranks spanning nodes stop while connecting their groups.
+
+    Past the custom all-reduce's spans-nodes line the group's broadcast queue binds the auto-detected address
+    (shm_broadcast.py ``MessageQueue``: ``get_local_ip_auto`` / ``get_ip`` when a reader is remote) and waits for the
+    remote readers; on a multi-homed node that address may sit on a network the peers do not share, and the wait
+    has no timeout or error. None when the launch already sets one of the engine's variables.
+    """
+    env: dict[str, str] = {}
+    for r in launch_rows(tl):
+        env.update({str(k): str(v) for k, v in (attrs(r).get("env") or {}).items()})
+    names = _HOST_IP_VARS["vllm" if vllm else "sglang"]
+    if any(env.get(n) for n in names):
+        return None
+    return FlagChange(names[0], None, "<this node's inter-node address>",
+                      "unset in the input: over several nodes each group's broadcast queue binds the auto-detected "
+                      "address, which on a node with several interfaces may be one the others cannot reach")
 
 
 #: SGLang before 0.4.4 split --dist-init-addr on ":" into host and port (sglang
