@@ -77,6 +77,8 @@ CLASSES = {
     "device_assert": "a CUDA kernel's device-side assertion failed (an index out of range): the context is dead",
     "arch_unsupported": "the GPU's architecture cannot run a kernel or data type that was asked for",
     "abi_mismatch": "a compiled extension does not match the library it was loaded against (undefined symbol)",
+    "memory_saver_oom": "the memory saver could not map GPU memory for a paused region (out of memory) and exited",
+    "memory_resume_failed": "a client's request that SGLang map its paused memory back failed or timed out",
     "numa_bind_refused": "numactl could not apply a NUMA binding and exited before the program it wraps started",
 }
 
@@ -164,6 +166,20 @@ _AVAIL_FREE = re.compile(r"Available Free mem\s*:\s*" + _N + r"\s*([KMGT]?B)", r
 _AVAIL_FREE_BOGUS_MB = 1 << 40
 # §2.1, §2.2 (the runtime error strings), §3 (HIP)
 _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
+
+#: torch_memory_saver's fatal checks (SGLang's --enable-memory-saver regions: the pools RL trainers pause and
+#: resume): CURESULT_CHECK / CUDA_ERROR_CHECK print the driver's or runtime's code, then exit(1) with no traceback
+#: (torch_memory_saver csrc/utils.h (0.0.6-0.0.9) ``CUresult error: 2 (out of memory) file=… func=… line=…``;
+#: torch_memory_saver csrc/torch_memory_saver.cpp (0.0.4-0.0.5) ``CUresult error  result=2 file=…``). Code 2 is
+#: CUDA_ERROR_OUT_OF_MEMORY (CUresult) and cudaErrorMemoryAllocation (cudaError_t); the non-fatal
+#: ``cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue …)`` notice, followed by a retry, is not matched.
+MEMORY_SAVER_OOM = re.compile(r"\[torch_memory_saver\.cpp\] (CUresult|cudaError) error:? {1,2}(?:result=)?2\b"
+                              r"[^\n]{0,200}?\bfunc=(\w{1,60})")
+#: a client's report that its call of SGLang's resume endpoint failed (the endpoint's name: sglang
+#: python/sglang/srt/entrypoints/http_server.py (0.4.6-0.5.x) ``/resume_memory_occupation``), e.g. a colocated
+#: trainer's ``Async request to resume_memory_occupation timed out (attempt 1)``
+MEMORY_RESUME_FAILED = re.compile(r"\bresume_memory_occupation\b[^\n]{0,160}?\b(timed out|failed|[Ee]rror)\b")
+
 #: a native check that prints and exits with no Python traceback: the custom all-reduce's CUDACHECK (vllm
 #: csrc/custom_all_reduce.cuh (0.3-0.11) ``Failed: Cuda error %s:%d '%s'``, older builds without "Cuda error"; sglang
 #: sgl-kernel/csrc/allreduce/custom_all_reduce.cuh (0.4-0.5) the same macro)
@@ -802,6 +818,11 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                 "message": msg[:2000]}
         return "cuda_error_oom", {k: v for k, v in cols.items() if v is not None}, {
             "api": "cudaHostRegister", "host_pinned": True, "rc": _int(r.group(1)), "message": msg[:2000]}
+    if (ms := MEMORY_SAVER_OOM.search(head)) is not None:
+        return "failure", {}, {"failure": "memory_saver_oom", "api": ms.group(1), "func": ms.group(2),
+                               "message": msg[:500]}
+    if (mr := MEMORY_RESUME_FAILED.search(head)) is not None:
+        return "failure", {}, {"failure": "memory_resume_failed", "outcome": mr.group(1), "message": msg[:500]}
     if (nc := _NATIVE_CHECK.match(head)) is not None:
         return "failure", {}, {"failure": "cuda_error", "source_file": nc.group(1).rsplit("/", 1)[-1],
                                "source_line": int(nc.group(2)), "cuda_message": nc.group(3), "message": msg[:2000]}
@@ -1366,5 +1387,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MEMORY_RESUME_FAILED", "MEMORY_SAVER_OOM", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

@@ -41,6 +41,7 @@ from . import (
     kv_pool_leak,
     launch_refusals,
     memory_balance,
+    memory_saver,
     missing_facts,
     model_fit,
     nccl_timeout,
@@ -104,6 +105,7 @@ DETECTORS = (
     gpu_driver,
     build_compat,
     start_settings,
+    memory_saver,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
