@@ -251,8 +251,13 @@ def _text(row: Row) -> str:
     return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
 
 
-def detect(tl: Timeline) -> list[Finding]:
-    for pattern, explain in CHECKS:
+Explain = Callable[[re.Match, ServerConfig], "Refusal | None"]
+
+
+def refusal_findings(tl: Timeline, rule_id: str, checks: tuple[tuple[re.Pattern, Explain], ...]) -> list[Finding]:
+    """The first of ``checks`` an engine's failure line matches, as ``rule_id``'s finding (one way for SGLang's
+    and vLLM's refusals: the message's own figures, the launch's values it names as evidence)."""
+    for pattern, explain in checks:
         hits = [(r, m) for r in rows(tl, *_KINDS) if (m := pattern.search(_text(r)))]
         if not hits:
             continue
@@ -262,9 +267,13 @@ def detect(tl: Timeline) -> list[Finding]:
             continue
         figures = {k: v for k, v in found.figures.items() if v is not None}
         return [make_finding(
-            "SGL-RUN-005", summary=found.summary,
+            rule_id, summary=found.summary,
             evidence=[*(r for r, _ in hits[:3]), *cfg.evidence_rows(*(k for k in found.keys if cfg.get(k) is not None))],
             confidence="high", ranks=[x for x in (rank_of(r) for r, _ in hits) if x is not None],
             figures=figures, flags=found.flags, actions=found.actions,
         )]
     return []
+
+
+def detect(tl: Timeline) -> list[Finding]:
+    return refusal_findings(tl, "SGL-RUN-005", CHECKS)

@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.launch import ServerConfig
 from forensics.model import Finding, FlagChange, Timeline
 
-from ._common import make_finding
-
-_KINDS = ("exception", "failure", "init_failed", "rank_dead", "scheduler_exception")
+from .launch_refusals import Refusal, refusal_findings
 
 # vllm vllm/config.py::SchedulerConfig._verify_args (0.4-0.10); vllm/config/scheduler.py (0.11+)
 BATCH_BELOW_LEN = re.compile(r"max_num_batched_tokens \((\d+)\) is smaller than max_model_len \((\d+)\)")
@@ -54,15 +51,8 @@ def tp_that_divides(heads: int, tp: int) -> int:
     return next(t for t in range(max(tp, 1), 0, -1) if heads % t == 0)
 
 
-@dataclass
-class Refusal:
-    summary: str
-    flags: list[FlagChange]
-    actions: list[str]
-    figures: dict
 
-
-def _batch_below_len(m: re.Match) -> Refusal:
+def _batch_below_len(m: re.Match, cfg: ServerConfig) -> Refusal:
     batch, length = (int(x) for x in m.groups())
     return Refusal(
         f"vLLM refused the launch: --max-num-batched-tokens {batch} is below --max-model-len {length}. Without "
@@ -75,7 +65,7 @@ def _batch_below_len(m: re.Match) -> Refusal:
         {"max_num_batched_tokens": batch, "max_model_len": length})
 
 
-def _batch_below_seqs(m: re.Match) -> Refusal:
+def _batch_below_seqs(m: re.Match, cfg: ServerConfig) -> Refusal:
     batch, seqs = (int(x) for x in m.groups())
     return Refusal(
         f"vLLM refused the launch: --max-num-batched-tokens {batch} is below --max-num-seqs {seqs}. Every running "
@@ -87,7 +77,7 @@ def _batch_below_seqs(m: re.Match) -> Refusal:
         {"max_num_batched_tokens": batch, "max_num_seqs": seqs})
 
 
-def _heads_tp(m: re.Match) -> Refusal:
+def _heads_tp(m: re.Match, cfg: ServerConfig) -> Refusal:
     heads, tp = (int(x) for x in m.groups())
     fit = tp_that_divides(heads, tp)
     return Refusal(
@@ -101,7 +91,7 @@ def _heads_tp(m: re.Match) -> Refusal:
         {"attention_heads": heads, "tensor_parallel_size": tp, "proposed_tensor_parallel_size": fit})
 
 
-def _tp_gpus(m: re.Match) -> Refusal:
+def _tp_gpus(m: re.Match, cfg: ServerConfig) -> Refusal:
     tp, gpus = (int(x) for x in m.groups())
     return Refusal(
         f"vLLM refused --tensor-parallel-size {tp}: this process sees {gpus} GPU(s) (CUDA_VISIBLE_DEVICES, the "
@@ -113,7 +103,7 @@ def _tp_gpus(m: re.Match) -> Refusal:
         {"tensor_parallel_size": tp, "visible_gpus": gpus})
 
 
-def _util_range(m: re.Match) -> Refusal:
+def _util_range(m: re.Match, cfg: ServerConfig) -> Refusal:
     given = float(m.group(1))
     # 30-100 reads as a percentage; anything else gets vLLM's default fraction
     new = f"{given / 100:.2f}" if 30 <= given <= 100 else "0.90"
@@ -125,26 +115,11 @@ def _util_range(m: re.Match) -> Refusal:
         {"gpu_memory_utilization": given})
 
 
-CHECKS: tuple[tuple[re.Pattern, Callable[[re.Match], Refusal]], ...] = (
+CHECKS: tuple[tuple[re.Pattern, Callable[[re.Match, ServerConfig], Refusal]], ...] = (
     (BATCH_BELOW_LEN, _batch_below_len), (BATCH_BELOW_SEQS, _batch_below_seqs), (HEADS_TP, _heads_tp),
     (TP_GPUS, _tp_gpus), (UTIL_RANGE, _util_range),
 )
 
 
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
-
-
 def detect(tl: Timeline) -> list[Finding]:
-    for pattern, explain in CHECKS:
-        hits = [(r, m) for r in rows(tl, *_KINDS) if (m := pattern.search(_text(r)))]
-        if not hits:
-            continue
-        found = explain(hits[0][1])
-        return [make_finding(
-            "VLLM-RUN-001", summary=found.summary, evidence=[r for r, _ in hits[:3]], confidence="high",
-            ranks=[x for x in (rank_of(r) for r, _ in hits) if x is not None],
-            figures=found.figures, flags=found.flags, actions=found.actions,
-        )]
-    return []
+    return refusal_findings(tl, "VLLM-RUN-001", CHECKS)
