@@ -148,7 +148,8 @@ class Stream:
         """
         out: list[str] = []
         tagged = False
-        for text, meta in zip(self.text.split("\n")[:max_lines], self.meta[:max_lines], strict=False):
+        # only the head is split: a big stream's whole text is not copied into lines to sniff its start
+        for text, meta in zip(self.text.split("\n", max_lines)[:max_lines], self.meta[:max_lines], strict=False):
             if meta is not None and "ray" in meta.envelope and meta.pid is not None:
                 tagged = True
                 actor = f"{meta.ray_actor} " if meta.ray_actor else ""

@@ -24,7 +24,7 @@ it, and without CUDA graphs the same decode batches reach the same cap eagerly.
 from __future__ import annotations
 
 from forensics.facts.launch import launch_rows, server_config
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, attrs, rank_of, row_words, rows
 from forensics.facts.stages import SERVING
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import DEEPEP_DISPATCH_CAP
@@ -42,11 +42,6 @@ def largest_fitting(cap: int, tokens_per_request: int) -> int:
     return max(1, cap // max(1, tokens_per_request))
 
 
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
-
-
 def _cap(tl: Timeline) -> tuple[int, str | None, list[Row]]:
     """The cap the launch set (the last launch that names it wins), else the default."""
     for r in reversed(launch_rows(tl)):
@@ -57,8 +52,8 @@ def _cap(tl: Timeline) -> tuple[int, str | None, list[Row]]:
 
 
 def _in_capture(hits: list[Row], tl: Timeline) -> bool:
-    if any(r.get("kind") == "cuda_graph_failed" or "Capture cuda graph failed" in _text(r)
-           or "capture_one_batch_size" in _text(r) for r in hits):
+    if any(r.get("kind") == "cuda_graph_failed" or "Capture cuda graph failed" in row_words(r)
+           or "capture_one_batch_size" in row_words(r) for r in hits):
         return True
     return bool(rows(tl, "cuda_graph_begin", "capture_progress")) and not rows(tl, "cuda_graph_end", "server_ready")
 
@@ -75,7 +70,7 @@ def _graph_bs(cfg, tl: Timeline) -> tuple[int | None, list[Row]]:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    hits = [r for r in rows(tl, *_KINDS) if DEEPEP_DISPATCH_CAP.search(_text(r))]
+    hits = [r for r in rows(tl, *_KINDS) if DEEPEP_DISPATCH_CAP.search(row_words(r))]
     if not hits:
         return []
     cfg = server_config(tl)

@@ -450,9 +450,8 @@ def _no_graphs_flag(fatal: list[Row]) -> FlagChange:
     eager mode, … use '--enforce-eager'", the capture line's own advice)."""
     why = ("the server died during CUDA-graph capture of something that is no OOM: run once without graphs to confirm "
            "the capture path is what fails (slower decode), then report the kernel")
-    if engine_of(fatal) == "vllm":
-        return FlagChange(flag_for("vllm", "eager") or "--enforce-eager", None, "true", why)
-    return FlagChange("--disable-cuda-graph", None, "true", why)
+    return FlagChange(flag_for("vllm" if engine_of(fatal) == "vllm" else "sglang", "eager") or "--disable-cuda-graph",
+                      None, "true", why)
 
 
 def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> FlagChange | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, rank_of, row_words, rows
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import HICACHE_HOST_SMALLER
 
@@ -37,14 +37,9 @@ def host_gb_for(device_tokens: int, bytes_per_token: float, ratio: float = DEFAU
     return math.ceil(ratio * device_tokens * bytes_per_token / 1e9)
 
 
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
-
-
 def refused(tl: Timeline) -> list[Row]:
     """The rows that carry SGLang's host-smaller-than-device assertion."""
-    return [r for r in rows(tl, *_KINDS) if HICACHE_HOST_SMALLER.search(_text(r))]
+    return [r for r in rows(tl, *_KINDS) if HICACHE_HOST_SMALLER.search(row_words(r))]
 
 
 def detect(tl: Timeline) -> list[Finding]:

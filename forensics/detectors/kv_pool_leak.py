@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import Row, rank_of, row_words, rows
 from forensics.model import Finding, Timeline
 from parsers.failures import KV_POOL_LEAK
 
@@ -49,21 +49,16 @@ def accounting(text: str) -> tuple[int, int] | None:
     return (sum(buckets), total) if total is not None and buckets else None
 
 
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
-
-
 def _raised(row: Row) -> bool:
-    return row.get("kind") in ("scheduler_exception", "exception") or "Error:" in _text(row)
+    return row.get("kind") in ("scheduler_exception", "exception") or "Error:" in row_words(row)
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    hits = [r for r in rows(tl, *_KINDS) if KV_POOL_LEAK.search(_text(r))]
+    hits = [r for r in rows(tl, *_KINDS) if KV_POOL_LEAK.search(row_words(r))]
     if not hits:
         return []
     died = any(_raised(r) for r in hits) or bool(rows(tl, "sigquit"))
-    counted = next((c for c in (accounting(KV_POOL_LEAK.split(_text(r), 1)[-1]) for r in hits) if c), None)
+    counted = next((c for c in (accounting(KV_POOL_LEAK.split(row_words(r), 1)[-1]) for r in hits) if c), None)
     figures: dict = {"checks": len(hits), "server_died": died}
     said = ""
     if counted:

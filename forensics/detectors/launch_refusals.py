@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from forensics.facts.launch import ServerConfig, server_config
-from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import rank_of, row_words, rows
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding
@@ -246,11 +246,6 @@ CHECKS: tuple[tuple[re.Pattern, Callable[[re.Match, ServerConfig], Refusal | Non
 )
 
 
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
-
-
 Explain = Callable[[re.Match, ServerConfig], "Refusal | None"]
 
 
@@ -258,7 +253,7 @@ def refusal_findings(tl: Timeline, rule_id: str, checks: tuple[tuple[re.Pattern,
     """The first of ``checks`` an engine's failure line matches, as ``rule_id``'s finding (one way for SGLang's
     and vLLM's refusals: the message's own figures, the launch's values it names as evidence)."""
     for pattern, explain in checks:
-        hits = [(r, m) for r in rows(tl, *_KINDS) if (m := pattern.search(_text(r)))]
+        hits = [(r, m) for r in rows(tl, *_KINDS) if (m := pattern.search(row_words(r)))]
         if not hits:
             continue
         cfg = server_config(tl)

@@ -36,7 +36,7 @@ import polars as pl
 
 from forensics.facts.engines import engine_of
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.rows import attrs, row_words, rows
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import NUMACTL_REFUSED_IN_TEXT
 
@@ -55,11 +55,6 @@ def capture_list(text: str) -> list[int] | None:
         return None
     sizes = [int(x) for x in m.group(1).replace(" ", "").split(",") if x]
     return sizes if not sizes or sizes[0] <= 0 else None
-
-
-def _text(row: Row) -> str:
-    a = attrs(row)
-    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
 
 
 def _numa(tl: Timeline) -> list[Finding]:
@@ -99,7 +94,7 @@ def _numa(tl: Timeline) -> list[Finding]:
 
 def _capture(tl: Timeline) -> list[Finding]:
     hits = [(r, sizes) for r in rows(tl, "failure", "scheduler_exception", "exception", "cuda_graph_failed")
-            if (sizes := capture_list(_text(r))) is not None]
+            if (sizes := capture_list(row_words(r))) is not None]
     if not hits:
         return []
     row, sizes = hits[0]

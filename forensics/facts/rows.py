@@ -165,6 +165,14 @@ def rank_of(row: Row) -> int | None:
 
 
 
+def row_words(row: Row) -> str:
+    """Everything a failure row says: its line, the message a parser read from it and the exception's message
+    (a traceback's last line may be the row's text, the message, or both), for a rule that searches the words."""
+    a = attrs(row)
+    return f"{row.get('text') or ''} {a.get('message') or ''} {a.get('exception_message') or ''}"
+
+
+
 def rank_label(row: Row) -> str | None:
     return row.get("rank") or (f"TP{row['tp_rank']}" if row.get("tp_rank") is not None else None)
 
