@@ -478,3 +478,15 @@ def test_an_eager_launch_gets_no_capture_alternatives() -> None:
     eager = "INFO 08-21 14:40:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='m', enforce_eager=True\n"
     f = findings(eager + COMPILED_OOM)["VLLM-GPU-001"]
     assert not [c for c in f.remediation.flags if c.flag in ("--enforce-eager", "--max-num-seqs")]
+
+
+def test_pools_without_the_host_size_do_not_claim_they_exceed_it() -> None:
+    # the host's size is the unknown: the title must not say the total exceeds it (the catalog's title does)
+    log = ("INFO 07-21 13:40:02 api_server.py:586] args: Namespace(model='m', tensor_parallel_size=4, swap_space=16.0, "
+           "cpu_offload_gb=0, gpu_memory_utilization=0.9)\n"
+           "ERROR 07-21 13:41:10 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 4242 died, exit code: -9\n")
+    with_host = {x.rule_id: x for x in run_all(_host_timeline(log, 65838224))[0]}["VLLM-HOST-001"]
+    without = findings(log).get("VLLM-HOST-001")
+    assert "exceeds" in with_host.title
+    assert without is not None and "exceeds" not in without.title and "not state" in without.title
+    assert without.figures.get("capacity_bytes") is None and without.figures["demand_bytes"] == 4 * 16 * 2**30
