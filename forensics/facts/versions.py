@@ -15,7 +15,7 @@ import re
 import polars as pl
 
 from forensics.facts.launch import launch_rows
-from forensics.facts.rows import attrs, rows, timeline_memo
+from forensics.facts.rows import attrs, kinds_present, rows, timeline_memo
 from forensics.model import Timeline
 
 
@@ -82,13 +82,17 @@ def version_window(tl: Timeline) -> tuple[tuple[int, int, int] | None, tuple[int
         if attrs(row).get("form") == "dict":
             lo = max(lo or (0, 0, 0), (0, 5, 19))
     frame = tl.events
+    present = kinds_present(tl) if not frame.is_empty() else frozenset()
+    bodies: dict[str, pl.Series] = {}
     for kind, pattern, low, high in _VERSION_MARKERS:
-        if frame.is_empty():
-            break
+        if kind not in present:
+            continue
         # column-wise: a big input holds tens of thousands of batch rows; _message's first line and
-        # prefix, then the marker, as for one row
-        texts = frame.filter(pl.col("kind") == kind).get_column("text").fill_null("")
-        body = texts.str.extract(_FIRST_LINE, 1).str.replace(_PREFIX_RX, "")
+        # prefix, then the marker, as for one row; one filter per kind however many markers it has
+        body = bodies.get(kind)
+        if body is None:
+            texts = frame.filter(pl.col("kind") == kind).get_column("text").fill_null("")
+            body = bodies[kind] = texts.str.extract(_FIRST_LINE, 1).str.replace(_PREFIX_RX, "")
         if body.str.contains(pattern).any():
             if low:
                 lo = max(lo or (0, 0, 0), low)

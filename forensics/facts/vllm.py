@@ -25,7 +25,7 @@ import polars as pl
 
 from forensics.facts import engines
 from forensics.facts.launch import flag_key, launch_rows
-from forensics.facts.rows import Row, attrs, rows, to_number
+from forensics.facts.rows import Row, attrs, rows, timeline_memo, to_number
 from forensics.model import Timeline
 
 VLLM_KINDS = (
@@ -91,7 +91,15 @@ VLLM_PROCESS = re.compile(r"^(?:EngineCore|VllmWorker|VllmWorkerProcess|Worker_|
 
 
 def vllm_files(tl: Timeline) -> set[str]:
-    """Files that hold vLLM's own records, or lines under a vLLM process's prefix."""
+    """Files that hold vLLM's own records, or lines under a vLLM process's prefix (read once per analysis:
+    a dozen facts and detectors ask, and each answer scans the whole frame)."""
+    memo = timeline_memo(tl)
+    if "vllm_files" not in memo:
+        memo["vllm_files"] = frozenset(_vllm_files(tl))
+    return set(memo["vllm_files"])
+
+
+def _vllm_files(tl: Timeline) -> set[str]:
     ev = tl.events
     if ev.is_empty() or "source" not in ev.columns:
         return set()

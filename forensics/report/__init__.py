@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -162,7 +163,10 @@ def _artifact_state(a: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=2)
 def template_env(autoescape: bool) -> jinja2.Environment:
+    """One environment per escaping mode for the process: jinja compiles a template once per
+    environment, and compiling the page's templates costs ~20× rendering them (fleet renders many)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=autoescape,
