@@ -597,9 +597,12 @@ def detect(tl: Timeline) -> list[Finding]:
     for ref, run in runs:
         files = {r.get("file") for r in run}
         # lines the run's rows leave out: the HTTP server's, requests served, NCCL's
-        run = sorted([*run, *(r for r in rows(tl, "uvicorn", "http_access", "nccl_info")
-                              if r.get("file") in files and int(r.get("run") or 0) == ref.key[1])], key=_order)
-        seen |= {_order(r) for r in run}
+        extra = [r for r in rows(tl, "uvicorn", "http_access", "nccl_info")
+                 if r.get("file") in files and int(r.get("run") or 0) == ref.key[1]]
+        seen |= {_order(r) for r in run} | {_order(r) for r in extra}
+        if served(run):  # more lines cannot unserve it: no stall, and a big run's rows are not sorted for nothing
+            continue
+        run = sorted([*run, *extra], key=_order)
         st = None if _relaunched(run, last_run) else _stall(tl, run)
         if st is not None:
             out.append(tag_run(_finding(tl, run, st), ref))

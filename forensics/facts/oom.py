@@ -33,6 +33,7 @@ import re
 from datetime import datetime
 
 from forensics.facts.rows import Row, attrs, before
+from forensics.facts.runs import of_kind
 from parsers.failures import classify, stage_of_frames
 
 #: rows that report an allocation failure of their own
@@ -183,7 +184,7 @@ _TRACEBACK_KINDS = ("scheduler_exception", "exception", "failure", "cuda_graph_f
 def enclosing_traceback(run: list[Row], row: Row) -> Row | None:
     """The traceback row (an engine's exception record) whose lines hold ``row`` (an OOM line inside it)."""
     line = row.get("line") or 0
-    for tb in run:
+    for tb in of_kind(run, *_TRACEBACK_KINDS):  # a run's index: a big run's batch rows are not walked
         if tb is not row and tb.get("kind") in _TRACEBACK_KINDS and tb.get("file") == row.get("file") \
                 and tb.get("line_end") and (tb.get("line") or 0) <= line <= tb["line_end"]:
             return tb
@@ -199,7 +200,7 @@ def traceback_before(run: list[Row], row: Row) -> Row | None:
     the frames first and the exception line (the OOM) last, so a cut traceback's frames are the OOM's own."""
     line = row.get("line") or 0
     best = None
-    for r in run:
+    for r in of_kind(run, *_TRACEBACK_KINDS):
         end = r.get("line_end") or r.get("line") or 0
         if r is row or r.get("file") != row.get("file") or not 0 <= line - end - 1 <= TB_TAIL_GAP:
             continue
@@ -241,13 +242,7 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     phase = phase_of_frames(frames) if frames else None
     if phase and phase != "forward":
         return phase, "the traceback's frames"
-    prior = [r for r in run if r.get("kind") in _PHASE_AFTER and r is not row and before(r, row)]
-    # the same rank's records when it has any (ranks load and capture side by side; batch lines are the first
-    # rank's only), then the same file's (the same process's log) last one; across files the last by time
-    if row.get("rank") is not None and any(r.get("rank") == row.get("rank") for r in prior):
-        prior = [r for r in prior if r.get("rank") == row.get("rank")]
-    same = [r for r in prior if r.get("file") == row.get("file")]
-    last = max(same, key=lambda r: r.get("line") or 0) if same else (max(prior, key=_stamp) if prior else None)
+    last = _last_record_before(run, row)
     after = None
     if last is not None and attrs(last).get("draft"):  # the speculative draft's own load line (parsers/sglang.py)
         return "draft_init", "the draft model's load line before it"
@@ -263,6 +258,34 @@ def oom_phase(run: list[Row], row: Row) -> tuple[str | None, str]:
     if during not in (None, "init"):
         return during, "the start-up line before it"
     return None, ""
+
+
+def _last_record_before(run: list[Row], row: Row) -> Row | None:
+    """The lifecycle record or batch line last before ``row``: the same rank's when it has any (ranks load and
+    capture side by side; batch lines are the first rank's only), then the same file's (the same process's log)
+    last by line; across files the last by time. One pass: a big run holds tens of thousands of batch lines."""
+    rank, file = row.get("rank"), row.get("file")
+    # per group (all records; the row's rank's): [same file's last, its line, last by time, its stamp, any at all];
+    # the last by time only counts while the group has no record of the same file
+    groups = {"all": [None, 0, None, 0.0, False], "rank": [None, 0, None, 0.0, False]}
+    row_line = row.get("line") or 0
+    for r in of_kind(run, *_PHASE_AFTER):
+        same, line = r.get("file") == file, r.get("line") or 0
+        # :func:`before`, its same-file case inline (nearly every record is the row's own file's)
+        if r is row or not (line < row_line if same and file is not None else before(r, row)):
+            continue
+        for name in ("all", "rank") if rank is not None and r.get("rank") == rank else ("all",):
+            g = groups[name]
+            g[4] = True
+            if same:
+                if g[0] is None or line > g[1]:
+                    g[0], g[1] = r, line
+            elif g[0] is None:
+                stamp = _stamp(r)
+                if g[2] is None or stamp > g[3]:
+                    g[2], g[3] = r, stamp
+    g = groups["rank"] if groups["rank"][4] else groups["all"]
+    return g[0] if g[0] is not None else g[2]
 
 
 def _stamp(r: Row) -> float:
