@@ -79,6 +79,8 @@ def test_check_text_tells_one_story(name, folder, args, live, monkeypatch):
     # the last line is what to run next, complete
     assert lines[-1].startswith("Next: "), lines[-1]
     assert lines[-2].startswith("Result: ") and "(s)" not in lines[-2]
+    if "fix before launching" in lines[-2]:  # the next step never contradicts the result
+        assert not re.match(r"Next: launch (as written|the command as given)", lines[-1]), lines[-2:]
     assert "None" not in text
 
 

@@ -796,6 +796,8 @@ def _next_step(res: CheckResult, changes: dict[str, str], container: dict[str, s
         return f"put {what} in {where}, then check it again: `{check_again(res, fail_on=fail_on)}`"
     if cleanup:
         return f"do the steps under \"Before launching\", then check again: `{check_again(res, fail_on=fail_on)}`"
+    if failing:  # a problem no flag value fixes (its own "next:" says what does): never "launch as written"
+        return f"change the launch as each problem's \"next:\" says, then check again: `{check_again(res, fail_on=fail_on)}`"
     if launch.file == "--cmd":
         return "launch the command as given."
     return f"launch as written ({launch.file}:{launch.line})."

@@ -144,7 +144,8 @@ def _shm(tl: Timeline, prior: list[Finding]) -> Finding | None:
                         f"transport; {fmt_size(size)} < {fmt_size(SHM_MIN_BYTES)}")] if container == "docker" else []
     return make_finding(
         "SGL-CHK-002",
-        summary=(f"A {ranks}-GPU server in a {container} container with "
+        # "an 8-GPU", "an 11-GPU", "an 18-GPU": the article of the number as it is said
+        summary=(f"{'An' if ranks in (11, 18) or str(ranks).startswith('8') else 'A'} {ranks}-GPU server in a {container} container with "
                  + (f"no /dev/shm size set (the default {fmt_size(size)})" if assumed else f"/dev/shm of {fmt_size(size)}")
                  + f": NCCL between the {ranks} ranks needs more; {fix}."),
         evidence=[row],

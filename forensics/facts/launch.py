@@ -120,7 +120,10 @@ def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
         # docker/compose, and any container or job limit (Kubernetes limits.memory, #SBATCH --mem)
         limit = attrs(row).get("docker_memory_bytes") or attrs(row).get("container_memory_bytes")
         if isinstance(limit, int | float) and limit > 0:
-            return int(limit), row
+            # the line that sets it (a container's ``docker run --memory`` above a command typed inside it)
+            own = [r for r in rows(tl, "container_memory_limit") if r.get("file") == row.get("file")
+                   and r.get("bytes") == int(limit) and (r.get("line") or 0) < (row.get("line") or 0)]
+            return int(limit), (own[-1] if own else row)
     # a limit stated outside the launch (the cgroup's memory.max, kubectl describe's Limits): the tightest
     stated = [r for r in rows(tl, "container_memory_limit") if isinstance(r.get("bytes"), int | float) and r["bytes"] > 0]
     if stated:

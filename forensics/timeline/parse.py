@@ -4,6 +4,7 @@ lines, launches and GPU names any text may hold."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -126,14 +127,16 @@ def _transcript_pieces(text: str, name: str) -> list[Piece] | None:
     segments = transcript.split(text, registry.sniffers())
     pieces: list[Piece] = []
     ordinal = 0
-    for seg in segments:
+    lines = text.split("\n")
+    for k, seg in enumerate(segments):
         if seg.format is None or seg.kind != "output":
             continue
+        start, body = _with_container(segments, k, lines) if seg.format == "launch" else (seg.start_line, seg.text)
         try:
-            res = _run_parser(seg.format, seg.text, name, seg.command)
+            res = _run_parser(seg.format, body, name, seg.command)
         except NotThisFormat:
             continue
-        pieces.append(Piece(res, seg.start_line, ordinal, seg.command))
+        pieces.append(Piece(res, start, ordinal, seg.command))
         ordinal += 1
     pieces += _prose_pieces(text, segments, name)
     if not pieces:
@@ -162,20 +165,21 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[Piece]:
     # a launch command inside either is a command, not a sentence
     keep = {n for s in segments if s.kind == "prose" or (s.kind == "output" and s.format is None)
             for n in range(s.start_line, s.end_line + 1)}
-    for seg in segments:
+    for k, seg in enumerate(segments):
         if seg.kind == "output" and seg.format is None and launch.sniff(seg.text) > 0:
+            start, body = _with_container(segments, k, lines)
             try:
-                res = launch.parse(seg.text, name)
+                res = launch.parse(body, name)
             except NotThisFormat:
                 continue
             if res.events.height:
                 used: set[int] = set()
                 for r in res.events.iter_rows(named=True):
-                    used |= set(range(seg.start_line + r["line"] - 1, seg.start_line + r["line_end"]))
+                    used |= set(range(start + r["line"] - 1, start + r["line_end"]))
                 keep -= used
                 # lines nobody had claimed are now a command: recognised (the transcript counted none of them)
                 res.lines, res.recognized, res.unrecognized = len(used), len(used), 0
-                out.append(Piece(res, seg.start_line, None))
+                out.append(Piece(res, start, None))
     if keep:
         masked = "\n".join(ln if i + 1 in keep else "" for i, ln in enumerate(lines))
         res = launch_prose.parse(masked, name)
@@ -192,6 +196,20 @@ def _prose_pieces(text: str, segments: list, name: str) -> list[Piece]:
                 res.lines = res.recognized = res.unrecognized = 0
                 out.append(Piece(res, seg.start_line, None))
     return out
+
+
+_CONTAINER_RUN_RE = re.compile(r"^\s*(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
+
+
+def _with_container(segments: list, k: int, lines: list[str]) -> tuple[int, str]:
+    """Segment ``k``'s first line and text, from the ``docker run`` typed just above it when the splitter took that
+    as a command of its own (a code fence's first line, its options then ``...`` or a line break before the image
+    and the server's command): the container's ``--memory`` is the limit the command's host pools must fit in."""
+    seg = segments[k]
+    prev = segments[k - 1] if k else None
+    if prev is not None and prev.kind == "command" and _CONTAINER_RUN_RE.match(prev.text):
+        return prev.start_line, "\n".join(lines[prev.start_line - 1:seg.end_line])
+    return seg.start_line, seg.text
 
 
 #: files whose name says what their content is when the content alone cannot (a cgroup file holds a bare

@@ -201,8 +201,10 @@ def _apply_outer_containers(found: list[LaunchCommand], lines: list[str], used: 
         if ctx.get("image"):
             cmd.extra.setdefault("image", ctx["image"])
         if cmd.container_memory_bytes is not None:
-            cmd.container_memory_from = f"docker --memory (line {i + 1}, the container this command runs in)"
+            # no line number in the words: a segment of a paste is parsed alone, and its lines are not the file's
+            cmd.container_memory_from = "docker --memory (the container this command runs in)"
             cmd.extra["limits_line"] = i + 1
+            cmd.extra["limits_text"] = lines[i].strip()
 
 
 def mentions_launch(text: str) -> bool:

@@ -482,7 +482,8 @@ def limit_rows(found: list[Any], slurm: dict[str, Any]) -> list[dict[str, Any]]:
                 seen.add(key)
                 where = slurm.get("mem_line") if cmd.container_memory_from and "slurm" in cmd.container_memory_from else line
                 rows.append({"line": where or line, "kind": "container_memory_limit", "bytes": cmd.container_memory_bytes,
-                             "text": cmd.text.split("\n")[0] if where == line else f"#SBATCH --mem={slurm.get('mem_text')}",
+                             "text": (cmd.extra.get("limits_text") or cmd.text.split("\n")[0]) if where == line
+                             else f"#SBATCH --mem={slurm.get('mem_text')}",
                              "attrs": {"limit_bytes": cmd.container_memory_bytes, "limit_from": cmd.container_memory_from,
                                        "engine": cmd.engine, "confidence": cmd.confidence}})
         if cmd.gpu_count is not None:
