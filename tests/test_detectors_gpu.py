@@ -212,3 +212,42 @@ def test_memory_held_before_load_explains_only_a_memory_failure() -> None:
     rows.append({"kind": "scheduler_exception", "attrs": json.dumps({"exception_type": "ValueError",
                                                                     "exception_message": "unknown model type"})})
     assert "SGL-GPU-006" not in fired(run_all(timeline(*rows))[0])
+
+
+def _traceback_oom(allocated_by_pytorch_gib: float) -> str:
+    """An SGLang scheduler's traceback, no start-up lines: the model's constructor in the loader ran out of memory."""
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/sglang/python/sglang/srt/model_executor/model_runner.py", line 610, in load_model\n'
+        "    self.model = get_model(\n"
+        '  File "/opt/sglang/python/sglang/srt/model_loader/loader.py", line 377, in load_model\n'
+        "    model = _initialize_model(model_config, self.load_config)\n"
+        '  File "/opt/sglang/python/sglang/srt/models/llama.py", line 430, in __init__\n'
+        "    self.model = LlamaModel(config, quant_config=quant_config)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 1 has a total capacity of "
+        "44.39 GiB of which 402.00 MiB is free. Process 4242 has 43.98 GiB memory in use. Of the allocated memory "
+        f"{allocated_by_pytorch_gib:.2f} GiB is allocated by PyTorch, and 12.00 MiB is reserved by PyTorch but "
+        "unallocated.\n")
+
+
+def _analysed(text: str, tmp_path):
+    from forensics.timeline import build_timeline
+
+    (tmp_path / "tp1.log").write_text(text, encoding="utf-8")
+    return run_all(build_timeline([tmp_path / "tp1.log"]))
+
+
+def test_an_oom_in_the_loader_says_the_weights_do_not_fit_with_the_figures_it_printed(tmp_path):
+    findings, root = _analysed(_traceback_oom(43.10), tmp_path)
+    by_rule = fired(findings)
+    assert root == "SGL-GPU-004", [f.rule_id for f in findings]
+    summary = by_rule["SGL-GPU-004"].summary
+    assert summary.startswith("CUDA ran out of memory while the weights were loading"), summary
+    assert "GPU 1 could not allocate 0.88 GiB with 0.39 GiB of 44.39 GiB free" in summary, summary
+    assert "KV cache" not in summary
+
+
+def test_an_oom_in_the_loader_on_a_gpu_another_process_holds_is_not_the_weights(tmp_path):
+    findings, root = _analysed(_traceback_oom(0.40), tmp_path)
+    assert root != "SGL-GPU-004", [f.rule_id for f in findings]
+    assert fired(findings)[root].category in ("stranded_context", "host_memory_not_reclaimed"), root

@@ -139,7 +139,7 @@ def detect(tl: Timeline) -> list[Finding]:
                         + " (the log lacks the weight-load memory lines that say how far)"
                         if minimum is None and hits
                         else "; more GPUs, quantisation or a smaller model are needed")
-                     + "."),
+                     + "." if hits else _load_oom_summary(load_oom[0])),
             evidence=[*hits[:3], *load_oom[:2], *cfg.evidence_rows("mem_fraction_static"),
                       *[tb for r in load_oom[:2] if (tb := enclosing_traceback(run, r)) is not None]],
             confidence="high" if not reasons else "medium",
@@ -152,3 +152,13 @@ def detect(tl: Timeline) -> list[Finding]:
             actions=actions,
         ), ref))
     return out
+
+
+def _load_oom_summary(oom: Row) -> str:
+    """What a CUDA OOM while the weights load says: the allocation, the GPU's free and total memory it printed."""
+    asked, free, total = oom.get("bytes"), oom.get("free_bytes"), oom.get("total_bytes")
+    gpu = f"GPU {oom['gpu']}" if oom.get("gpu") is not None else "the GPU"
+    figures = (f" ({gpu} could not allocate {fmt_gib(asked)} with {fmt_gib(free)} of {fmt_gib(total)} free)"
+               if asked and free is not None and total else "")
+    return (f"CUDA ran out of memory while the weights were loading{figures}: the weights per GPU do not fit; more "
+            "GPUs (--tp-size), quantisation or a smaller model are needed.")
