@@ -63,6 +63,7 @@ from . import (
     vllm_ray_placement,
     vllm_start_memory,
     weights_do_not_fit,
+    weights_mmap,
     xid,
 )
 
@@ -106,6 +107,7 @@ DETECTORS = (
     build_compat,
     start_settings,
     memory_saver,
+    weights_mmap,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
