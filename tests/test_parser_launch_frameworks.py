@@ -81,3 +81,11 @@ def test_spellings_both_ways() -> None:
         "actor_rollout_ref.rollout.gpu_memory_utilization"
     assert spelling_for("slime", "sglang", "--tp-size", {}) == "--rollout-num-gpus-per-engine"
     assert spelling_for("openrlhf", "vllm", "--max-num-seqs", {}) is None  # OpenRLHF does not pass it
+
+
+def test_unnamed_trainer_keeps_the_spelling_form() -> None:
+    """TRL's GRPO script under accelerate names no framework: the ``--vllm_`` form is still read and kept."""
+    fc = framework_command(["accelerate", "launch", "grpo.py", "--use_vllm", "--vllm_mode", "colocate",
+                            "--vllm_gpu_memory_utilization", "0.3"])
+    assert fc is not None and fc.form == "openrlhf" and fc.framework == "the training launcher"
+    assert fc.flags == {"--gpu-memory-utilization": "0.3"}

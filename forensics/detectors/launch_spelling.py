@@ -28,13 +28,14 @@ def respell(tl: Timeline, findings: list[Finding]) -> None:
         return
     a = attrs(row)
     framework, engine = str(a.get("framework") or ""), str(a.get("engine") or "sglang")
+    form = str(a.get("framework_form") or framework)
     typed = {str(k): str(v) for k, v in (a.get("spellings") or {}).items()}
     for f in findings:
         for ch in f.remediation.flags:
             if not ch.flag.startswith("--"):
                 continue  # an environment variable or a key already in another spelling
             canon = vocab.resolve(ch.flag, engine).flag
-            written = typed.get(canon) or frameworks.spelling_for(framework, engine, canon, typed)
+            written = typed.get(canon) or frameworks.spelling_for(form, engine, canon, typed)
             if written and written != ch.flag:
                 ch.why = f"{ch.why} ({framework} passes {written} to {engine} as its {canon})"
                 ch.flag = written

@@ -174,6 +174,7 @@ def _framework_commands(logical: list[Logical], used: set[int]) -> list[LaunchCo
                                                                        spellings=dict(fc.spellings)),
                             engine=fc.engine)
         cmd.extra["framework"] = fc.framework
+        cmd.extra["framework_form"] = fc.form
         out.append(cmd)
         used.update(range(lg.line - 1, lg.line_end))
     return out

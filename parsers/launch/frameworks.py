@@ -83,18 +83,21 @@ ANCHOR_RE = re.compile(r"-m\s+(?:verl\.trainer\.\w+|openrlhf\.cli\.\w+|areal\.[\
 class FrameworkLaunch:
     """What a framework's command line sets in its rollout engine, in the engine's canonical flags."""
 
-    framework: str  # verl | slime | openrlhf | areal | hydra (another launcher's overrides)
+    framework: str  # the framework its command names (verl, slime, openrlhf, areal, trl …)
     engine: str
+    form: str = ""  # how it spells the engine's flags: verl | hydra | slime (--sglang-) | openrlhf (--vllm_)
     flags: dict[str, str | bool] = field(default_factory=dict)
     spellings: dict[str, str] = field(default_factory=dict)  # canonical flag → as the user typed it
 
 
 def _framework_name(argv: list[str], form: str) -> str:
     words = " ".join(argv[:6]).lower()
-    for name in ("verl", "openrlhf", "areal", "slime"):
+    for name in ("verl", "openrlhf", "areal", "slime", "trl", "swift"):
         if name in words:
             return name
-    return form
+    if form in ("verl", "slime"):  # spellings only that framework uses
+        return form
+    return "the training launcher"  # --vllm_ (OpenRLHF, TRL, ms-swift) or plain overrides: the name is not known
 
 
 def _known(engine: str, flag: str) -> str | None:
@@ -161,7 +164,7 @@ def framework_command(argv: list[str]) -> FrameworkLaunch | None:
     if not engines or not form:
         return None
     engine = max(set(engines), key=engines.count)
-    out = FrameworkLaunch(_framework_name(argv, form), engine)
+    out = FrameworkLaunch(_framework_name(argv, form), engine, form)
     for e, flag, value, written in found:
         if e == engine:
             out.flags[flag] = value
@@ -195,8 +198,8 @@ def override_key(flag: str) -> bool:
     return _OVERRIDE_RE.match(flag + "=") is not None
 
 
-def spelling_for(framework: str, engine: str, flag: str, typed: dict[str, str]) -> str | None:
-    """How ``framework`` spells the engine's ``flag`` when the user did not type it: verl's rollout key, slime's
+def spelling_for(form: str, engine: str, flag: str, typed: dict[str, str]) -> str | None:
+    """How a framework of that ``form`` (``FrameworkLaunch.form``) spells the engine's ``flag`` when the user did not type it: verl's rollout key, slime's
     ``--sglang-`` prefix, OpenRLHF's ``--vllm_`` options, or the engine key beside another the user typed.
 
     >>> spelling_for("slime", "sglang", "--cuda-graph-max-bs", {})
@@ -206,13 +209,13 @@ def spelling_for(framework: str, engine: str, flag: str, typed: dict[str, str]) 
     >>> spelling_for("areal", "sglang", "--context-length", {"--mem-fraction-static": "sglang.mem_fraction_static"})
     'sglang.context_length'
     """
-    if framework == "verl":
+    if form == "verl":
         key = next((k for k, by in _VERL_KEYS.items() if by.get(engine) == flag), None)
         if key:
             return VERL_ROLLOUT + key
-    if framework == "slime" and engine == "sglang":
+    if form == "slime" and engine == "sglang":
         return _SLIME_TP if flag == "--tp-size" else "--sglang-" + flag[2:]
-    if framework == "openrlhf" and engine == "vllm":
+    if form == "openrlhf" and engine == "vllm":
         if flag in ("--gpu-memory-utilization", "--tensor-parallel-size"):
             return "--vllm_" + flag[2:].replace("-", "_")
         return next((k for k, v in _OPENRLHF_PLAIN.items() if v == flag), None)
