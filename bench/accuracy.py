@@ -74,8 +74,11 @@ FLAG_ALIASES = {
 REMOVED = {"(remove)", "(unset)", "", None}
 
 
-def canon_flag(name: str) -> str:
+def canon_flag(name: str, engine: str | None = None) -> str:
+    from parsers.launch.frameworks import engine_flag
+
     n = name.strip()
+    n = engine_flag(n, engine) or n  # an RL framework's spelling (verl, slime, OpenRLHF): the engine flag it sets
     if n.startswith("-") and not n.startswith("--") and len(n) > 2:
         n = "-" + n  # -tp → --tp
     n = n.replace("_", "-") if n.startswith("--") else n
@@ -210,7 +213,7 @@ def score(case: Case, doc: dict) -> Result:
         any_ok, any_wrong = False, False
         for want in case.expect_flags:
             for c in changes:
-                if canon_flag(c["flag"]) == canon_flag(want["flag"]):
+                if canon_flag(c["flag"], case.project) == canon_flag(want["flag"], case.project):
                     good, note = _flag_verdict(want, c)
                     res.flag_notes.append(note)
                     any_ok |= good

@@ -51,7 +51,9 @@ REFERENCE_FILES = ("failure_messages", "sglang_formats", "system_formats", "vllm
 #: projects whose source a citation may name (their own spelling of the repository)
 PROJECTS = ("sglang", "vllm", "pytorch", "nccl", "linux", "nvidia-open", "procps", "psmisc", "util-linux",
             "ray", "rocm", "flashinfer", "triton", "docker", "kubernetes", "systemd", "compose-spec",
-            "cpython", "lmcache", "deepgemm", "deepep", "py-spy", "dynamo", "torch_npu", "torch_memory_saver")
+            "cpython", "lmcache", "deepgemm", "deepep", "py-spy", "dynamo", "torch_npu", "torch_memory_saver",
+            # the RL frameworks that start the engines as rollout engines, and the formats they read
+            "verl", "slime", "openrlhf", "areal", "hydra", "safetensors")
 #: one citation in a module docstring or a section banner covers at most this many patterns
 COVERS = 6
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from forensics.detectors.causes import incident_run, link_consequences, pick_root_cause, sort_key
 from forensics.detectors.implied_ranks import fill_implied_ranks
+from forensics.detectors.launch_spelling import respell
 from forensics.detectors.reconcile import reconcile_flags
 from forensics.model import Finding, Timeline
 
@@ -63,6 +64,7 @@ from . import (
     vllm_ray_placement,
     vllm_start_memory,
     weights_do_not_fit,
+    weights_mmap,
     xid,
 )
 
@@ -106,6 +108,7 @@ DETECTORS = (
     build_compat,
     start_settings,
     memory_saver,
+    weights_mmap,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
@@ -119,6 +122,7 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
 
         findings, root = multihost.run_hosts(tl, _detect)
         reconcile_flags(findings, root)
+        respell(tl, findings)
         return findings, root
     findings = _detect(tl)
     incident = incident_run(findings, tl)
@@ -130,6 +134,7 @@ def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
     multihost.note_missing_nodes(tl, {tl.facts.host or "": tl})
     root = pick_root_cause(findings, incident)
     reconcile_flags(findings, root)
+    respell(tl, findings)  # after reconciling: one value per engine flag, then the user's spelling of it
     return findings, root
 
 

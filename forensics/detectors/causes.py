@@ -38,6 +38,8 @@ CAUSE_PRIORITY = (
     "SGL-XID-001",
     "SGL-GPU-013",
     "SGL-HOST-004",
+    "SGL-HOST-012",
+    "VLLM-HOST-003",
     "SGL-NCCL-006",
     "SGL-NCCL-008",
     "SGL-NCCL-007",
@@ -56,6 +58,7 @@ CAUSE_PRIORITY = (
     "SGL-HOST-003",
     "SGL-REC-003",
     "SGL-HOST-005",
+    "SGL-RUN-080",
     "VLLM-HOST-002",
     "SGL-RUN-003",
     "SGL-RUN-001",
@@ -75,7 +78,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-004",),
       "the ranks' pinned HiCache pools exhausted host memory, so the kernel OOM killer fired")
 _link(("SGL-HOST-001",), ("SGL-HOST-002",),
       "ranks that checked after others had pinned their pools found the host already full")
-_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004"),
+_link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004", "SGL-KV-002", "SGL-HOST-004",
+       "SGL-HOST-012", "VLLM-HOST-003"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
 _link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
@@ -121,9 +125,9 @@ _link(("SGL-GPU-008",), ("SGL-GPU-006", "SGL-GPU-005"),
       "the orphaned workers of the earlier run are what holds the GPUs")
 _link(("SGL-GPU-006",), ("SGL-GPU-004", "SGL-GPU-007", "SGL-KV-004"),
       "memory another process held was missing when the weights and pools were sized")
-_link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005",),
+_link(("SGL-HOST-001", "SGL-HOST-002"), ("SGL-HOST-005", "SGL-RUN-080"),
       "the ranks' pinned HiCache pools most likely exhausted host memory, so a scheduler was SIGKILLed")
-_link(("SGL-HOST-005",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
+_link(("SGL-HOST-005", "SGL-RUN-080"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-GPU-005", "SGL-HOST-003"),
       "a scheduler was SIGKILLed and the others were left waiting or holding memory")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-004",
        "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-002", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004",

@@ -1,4 +1,15 @@
 """SGL-HOST-004: the kernel OOM killer killed a process (an SGLang scheduler, most often).
+SGL-HOST-005: a scheduler SIGKILLed with no kernel log, read as a suspected OOM kill (one node).
+SGL-RUN-080: a scheduler SIGKILLed during a multi-node start-up with no kernel evidence: the killer is unknown.
+
+On several nodes a SIGKILL at start-up has more senders than the OOM killer: SGLang arms every scheduler to
+die by SIGKILL when its parent dies (sglang python/sglang/srt/utils.py::kill_itself_when_parent_died
+(0.4-0.5): ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), the launcher of a failed start kills its process tree,
+and a job launcher (srun, torchrun, Ray, Kubernetes) stops one node's processes when another node failed.
+The engine's line is only what its parent saw (sglang python/sglang/srt/entrypoints/engine.py::
+_launch_subprocesses (0.4-0.5): ``Rank {i} scheduler is dead. Please check if there are relevant logs.``
+then ``Exit code: {exitcode}``, multiprocessing's -signal); the kernel's ``Killed process`` line
+(linux mm/oom_kill.c (6.x)) or a cgroup's ``memory.events`` ``oom_kill`` count decides.
 
 Sample (kernel 6.x)::
 
@@ -17,9 +28,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from forensics.facts.launch import server_config
 from forensics.facts.lifecycle import is_sglang_process, kill_commands
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.stages import furthest, served, spans_nodes_said
 from forensics.model import Finding, Timeline
 
 from ._common import fmt_gib, make_finding, tag_run
@@ -114,6 +127,10 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
         first = dead[0]
         ranks = [x for x in (rank_of(r) for r in dead) if x is not None]
         counted = _recorded_oom_kill(tl, first)
+        nodes = _nodes_of(tl, run)
+        if counted is None and nodes and not served(run):
+            out.append(tag_run(_killer_unknown(run, dead, ranks, nodes), ref))
+            continue
         seen = (f" The flight recorder's OOM-kill counter rose at {counted['ts']:%H:%M:%S} UTC ({counted.get('text')}): "
                 "the kernel did kill a process then." if counted else " The input has no kernel log to confirm it.")
         out.append(tag_run(make_finding(
@@ -136,6 +153,51 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
                      "model loading into host RAM; other tenants) and size it, or raise the container's memory limit."],
         ), ref))
     return out
+
+
+def _nodes_of(tl: Timeline, run: list[Row]) -> str | None:
+    """What says the server spans several nodes (``--nnodes`` above 1, a rank's "spans across nodes", several
+    hosts' evidence), else None."""
+    nnodes = server_config(tl, run).num("nnodes") or server_config(tl).num("nnodes")
+    if nnodes and nnodes > 1:
+        return f"--nnodes {nnodes:g}"
+    if spans_nodes_said(run):
+        return "a rank's process group spans across nodes"
+    if len(tl.facts.hosts) > 1:
+        return f"evidence from {len(tl.facts.hosts)} hosts"
+    return None
+
+
+def _killer_unknown(run: list[Row], dead: list[Row], ranks: list[int], nodes: str) -> Finding:
+    """SGL-RUN-080: SIGKILLed during a multi-node start-up; nothing in the input says who sent the signal."""
+    first = dead[0]
+    reached = furthest(run)
+    where = f" (it had reached {reached.stage})" if reached else ""
+    who = f"rank {ranks[0]}'s scheduler" if ranks else "a server process"
+    summary = (f"During the multi-node start-up ({nodes}), {who} was killed by SIGKILL (exit code {first['code']}) "
+               f"without a Python traceback{where}. Who sent the signal is not in the input: the kernel OOM killer is "
+               "one sender, but at a multi-node start so are SGLang itself (each scheduler dies by SIGKILL when its "
+               "parent process dies), the launcher of a failed start tearing its process tree down, and a job "
+               "launcher (srun, torchrun, Ray, Kubernetes) stopping this node after another node failed. No kernel "
+               "OOM report or cgroup OOM count is in the input, so this is not read as an OOM kill.")
+    return make_finding(
+        "SGL-RUN-080",
+        summary=summary,
+        evidence=dead[:4],
+        confidence="medium",
+        confidence_reason=("the signal's sender is unknown: the kernel log of that node (an OOM `Killed process` "
+                           "line or none) and its cgroup's memory.events decide"),
+        ranks=ranks,
+        figures={"exit_code": first["code"], "dead_ranks": ranks or None, "multi_node_from": nodes,
+                 "stage_reached": reached.stage if reached else None},
+        actions=["Decide who killed it: on the node where the rank died, `dmesg -T | grep -iE 'killed process|"
+                 "oom-kill'` (or `journalctl -k` for the same minutes) and the container's cgroup "
+                 "`cat /sys/fs/cgroup/memory.events` (its oom_kill count); an OOM kill names the pid there.",
+                 "Read the other nodes' logs of the same minutes: a traceback on another node (a failed "
+                 "rendezvous, a load error) followed by this node's SIGKILL is the teardown, not memory.",
+                 "If the kernel did kill it for memory, size the host's memory users per node (weights read "
+                 "through the page cache, HiCache pools) or raise the container's limit."],
+    )
 
 
 def _eviction_words(evicted: list[Row]) -> tuple[str, list[str]]:

@@ -83,34 +83,72 @@ def launch_rows(tl: Timeline) -> list[Row]:
 
 
 
+#: the parsers whose server_args rows are the engine's own output (a log, SGLang's crash dump)
+ENGINE_SOURCES = ("sglang", "vllm", "sglang_crash_dump")
+
+#: How much a row that states a setting is believed, lowest first (issue: a sentence or a partial reprint of
+#: ``server_args=ServerArgs(...)`` overrode the command line the process ran). A key takes its value from the
+#: strongest row that states it; among rows of one weight, the last.
+STATED_BY = ("a sentence", "a partial server_args", "the command line", "the engine's server_args")
+
+
+def stated_weight(row: Row) -> int:
+    """The index in ``STATED_BY`` of what ``row`` is: prose < a cut or hand-copied server_args < the argv that
+    ran < the whole ``server_args`` the engine printed (its resolved values, defaults included: sglang
+    python/sglang/srt/server_args.py::ServerArgs.__post_init__ (0.4-0.5) fills what the command left out).
+
+    >>> stated_weight({"kind": "server_args", "source": "prose", "attrs": '{"form": "prose"}'})
+    0
+    >>> stated_weight({"kind": "server_args", "source": "sglang", "attrs": '{"truncated": true}'})
+    1
+    >>> stated_weight({"kind": "launch_command", "source": "launch", "attrs": "{}"})
+    2
+    >>> stated_weight({"kind": "server_args", "source": "sglang", "attrs": '{"form": "ServerArgs"}'})
+    3
+    """
+    if is_prose(row) or attrs(row).get("form") == "prose":
+        return 0
+    if row.get("kind") == "launch_command":
+        return 2
+    a = attrs(row)
+    if a.get("truncated") or a.get("elided") or row.get("source") not in ENGINE_SOURCES:
+        return 1  # cut by the log or the writer, or copied into a ticket: what it lacks, it does not say
+    return 3
+
+
 def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConfig:
-    """The configuration that applies to a run (or to the input when ``run_rows`` is None)."""
+    """The configuration that applies to a run (or to the input when ``run_rows`` is None).
+
+    Each setting comes from the strongest row that states it (``stated_weight``): the engine's whole
+    ``server_args`` dump, else the last command line, else a partial dump, else the last sentence. An
+    earlier launch is not read: it may be of a configuration since changed.
+    """
     cfg = ServerConfig()
     launches = launch_rows(tl)
     if launches:
         cfg.has_launch = True
-    # the last command wins over any sentence (a write-up's recollection is weaker than the argv that ran); the
-    # last sentence fills only what the command does not state. Each is taken whole: an earlier launch may be
-    # of a configuration since changed.
     commands = [r for r in launches if not is_prose(r)]
     sentences = [r for r in launches if is_prose(r)]
-    stated = [*commands[-1:], *sentences[-1:]]
-    for row in stated:
-        for k, v in (attrs(row).get("flags") or {}).items():
-            if flag_key(k) not in cfg.values:
-                cfg.values[flag_key(k)] = v
-                cfg.origin[flag_key(k)] = row
+    stated: list[tuple[Row, dict[str, Any]]] = [(r, attrs(r).get("flags") or {}) for r in (*commands[-1:],
+                                                                                            *sentences[-1:])]
     pool = run_rows if run_rows is not None else rows(tl, "server_args")
-    dumps = [r for r in pool if r.get("kind") == "server_args"]
-    if dumps:
-        row = dumps[-1]
-        args = attrs(row).get("args") or {}
-        if isinstance(args, dict):
-            cfg.has_server_args = True
-            for k, v in args.items():
-                if v is not None:
-                    cfg.values[flag_key(k)] = v
-                    cfg.origin[flag_key(k)] = row
+    dumps = [r for r in pool if r.get("kind") == "server_args" and isinstance(attrs(r).get("args"), dict)]
+    by_weight: dict[int, Row] = {}
+    for r in dumps:
+        by_weight[stated_weight(r)] = r  # the last dump of each weight
+    for r in by_weight.values():
+        stated.append((r, attrs(r)["args"]))
+        cfg.has_server_args = True
+    weight: dict[str, int] = {}
+    for row, values in stated:
+        w = stated_weight(row)
+        for k, v in values.items():
+            key = flag_key(k)
+            if v is None or weight.get(key, -1) > w:
+                continue
+            cfg.values[key] = v
+            cfg.origin[key] = row
+            weight[key] = w
     return cfg
 
 

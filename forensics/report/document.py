@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.model import SEVERITY_RANK, Timeline
+from parsers.launch.frameworks import override_key
 
 _FINDING_DEFAULTS: dict[str, Any] = {
     "rule_id": "?", "category": "other", "severity": "info", "title": "", "summary": "", "confidence": "low",
@@ -82,7 +83,8 @@ class LaunchFix:
 
     @property
     def flags_only(self) -> str:
-        return " ".join(f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag for r in self.flags)
+        return " ".join(f"{r.flag}={shlex.quote(r.new)}" if r.new and override_key(r.flag)
+                        else f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag for r in self.flags)
 
 
 def flag_key(flag: str) -> str:
@@ -112,7 +114,8 @@ def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
                 continue
             key = flag_key(ch["flag"])
             if key not in seen:
-                flag = ch["flag"] if ch["flag"].startswith("-") or is_env_setting(ch["flag"]) else f"--{key}"
+                flag = ch["flag"] if ch["flag"].startswith("-") or is_env_setting(ch["flag"]) \
+                    or override_key(ch["flag"]) else f"--{key}"
                 old = ch.get("old")
                 seen[key] = FlagRow(flag=flag, old=None if old is None else str(old),
                                     new="" if ch.get("new") is None else str(ch["new"]),
@@ -273,7 +276,13 @@ def _launch_flags(row: dict[str, Any]) -> tuple[dict[str, str], list[str] | None
     else:
         flags = attrs.get("args") if isinstance(attrs.get("args"), dict) else {}
         argv = None
-    return {flag_key(str(k)): "" if v is None else str(v) for k, v in flags.items()}, argv
+    values = {flag_key(str(k)): "" if v is None else str(v) for k, v in flags.items()}
+    # an RL framework's launch: its flags also under the spelling the user typed (parsers/launch/frameworks.py)
+    spelt = attrs.get("spellings") if attrs.get("launcher") == "rl framework" else None
+    for canon, written in (spelt or {}).items():
+        if canon in flags:
+            values[flag_key(str(written))] = values[flag_key(str(canon))]
+    return values, argv
 
 
 def _same_value(a: str | None, b: str | None) -> bool:
@@ -312,6 +321,17 @@ def corrected_argv(argv: list[str], flags: list[FlagRow]) -> tuple[list[str], se
             elif ch.new:
                 new.insert(0, f"{ch.flag}={ch.new}")
                 origin.insert(0, None)
+            continue
+        if override_key(ch.flag):  # a Hydra override word: key=value, set in place or appended
+            at = next((i for i, t in enumerate(new) if t.lstrip("+~").split("=", 1)[0] == ch.flag), None)
+            if at is not None:
+                if origin[at] is not None:
+                    old_marks.add(origin[at])
+                prefix = new[at][:len(new[at]) - len(new[at].lstrip("+~"))]
+                new[at], origin[at] = f"{prefix}{ch.flag}={ch.new}", None
+            elif ch.new:
+                new.append(f"{ch.flag}={ch.new}")
+                origin.append(None)
             continue
         key = flag_key(ch.flag)
         hit = None

@@ -46,13 +46,14 @@ from typing import Any
 import regex as re
 
 from parsers.elision import is_elision
-from parsers.launch import vocab
+from parsers.launch import frameworks, vocab
 from parsers.launch.command import (
     ANCHOR_RE,
     DYNAMO_MODULES,
     FLAG_ALIASES,
     LAUNCH_MODULES,
     PS_HEADER_RE,
+    SHELL_STOP_RE,
     VLLM_MODULES,
     FlagScan,
     LaunchCommand,
@@ -62,6 +63,7 @@ from parsers.launch.command import (
     docker_context,
     docker_size,
     engine_of_argv,
+    env_prefix,
     is_flag,
     parse_argv,
     scan_flags,
@@ -125,6 +127,7 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
         if cmds:
             found.extend(cmds)
             used.update(range(lg.line - 1, lg.line_end))
+    found.extend(_framework_commands(logical, used))
     if not found and _args_only(lines):
         argv = [t for ln in lines if ln.strip() and not ln.lstrip().startswith("#") and not is_elision(ln)
                 for t in tokenize(strip_comment(ln).rstrip().rstrip("\\"))]
@@ -147,6 +150,34 @@ def _scan(text: str) -> tuple[list[LaunchCommand], list[str], set[int], list[str
     launch_config.apply_script_context(found, lines)
     _apply_outer_containers(found, lines, used)
     return found, lines, used, notes
+
+
+def _framework_commands(logical: list[Logical], used: set[int]) -> list[LaunchCommand]:
+    """RL frameworks' training launches that start an engine and name its settings in their own spelling
+    (parsers/launch/frameworks.py): one ``launch_command`` each, in the engine's canonical flags, with the
+    spellings the user typed."""
+    out = []
+    for lg in logical:
+        if lg.text.lstrip().startswith("#") or any(i in used for i in range(lg.line - 1, lg.line_end)) \
+                or not frameworks.ANCHOR_RE.search(lg.text):
+            continue
+        tokens = tokenize(strip_comment(lg.text))
+        end = next((k for k, t in enumerate(tokens) if SHELL_STOP_RE.match(t)), len(tokens))
+        exe = next((k for k, t in enumerate(tokens[:end]) if not re.match(r"^[A-Za-z_]\w*=", t)
+                    and t not in ("nohup", "exec", "env", "time")), 0)
+        argv = tokens[exe:end]
+        fc = frameworks.framework_command(argv)
+        if fc is None:
+            continue
+        cmd = LaunchCommand(line=lg.line, line_end=lg.line_end, argv=argv, launcher="rl framework", text=lg.raw,
+                            env=env_prefix(tokens[:exe]), scan=FlagScan(flags=dict(fc.flags),
+                                                                       spellings=dict(fc.spellings)),
+                            engine=fc.engine)
+        cmd.extra["framework"] = fc.framework
+        cmd.extra["framework_form"] = fc.form
+        out.append(cmd)
+        used.update(range(lg.line - 1, lg.line_end))
+    return out
 
 
 _DOCKER_RUN_RE = re.compile(r"(?:^|[\s;&|(])(?:sudo\s+)?(?:docker|podman|nvidia-docker)\s+(?:container\s+)?run\b")
@@ -213,7 +244,7 @@ def mentions_launch(text: str) -> bool:
     >>> mentions_launch("see below\\n$ python3 -m sglang.launch_server --tp 8"), mentions_launch("free -g")
     (True, False)
     """
-    return ANCHOR_RE.search(text) is not None
+    return ANCHOR_RE.search(text) is not None or frameworks.ANCHOR_RE.search(text) is not None
 
 
 def find_commands(text: str) -> list[LaunchCommand]:
@@ -270,7 +301,8 @@ def sniff(head: str) -> float:
     if launch_config.looks_like_recipe(head) and not any(
             ANCHOR_RE.search(ln) for ln in head.split("\n") if not ln.lstrip().startswith("#")):
         return 0.8
-    if not ANCHOR_RE.search(head) and not ("\0" in head and "sglang" in head):
+    framework = frameworks.ANCHOR_RE.search(head) is not None
+    if not ANCHOR_RE.search(head) and not framework and not ("\0" in head and "sglang" in head):
         return 0.0
     lines = split_lines(head)
     if any(PS_HEADER_RE.match(ln) for ln in lines[:5]):
@@ -280,7 +312,8 @@ def sniff(head: str) -> float:
     content = [ln for ln in lines if not _ignorable(ln)]
     if not content:
         return 0.0
-    cmd_lines = sum(1 for ln in content if ANCHOR_RE.search(ln) or ln.rstrip().endswith("\\")
+    cmd_lines = sum(1 for ln in content if ANCHOR_RE.search(ln) or frameworks.ANCHOR_RE.search(ln)
+                    or ln.rstrip().endswith("\\")
                     or ln.lstrip().startswith("--") or _SHELL_STMT_RE.match(ln))
     share = cmd_lines / len(content)
     if head.startswith("#!") or share >= 0.5:
