@@ -220,3 +220,26 @@ def test_a_note_that_names_the_watchdog_message_is_no_timeout(tmp_path):
                    "[2025-07-02 10:00:00 TP0] Load weight begin. avail mem=76.20 GB\n", encoding="utf-8")
     _, doc = analyse([log], tz="UTC", quiet=True)
     assert not [f for f in doc["findings"] if f["rule_id"].startswith("SGL-NCCL")], doc["findings"]
+
+
+def test_a_store_timeout_in_a_ranks_traceback_says_how_many_joined_where_and_how_long(tmp_path):
+    """Two nodes' logs whose server_args agree, and a rank's traceback of c10d's store giving up: the summary carries
+    the store's own figures and the address both dumps name, and the confidence says the commands agree."""
+    from forensics.timeline import build_timeline
+
+    dump = ("[2025-06-10 14:20:0{n}] server_args=ServerArgs(model_path='org/model-671b', tp_size=16, nnodes=2, "
+            "node_rank={n}, dist_init_addr='10.9.0.7:25000')\n")
+    (tmp_path / "node0.log").write_text(dump.format(n=0) + "[2025-06-10 14:20:15 TP0] Init torch distributed begin.\n",
+                                        encoding="utf-8")
+    (tmp_path / "node1.log").write_text(
+        dump.format(n=1) + "[2025-06-10 14:20:16 TP8] Init torch distributed begin.\n"
+        "[2025-06-10 14:35:17 TP8] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/opt/sglang/python/sglang/srt/distributed/parallel_state.py", line 1100, in '
+        "init_distributed_environment\n"
+        "    torch.distributed.init_process_group(\n"
+        "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 12/16 clients joined.\n",
+        encoding="utf-8")
+    findings, _root = run_all(build_timeline([tmp_path / "node0.log", tmp_path / "node1.log"]))
+    f = fired(findings)["SGL-NCCL-003"]
+    assert "Only 12 of 16 processes joined the rendezvous at 10.9.0.7:25000 in 901 s: 4 never connected" in f.summary
+    assert "launch commands agree" in (f.confidence_reason or ""), f.confidence_reason

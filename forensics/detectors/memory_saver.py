@@ -73,6 +73,9 @@ def detect(tl: Timeline) -> list[Finding]:
         "--format=csv` between the training step and the next rollout.",
     ]
     return [make_finding("SGL-RUN-050", summary=summary, evidence=hits[:3], confidence="high" if resume else "medium",
+                         confidence_reason=None if resume else (
+                             "no resume of paused memory in the input: the region that failed may be the first "
+                             "mapping at start-up, not the handover from a trainer"),
                          figures={"api": a.get("api"), "func": a.get("func"), "resume_seen": resume,
                                   "ranks_failed_lines": len(hits)},
                          flags=flags, actions=actions)]

@@ -61,7 +61,8 @@ def _failure_line(row: Row) -> str:
 
 
 def _flag(row: Row, key: str) -> str | None:
-    flags = attrs(row).get("flags") or {}
+    a = attrs(row)
+    flags = a.get("flags") or (a.get("args") if isinstance(a.get("args"), dict) else None) or {}
     for k in (key, key.replace("_", "-"), f"--{key.replace('_', '-')}"):
         if k in flags and flags[k] not in (None, True):
             return str(flags[k])
@@ -71,7 +72,10 @@ def _flag(row: Row, key: str) -> str | None:
 def _node_launches(tl: Timeline) -> list[Row]:
     """Launch commands of a multi-node server (``--nnodes`` > 1), one per node as given."""
     out = []
-    for r in launch_rows(tl):
+    # without a launch command, each node's own server_args dump (a node's log and its command would count it twice)
+    # (the last per file: a log that holds a relaunch dumps them again, for the same node)
+    dumps = {r.get("file"): r for r in rows(tl, "server_args") if r.get("source") == "sglang"}
+    for r in launch_rows(tl) or list(dumps.values()):
         nnodes = _flag(r, "nnodes")
         if nnodes and nnodes.isdigit() and int(nnodes) > 1:
             out.append(r)
@@ -101,6 +105,11 @@ def detect(tl: Timeline) -> list[Finding]:
     return _never_met(tl) + detect_unbalanced_loading(tl)
 
 
+#: c10d's store: ``Timed out after N seconds waiting for clients. k/n clients joined.`` (failure_messages.md §4.6)
+_JOINED = re.compile(r"(?<!\d)(\d+)/(\d+) clients joined")
+_WAITED = re.compile(r"Timed out after (\d+) seconds")
+
+
 def _never_met(tl: Timeline) -> list[Finding]:
     launches = _node_launches(tl)
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
@@ -122,15 +131,23 @@ def _never_met(tl: Timeline) -> list[Finding]:
         olds = sorted({str(_flag(r, "dist_init_addr")) for r in launches if _flag(r, "dist_init_addr") != head_addr})
         flags.append(FlagChange("--dist-init-addr", ", ".join(olds), head_addr,
                                 "every node must name the same rendezvous: node rank 0's address and port"))
-    joined = [r for r in store if r.get("count") is not None and attrs(r).get("world_size")]
+    joined = [(r["count"], attrs(r)["world_size"]) for r in store
+              if r.get("count") is not None and attrs(r).get("world_size")]
+    # the same figures in a rank's traceback of the store's error (``DistStoreError: … k/n clients joined``)
+    joined += [(int(m.group(1)), int(m.group(2))) for r in store if r.get("count") is None
+               and (m := _JOINED.search(_failure_line(r) + " " + (r.get("text") or ""))) is not None]
+    waited = next((int(m.group(1)) for r in store if (m := _WAITED.search(r.get("text") or ""))), None)
     hs = next((m for r in store if (m := _HANDSHAKE.search(r.get("text") or ""))), None)
     words = []
     if problems:
         words.append("The nodes' launch commands disagree: " + "; ".join(problems))
     if joined:
-        r = joined[0]
-        words.append(f"{'only' if problems else 'Only'} {r['count']} of {attrs(r)['world_size']} processes joined the "
-                     "rendezvous")
+        count, world = joined[0]
+        words.append(f"{'only' if problems else 'Only'} {count} of {world} processes joined the rendezvous"
+                     + (f" at {head_addr}" if head_addr else "")
+                     + (f" in {waited} s" if waited else "")
+                     + (f": {world - count} never connected (a node that did not start, or cannot reach it)"
+                        if 0 < count < world else ""))
     elif hs is not None:
         words.append(f"{'a' if problems else 'A'} vLLM engine core waited {hs.group(1)} min for its front-end's "
                      "handshake and never got it: the engine core's node and the API server's never met (the "
@@ -143,7 +160,9 @@ def _never_met(tl: Timeline) -> list[Finding]:
                  "own."),
         evidence=[*launches[:4], *store[:3]],
         confidence="high" if problems else "medium",
-        confidence_reason=None if problems else "the launch commands of the nodes are not in the input",
+        confidence_reason=None if problems else (
+            "the nodes' launch commands agree: the network between them or a node that never started decides"
+            if len(launches) > 1 else "the launch commands of the nodes are not in the input"),
         figures={"nodes_given": len(launches), "problems": problems or None, "head_dist_init_addr": head_addr},
         flags=flags,
         actions=[*([] if hs is None else [

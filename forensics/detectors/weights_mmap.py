@@ -133,9 +133,10 @@ def detect(tl: Timeline) -> list[Finding]:
         "VLLM-HOST-003" if engine == "vllm" else "SGL-HOST-012",
         summary=summary,
         evidence=evidence,
-        confidence="high" if size else "medium",
+        # the mechanism is certain from the message with its size; which limit refused it is what the facts decide
+        confidence="high" if size and not decide else "medium",
         confidence_reason=(f"not in the input: {', '.join(decide)} (which limit refused the mapping)"
-                           if decide else None),
+                           if decide else None if size else "the mapping's size is not in the message"),
         figures={"shard_bytes": size, "shard_file": path, "ranks_on_host": ranks,
                  "host_capacity_bytes": mem.capacity,
                  "commit_limit_bytes": commit[0] if commit else None,
