@@ -208,6 +208,10 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
         free = int(split.group(1)) if split else avail
     if not retract_assert and isinstance(tried, int) and isinstance(free, int) and 0 < tried <= free:
         return [_free_tokens_refused(run, cfg, hits, first, tried, free, phase)]
+    evictable = next((v for k in ("evictable_size", "full_evictable_size") if isinstance(v := attrs(first).get(k), int)),
+                     None)
+    page = cfg.num("page_size")
+    split = None if retract_assert else _split_count(first, tried, free, evictable, page)
     return [make_finding(
         "SGL-KV-002",
         summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
@@ -218,10 +222,12 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
                  + (f"({avail} available) " if avail is not None else "")
                  + "and nothing left to retract, so SGLang's retraction asserted and the scheduler died."
                  if retract_assert else
-                 "The KV pool ran out: a " + (f"{phase} " if phase else "") + "batch"
-                 + (f" needed {first.get('tokens')} tokens" if first.get("tokens") is not None else " found no free KV slots")
-                 + (f" with only {avail} available" if avail is not None else "") + "; the scheduler raised and the "
-                 "server was torn down."),
+                 ("The KV allocator refused a " if _covered(tried, free, evictable) else "The KV pool ran out: a ")
+                 + (f"{phase} " if phase else "") + "batch"
+                 + (f"{' that' if _covered(tried, free, evictable) else ''} needed {first.get('tokens')} tokens"
+                    if first.get("tokens") is not None else " found no free KV slots")
+                 + (split or (f" with only {avail} available" if avail is not None else ""))
+                 + "; the scheduler raised and the server was torn down."),
         # the tracebacks that carried it and the errors other ranks raised after it are the crash, not other causes
         evidence=[*hits[:4], *[r for r in of_kind(run, "scheduler_exception", "sigquit") if r not in hits
                                and ((r.get("line_end") or r.get("line") or 0) >= (hits[0].get("line") or 0)
@@ -230,10 +236,67 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
         confidence_reason=("the error message is not in the input: inferred from the traceback, whose innermost "
                            "frame is SGLang's KV-slot allocator raising") if inferred else None,
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
-        figures={"tokens_tried": first.get("tokens"), "tokens_available": avail, "events": len(hits)},
-        actions=["Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype fp8_e4m3, "
+        figures={"tokens_tried": first.get("tokens"), "tokens_available": avail, "tokens_free": free,
+                 "tokens_evictable": evictable, **_component_figures(first), "events": len(hits)},
+        actions=[*(["By the message's own count the tokens were there (free plus evictable cover the batch): the "
+                    "radix cache's eviction did not release what it counted, so a bigger pool alone does not remove "
+                    "the crash" + ("" if page == 1 else " (unless --page-size above 1 rounded the batch up to more "
+                                   "pages than its printed tokens)") + "; upgrade to a release that returns a prefill "
+                    "whose allocation misses to the waiting queue instead of raising."]
+                  if _covered(tried, free, evictable) and not retract_assert else []),
+                 "Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype fp8_e4m3, "
                  "more GPUs, --mem-fraction-static up if the headroom allows); newer SGLang retracts instead of crashing."],
     )]
+
+
+def _covered(tried: object, free: object, evictable: object) -> bool:
+    """The batch fits in what the pool had free plus what its radix cache counted as evictable."""
+    return all(isinstance(v, int) for v in (tried, free, evictable)) and tried <= free + evictable  # type: ignore[operator]
+
+
+#: the per-component lines SGLang's hybrid radix caches add under the full pool's (sglang
+#: python/sglang/srt/mem_cache/*radix_cache.py::available_and_evictable_str (main, 2026): ``Available mamba: N
+#: (available_size=a + component_evictable_size_=b)``, the SWA cache's ``Available swa tokens: N
+#: (swa_available_size=a + swa_evictable_size_=b)``), as parsers/sglang.py ``kv_exhausted_facts`` keys them
+_COMPONENT_KEY = re.compile(r"^available_(\w+?)(?:_tokens)?$")
+
+
+def _components(row: Row) -> list[tuple[str, int, int | None, int | None]]:
+    """(pool, free plus evictable, free, evictable) of each component pool the message lists besides the full one."""
+    a = attrs(row)
+    out = []
+    for k, v in a.items():
+        m = _COMPONENT_KEY.match(k)
+        if not m or m.group(1) in ("full", "tokens") or not isinstance(v, int):
+            continue
+        pool = m.group(1)
+        free = a.get(f"{pool}_available_size")
+        evict = next((x for x in (a.get(f"{pool}_component_evictable_size"), a.get(f"{pool}_evictable_size"))
+                      if isinstance(x, int)), None)
+        out.append((pool, v, free if isinstance(free, int) else None, evict))
+    return out
+
+
+def _component_figures(row: Row) -> dict[str, int]:
+    return {f"{pool}_available": total for pool, total, _, _ in _components(row)}
+
+
+def _split_count(row: Row, tried: object, free: object, evictable: object, page: float | None) -> str | None:
+    """The message's count as it is: free without eviction, what the radix cache counted as evictable, and the
+    component pools of a hybrid cache. SGLang evicts the shortfall before it allocates (sglang
+    python/sglang/srt/mem_cache/common.py::evict_from_tree_cache (main, 2026)), so a refusal the free and evictable tokens cover is eviction falling short of its
+    own count, not ``only N available`` — unless pages above one token made the batch need more than it printed
+    (the paged allocator evicts for whole pages per request)."""
+    if not isinstance(free, int) or not isinstance(evictable, int):
+        return None
+    text = f": {free} free, {evictable} more counted evictable in the radix cache"
+    if _covered(tried, free, evictable):
+        text += " — enough by that count, so eviction did not release what it counted" + (
+            "" if page == 1 else f" (or --page-size {int(page)} rounded the batch up to more pages than that)"
+            if page else " (or a page size above 1 rounded the batch up to more pages than that)")
+    comps = [f"the {pool} pool at {total}" + (f" ({f} free + {e} evictable)" if f is not None and e is not None else "")
+             for pool, total, f, e in _components(row)]
+    return text + (f"; {', '.join(comps)}" if comps else "")
 
 
 def _free_tokens_refused(run: list[Row], cfg, hits: list[Row], first: Row, tried: int, free: int,

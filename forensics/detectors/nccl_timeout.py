@@ -27,6 +27,13 @@ loading (SGLang all-reduces the ranks' free memory before it sizes the KV pool):
 finished loading. SGLang's ``--dist-timeout`` (server_args ``dist_timeout``, seconds, handed to
 ``init_process_group``'s timeout) then needs room for the slowest node's load.
 
+c10d's watchdog also says how far the group had got: ``last completed NCCL work: N`` (ProcessGroupNCCL.cpp,
+``Exception (either an error or timeout) detected by watchdog at work: …`` and the ``PG status: … last completed
+work: N`` form; the counter starts at -1, so a first collective that never finished reads -1). A start-up timeout
+after the group had completed collectives is no rendezvous problem: the ranks had talked over the same transport.
+A peer stopped joining early in the run — still loading on a slower node or storage, still compiling, or dead — and
+with no rank failing in the input, the process-group timeout (SGLang's ``--dist-timeout``) needs room for it.
+
 >>> phase_of(3), phase_of(1580)
 ('SGL-NCCL-001', 'SGL-NCCL-002')
 """
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import re
 
+from forensics.facts.engines import engine_of
 from forensics.facts.launch import ServerConfig, launch_rows, server_config
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
@@ -245,12 +253,30 @@ def waited_after_load(run: list[Row] | None, hits: list[Row]) -> bool:
     return bool(loaded) and not later
 
 
-def _load_wait_flag(cfg: ServerConfig, timeout_s: float | None) -> FlagChange:
+#: c10d's count of the group's finished collectives on the watchdog's lines (ProcessGroupNCCL.cpp: ``last completed
+#: NCCL work: N`` after ``detected by watchdog at work``/``Timeout at NCCL work``, ``PG status: … last completed work: N``)
+_LAST_COMPLETED = re.compile(r"last completed (?:NCCL )?work: (-?\d+)")
+
+
+def completed_before(group: list[Row]) -> int | None:
+    """The most collectives the timed-out group reports as completed before the one that waited, or None when its
+    lines do not say (older releases, a cut excerpt)."""
+    seen = [int(m.group(1)) for r in group for t in (r.get("text") or "", str(attrs(r).get("message") or ""))
+            for m in _LAST_COMPLETED.finditer(t)]
+    return max(seen) if seen else None
+
+
+_LOAD_WAIT_WHY = ("the ranks that finished loading gave up waiting for ranks still loading: a process-group timeout "
+                  "longer than the slowest rank's load lets it finish (fix slow storage first)")
+_STARTUP_WAIT_WHY = ("the group had worked and then waited on a peer early in the run: a process-group timeout longer "
+                     "than the slowest node's start-up lets a peer still loading finish (a peer that died needs its "
+                     "own fix; slow storage first)")
+
+
+def _load_wait_flag(cfg: ServerConfig, timeout_s: float | None, why: str = _LOAD_WAIT_WHY) -> FlagChange:
     old = cfg.num("dist_timeout")
     wait = max(float(LONG_DIST_TIMEOUT_S), 2 * (old or timeout_s or 0))
-    return FlagChange("--dist-timeout", cfg.flag_text("dist_timeout"), f"{wait:g}",
-                      "the ranks that finished loading gave up waiting for ranks still loading: a process-group "
-                      "timeout longer than the slowest rank's load lets it finish (fix slow storage first)")
+    return FlagChange("--dist-timeout", cfg.flag_text("dist_timeout"), f"{wait:g}", why)
 
 
 def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row] | None = None) -> list[Finding]:
@@ -273,6 +299,8 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
         served = any(r.get("kind") in _SERVED and any(before(r, h) for h in group) for r in context)
         silent = sorted(set(range(world)) - set(ranks)) if world and ranks and len(ranks) < world else []
         after_load = rule_id == "SGL-NCCL-001" and waited_after_load(run, group)
+        flags: list[FlagChange] = []
+        talked = False
         if after_load:
             timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
             summary = (f"{what} timed out {at} on rank(s) "
@@ -294,6 +322,24 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
                        "cause. Check `lspci -vvv | grep ACSCtl` (SrcValid+ means ACS is on), the IOMMU (`dmesg | grep "
                        "-i -e DMAR -e IOMMU`), and `nvidia-smi topo -p2p r`.",
                        "Run nccl-tests' all_reduce_perf across the same GPUs to reproduce it outside the engine."]
+        elif rule_id == "SGL-NCCL-001" and (done := completed_before(group) or 0) >= 1:
+            # the group had finished collectives over this transport: not a rendezvous problem, a peer that stopped
+            # joining early in the run (still loading or compiling on another node, or dead)
+            timeout = max((float(attrs(r).get("timeout_s") or 0) for r in group), default=0) or None
+            summary = (f"{what} timed out {at} on rank(s) "
+                       f"{', '.join(map(str, ranks)) or '?'} after the group had completed {done} collective(s) "
+                       "(c10d's last completed work): the ranks had already talked, so rendezvous and the network "
+                       "worked; early in the run a peer stopped joining — still loading the weights on a slower node "
+                       "or storage, still compiling, or dead.")
+            actions = ["Read the log of the ranks not seen here (the other node's): a traceback, an OOM kill or an Xid "
+                       "there is the cause; shard progress at seconds per shard or a late 'Load weight end' means "
+                       "slow loading.",
+                       "Put the weights on local NVMe (or warm the page cache) on every node; give --dist-timeout "
+                       "room for the slowest node's start-up."]
+            # a rank that failed in the input is the cause, not the wait; vLLM has no process-group timeout flag
+            waited = not rank_failures(tl) and engine_of(run or list(context)) != "vllm"
+            flags = [_load_wait_flag(cfg, timeout, _STARTUP_WAIT_WHY)] if waited else []
+            talked = True
         elif rule_id == "SGL-NCCL-001":
             summary = (f"{what} timed out {at} on rank(s) "
                        f"{', '.join(map(str, ranks)) or '?'}: the ranks never got to talk (start-up/rendezvous).")
@@ -324,6 +370,9 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
         reasons = [m for m, bad in (("the timeout lines do not name their rank", not ranks),
                                     ("the world size is unknown (no server_args or launch command): the rank that "
                                      "stopped joining cannot be named", rule_id == "SGL-NCCL-002" and world is None),
+                                    ("the peers' logs are not in the input: that they were still starting rather "
+                                     "than failed is inferred from the group having worked", talked and not any(
+                                         r.get("kind") in _STARTUP for r in context)),
                                     ("the timeout line carries no sequence number and nothing before it says whether "
                                      "the run had started serving", not seqs and rule_id == "SGL-NCCL-002" and not served),
                                     ("only the watchdog's frames are in the input: it took the process down for a "
@@ -341,6 +390,6 @@ def _detect_run(tl: Timeline, hits: list[Row], cfg: ServerConfig, run: list[Row]
             figures={"seq_nums": seqs, "op_types": ops, "reporting_ranks": ranks, "silent_ranks": silent,
                      "timeout_s": max((float(attrs(r).get("timeout_s") or 0) for r in group), default=None) or None},
             actions=actions,
-            flags=flags if after_load else p2p_flags,
+            flags=flags if after_load or talked else p2p_flags,
         ))
     return out
