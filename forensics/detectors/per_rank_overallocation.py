@@ -69,17 +69,33 @@ def pow2_state(tl: Timeline) -> tuple[str, str]:
 
     "likely": no version stated, but the log's line formats only exist up to 0.5.4 or earlier.
     """
+    return version_state(tl, POW2_FIRST, POW2_LAST)
+
+
+def version_state(tl: Timeline, first: tuple[int, ...], last: tuple[int, ...]) -> tuple[str, str]:
+    """Is the SGLang release in [first, last]? ("yes" | "likely" | "unknown" | "no", and the version text)."""
     exact, where = sglang_version(tl)
     if exact:
-        inside = POW2_FIRST <= exact <= POW2_LAST
+        inside = first <= exact <= last
         return ("yes" if inside else "no"), f"{version_text(exact)} ({where})"
     lo, hi = version_window(tl)
-    if (lo and lo > POW2_LAST) or (hi and hi < POW2_FIRST):
-        bound = f"≥ {version_text(lo)}" if lo and lo > POW2_LAST else f"≤ {version_text(hi)}"
+    if (lo and lo > last) or (hi and hi < first):
+        bound = f"≥ {version_text(lo)}" if lo and lo > last else f"≤ {version_text(hi)}"
         return "no", f"unknown, {bound} from the log's line formats"
-    if hi and hi <= POW2_LAST:
+    if hi and hi <= last:
         return "likely", f"unknown, ≤ {version_text(hi)} from the log's line formats"
     return "unknown", "unknown (not stated in the input)"
+
+
+#: SGLang 0.4.8–0.5.14 assert each rank's host pool is larger than its device KV pool (SGL-HOST-011; sglang
+#: python/sglang/srt/mem_cache/memory_pool_host.py ``HostKVCache.__init__``); 0.5.15+ only warns
+HOST_ABOVE_DEVICE = ((0, 4, 8), (0, 5, 14))
+
+
+def device_pool_bytes(run: list[Row]) -> float | None:
+    """One rank's device KV pool, from ``KV Cache is allocated`` (the largest rank's)."""
+    sizes = [float(r["bytes"]) for r in of_kind(run, "kv_cache_allocated") if r.get("bytes")]
+    return max(sizes) if sizes else None
 
 
 def splits_budget(tl: Timeline) -> bool:
@@ -305,11 +321,13 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
                     f"and only {pow2_gb} GB fits — check `pip show sglang`")
     flags = [FlagChange("--hicache-size", old, str(new_gb), why)] if new_gb >= 1 else []
     ratio = cfg.num("hicache_ratio") or 2.0
-    if req.source == "ratio" and new_gb >= 1 and ratio > 0:
+    by_ratio = cfg.num("hicache_size") is None and (req.source == "ratio" or cfg.num("hicache_ratio") is not None)
+    logged_device = device_pool_bytes(run)
+    if by_ratio and new_gb >= 1 and ratio > 0 and (req.source == "ratio" or logged_device):
         # the launch sizes the pool by --hicache-ratio × the device KV pool (sglang_formats.md §4): correct the flag
         # it set, to the ratio whose pool is the size that fits; SGLang's ratio must stay above 1 (a host pool smaller
         # than the device's is refused), below that only --hicache-size can say it
-        device = req.per_rank / ratio
+        device = req.per_rank / ratio if req.source == "ratio" else logged_device
         new_ratio = math.floor(new_gb * 1e9 / device * 100) / 100
         if 1 < new_ratio < ratio:
             flags = [FlagChange("--hicache-ratio", cfg.flag_text("hicache_ratio") or f"{ratio:g} (default)",
@@ -317,6 +335,17 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
                                 f"({device / 1e9:.2f} GB per rank): {new_ratio:g} × {device / 1e9:.2f} GB = "
                                 f"{new_ratio * device / 1e9:.2f} GB ≤ {new_gb} GB per rank, where {why}")]
 
+    # the size that fits the host may be one SGLang refuses: not larger than the rank's device KV pool
+    device = logged_device
+    floor_state = version_state(tl, *HOST_ABOVE_DEVICE)[0]
+    smaller_than_device = bool(device and new_gb >= 1 and new_gb * 1e9 <= device)
+    below_device = smaller_than_device and floor_state in ("yes", "likely")
+    if below_device:
+        flags = []
+    elif smaller_than_device and floor_state == "unknown" and flags:
+        flags = [FlagChange(c.flag, c.old, c.new, c.why + f"; on SGLang 0.4.8–0.5.14 a host pool not larger than the "
+                            f"device KV pool ({fmt_gib(device)} per rank) is refused at start-up — check `pip show "
+                            "sglang`") for c in flags]
     actions = [
         f"Set --hicache-size per rank, not per server: the {ranks} ranks on this host each pin their own pool "
         f"({ranks} × {req.per_rank / 1e9:g} GB = {ranks * req.per_rank / 1e9:g} GB = {fmt_gib(ranks * req.per_rank)} "
@@ -328,6 +357,11 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     if new_gb < 1:
         actions.insert(0, "No HiCache pool fits this host with the reserve: disable --enable-hierarchical-cache "
                           "or run fewer ranks per host.")
+    elif below_device:
+        actions.insert(0, f"No HiCache pool both fits this host and exceeds the device pool: disable "
+                          f"--enable-hierarchical-cache, run fewer ranks per host, or shrink each rank's device KV pool "
+                          f"below {new_gb} GB (lower --mem-fraction-static); SGLang ≥ 0.5.15 only warns about a host "
+                          "pool smaller than the device's.")
     if host.limit:
         actions.append(f"The container is limited to {fmt_gib(host.limit)} (docker --memory): raise the "
                        "limit or size the pools to it.")
@@ -352,7 +386,9 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
     consequence_rows = of_kind(run, "rank_dead", "sigquit", "hicache_insufficient")
     climb = _observed_climb(tl, req, consequence_rows, pinned)
     summary = (
-        f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB"
+        (f"The HiCache host pool is per rank (--hicache-ratio {cfg.num('hicache_ratio') or 2:g} × the rank's device "
+         f"KV pool): {ranks} ranks × {req.per_rank / 1e9:g} GB" if by_ratio else
+         f"--hicache-size is per rank and in GB (10^9 bytes): {ranks} ranks × {req.per_rank / 1e9:g} GB")
         + (f" ({pools_words})" if req.pools else "")
         # the product in the flag's unit, then in GiB; a power-of-two pool is converted first, then multiplied
         + (f" (SGLang {version} rounds each pool up to a power of two), pinned as {ranks} × {fmt_gib(pinned)}"
@@ -365,7 +401,11 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         + (f"Set --hicache-ratio {flags[0].new} (a host pool of at most {new_gb} GB per rank) to fit all {ranks} ranks "
            "with a reserve." if flags and flags[0].flag == "--hicache-ratio" else
            f"Set --hicache-size {new_gb} (per rank) to fit all {ranks} ranks with a reserve."
-           if new_gb >= 1 else "No per-rank pool fits with the reserve.")
+           if new_gb >= 1 and not below_device else
+           f"The {new_gb} GB per rank that fit are not larger than each rank's device KV pool ({fmt_gib(device)} = "
+           f"{device / 1e9:.2f} GB), "
+           f"which SGLang 0.4.8–0.5.14 refuses (version {version}): no HiCache pool fits as launched."
+           if below_device else "No per-rank pool fits with the reserve.")
     )
     if climb:
         summary += (f" Observed (forensics record): host memory used rose {fmt_gib(climb.rise_bytes)} in {climb.steps} "
@@ -389,7 +429,8 @@ def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Reques
         "reserve_bytes": int(reserve),
         "process_allowance_bytes": int(processes),
         "budget_bytes": int(budget),
-        "corrected_hicache_size_gb": new_gb,
+        "corrected_hicache_size_gb": new_gb if not below_device else None,
+        "device_pool_bytes_per_rank": int(device) if device else None,
         "sglang_version": version,
         "power_of_two_pinning": pow2,
     }
