@@ -18,6 +18,7 @@ the budget by the ranks per host and refuses cleanly (``hicache_insufficient``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import timedelta
@@ -228,6 +229,8 @@ def detect(tl: Timeline) -> list[Finding]:
             continue
         refused = [r for r in of_kind(run, "hicache_insufficient") if r.get("bytes")]
         found = None if split else _overallocation(tl, cfg, run, req, host, pow2, version)
+        if found is None and not split and not refused and host.capacity is None:
+            found = _capacity_unknown(tl, cfg, run, req, pow2)
         if found:
             findings.append(tag_run(found, ref))
         elif refused:
@@ -249,6 +252,44 @@ def _served_without_failure(tl: Timeline, run: list[Row]) -> bool:
     bad += [r for r in rows(tl, "failure") if attrs(r).get("failure") in ("oom_killed", "signal", "process_exit",
                                                                             "kernel_map_failed")]
     return not bad
+
+
+def _capacity_unknown(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, pow2: str) -> Finding | None:
+    """SGL-HOST-001 without the host's size: every rank pins its own HiCache pool, and the log stops at the ranks'
+    ``Allocating … GB host memory for hierarchical KV cache.`` lines (sglang python/sglang/srt/mem_cache/
+    memory_pool_host.py::HostKVCache (0.4.5-0.5.18) logs it before it allocates and pins the pool) with nothing
+    served after. The ranks' total is stated; the fact that decides it (MemTotal, the container's limit) is named
+    and no size is proposed without it, as vLLM's VLLM-HOST-001 does. A log that merely stops there stays low."""
+    ranks, ranks_how = ranks_per_host(cfg, req.ranks_seen)
+    pools = of_kind(run, "hicache_alloc")
+    if ranks < 2 or not pools or not run or rows(tl, "oom_kill"):
+        return None
+    last = max(run, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    if last.get("kind") != "hicache_alloc" or of_kind(run, "decode_batch", "prefill_batch"):
+        return None  # the ranks went past their pools: not where an over-committed host stops them
+    parts = list((req.pools or {"": req.per_rank}).values())
+    pinned = sum(pinned_bytes(b, pow2 in ("yes", "likely")) for b in parts)
+    demand = ranks * pinned
+    found = make_finding(
+        "SGL-HOST-001",
+        summary=(f"{ranks} ranks ({ranks_how}) each pin their own HiCache host pool of {fmt_gb(req.per_rank)} "
+                 f"({HICACHE_UNIT}): {fmt_gib(demand)} of host memory together, and the log stops as they allocate "
+                 "it. The input does not state the host's memory or the container's limit, which decides it: above "
+                 "that total minus a reserve, pinning stalls or the kernel kills a rank."),
+        evidence=[*pools[:4], *cfg.evidence_rows("hicache_size", "hicache_ratio", "tp_size")],
+        severity="low",
+        confidence="low",
+        confidence_reason="no free/meminfo and no container or pod memory limit in the input; the log may merely "
+                          "be cut there",
+        ranks=[x for x in (rank_of(r) for r in pools) if x is not None],
+        figures={"ranks_per_host": ranks, "per_rank_bytes": int(req.per_rank), "demand_bytes": int(demand),
+                 "capacity_bytes": None},
+        actions=[f"Compare {fmt_gib(demand)} with the host's MemTotal (`free -g`) and the container's limit; size "
+                 "--hicache-size as (that − max(10 GiB, 10 %) − the processes' own memory) ÷ the ranks on the host.",
+                 "Check the kernel log of the same minutes (`dmesg -T | grep -i 'killed process'`) for a kill."],
+    )
+    return dataclasses.replace(found, title="HiCache host pools times the ranks, against a host size the input does "
+                                            "not state")
 
 
 def _overallocation(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Request, host: HostMemory,

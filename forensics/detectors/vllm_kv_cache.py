@@ -78,6 +78,24 @@ def _block_manager_refusals(run: list[Row]) -> list[Row]:
             and _BLOCK_MANAGER in f"{attrs(r).get('message') or ''} {r.get('text') or ''}"]
 
 
+def _one_request_fits(run: list[Row], mml: int) -> bool:
+    """vLLM's own concurrency line says one request of ``mml`` tokens (or more) fits in the KV cache.
+
+    The V1 engine logs ``Maximum concurrency for {max_model_len} tokens per request: {x}x``
+    (vllm/v1/core/kv_cache_utils.py, ``get_max_concurrency_for_kv_cache_config``), computed from the blocks one
+    request needs per KV-cache group: sliding-window and mamba layers need fewer blocks than the full length, so
+    on a hybrid model the ``GPU KV cache size`` token count can be below the max model len while a full-length
+    request still fits (x ≥ 1). V1 also checks this at start (``check_enough_kv_cache_memory``) and would have
+    refused; the line is printed only after that check passed.
+    """
+    for r in of_kind(run, "kv_concurrency"):
+        a = attrs(r)
+        x, length = a.get("max_concurrency"), a.get("max_model_len")
+        if x is not None and length is not None and int(length) >= mml and float(x) >= 1.0:
+            return True
+    return False
+
+
 def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
     hits = of_kind(run, "kv_cache_too_small")
     sizing = [r for r in of_kind(run, "kv_sizing") if r.get("tokens")]
@@ -98,6 +116,8 @@ def _too_small(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]
         hits = refused
     # no error in the excerpt: the sizing lines themselves may show a max length the cache cannot hold
     if not hits and not (sizing and mml and int(mml) > int(sizing[0]["tokens"])):
+        return []
+    if not hits and _one_request_fits(run, int(mml)):
         return []
     if not mml:
         return []
