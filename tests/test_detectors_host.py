@@ -192,3 +192,24 @@ def test_killed_rank_with_pool_sizes_against_the_containers_limit(tmp_path):
     f = next(f for f in doc["findings"] if f["rule_id"] == "SGL-HOST-009")
     assert "host RAM is not known" not in (f.get("confidence_reason") or "")
     assert "160.00 GiB" in f["remediation"]["flags"][0]["why"]
+
+
+def test_oom_killer_names_the_engine_of_its_victim_and_its_next_steps_are_the_causes_not_an_info_rules():
+    worker = {"kind": "oom_kill", "source": "kernel", "file": "dmesg.txt", "line": 2, "pid": 3101,
+              "comm": "VLLM::Worker_TP", "used_bytes": 96 * GIB, "attrs": "{}"}
+    finding = kernel_oom_killer.detect(timeline(worker))[0]
+    assert "vLLM's processes were among the victims" in finding.summary and "SGLang" not in finding.summary
+    assert finding.remediation.actions[0].startswith("Lower vLLM's largest host pool")
+    java = {**worker, "comm": "java", "pid": 77}
+    assert "No SGLang or vLLM process was a victim" in kernel_oom_killer.detect(timeline(java))[0].summary
+
+
+def test_next_steps_leave_out_an_info_findings_advice_beside_a_cause():
+    from forensics.report.document import next_steps
+
+    cause = {"rule_id": "SGL-HOST-004", "severity": "high", "remediation": {"actions": ["Lower the host pool."]}}
+    info = {"rule_id": "SGL-RUN-002", "severity": "info", "remediation": {"actions": ["Read the first line."]}}
+    doc = {"root_cause": "SGL-HOST-004", "findings": [cause, info]}
+    assert [s["rule_id"] for s in next_steps(doc)] == ["SGL-HOST-004"]
+    alone = {"root_cause": None, "findings": [info]}
+    assert [s["rule_id"] for s in next_steps(alone)] == ["SGL-RUN-002"]

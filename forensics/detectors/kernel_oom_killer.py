@@ -44,6 +44,17 @@ def victim_is_sglang(comm: str | None, args: str | None) -> bool:
     return is_sglang_process(comm, args)
 
 
+def victim_is_vllm(comm: str | None, args: str | None) -> bool:
+    """vLLM's process titles (``VLLM::Worker_TP0``, ``VLLM::EngineCore``: vllm/utils ``set_process_title``, 0.8+)
+    or a command line that runs it.
+
+    >>> victim_is_vllm("VLLM::Worker_TP", None), victim_is_vllm("python3", "vllm serve m"), victim_is_vllm("java", None)
+    (True, True, False)
+    """
+    c = str(comm or "")
+    return c.upper().startswith("VLLM") or "vllm" in str(args or "").lower()
+
+
 def _args_by_pid(tl: Timeline) -> dict[int, str]:
     return {int(r["pid"]): str(attrs(r).get("args") or "") for r in rows(tl, "process") if r.get("pid") is not None}
 
@@ -68,6 +79,8 @@ def detect(tl: Timeline) -> list[Finding]:
         a = attrs(r)
         victims.append((r, victim_is_sglang(r.get("comm"), args.get(int(r["pid"])) if r.get("pid") else None), a))
     sglang = [v for v in victims if v[1]]
+    vllm = [v for v in victims if not v[1] and victim_is_vllm(v[0].get("comm"), args.get(int(v[0]["pid"]))
+                                                             if v[0].get("pid") else None)]
     names = sorted({f"{r.get('comm')} (pid {r.get('pid')})" for r, _, _ in victims})
     memcg = sorted({str(a.get("constraint")) for _, _, a in victims if a.get("constraint")})
     shmem = sum(int(a.get("shmem_rss_bytes") or 0) for _, _, a in victims)
@@ -78,9 +91,14 @@ def detect(tl: Timeline) -> list[Finding]:
                + (f" ({fmt_gib(rss)} resident, {fmt_gib(shmem)} of it shared/pinned)" if rss else "")
                + (" inside a memory cgroup limit (container)" if in_cgroup else "") + ". "
                + ("SGLang schedulers were among the victims: the server died without a Python traceback."
-                  if sglang else "No SGLang process was a victim."))
+                  if sglang else "vLLM's processes were among the victims: the engine died without a Python "
+                  "traceback (its parent only sees the child vanish: 'died unexpectedly')."
+                  if vllm else "No SGLang or vLLM process was a victim."))
     actions = ["Find what filled host memory before the kill (HiCache pools: SGL-HOST-001; other tenants) and size it "
                "to fit; `dmesg -T | grep -i -B2 -A8 'invoked oom-killer'` shows the whole report."]
+    if vllm:
+        actions.insert(0, "Lower vLLM's largest host pool: each worker holds its own (--cpu-offload-gb, V0's "
+                          "--swap-space, --kv-offloading-size, LMCache's CPU pool; VLLM-HOST-001 adds them up).")
     if in_cgroup:
         actions.append("The limit was a memory cgroup (container): raise docker --memory / the pod limit or shrink the "
                        "pools to it.")
@@ -91,6 +109,7 @@ def detect(tl: Timeline) -> list[Finding]:
         confidence="high",
         severity="critical" if sglang else "high",
         figures={"victims": names, "victim_count": len(victims), "sglang_victims": len(sglang),
+                 "vllm_victims": len(vllm),
                  "victim_rss_bytes": rss, "victim_shmem_rss_bytes": shmem, "constraints": memcg},
         actions=actions,
     )]

@@ -197,7 +197,10 @@ def next_steps(doc: dict[str, Any], limit: int = MAX_NEXT_STEPS) -> list[dict[st
     "rule_id", "commands"}``; ``commands`` are only those complete enough to copy and run.
     """
     picked: list[dict[str, Any]] = []
-    for f in ordered_findings(doc):
+    findings = ordered_findings(doc)
+    # an info finding's advice (how to read the failure lines it lists) is no step beside a finding that explains
+    informative = [f for f in findings if f.get("severity") != "info"]
+    for f in informative or findings:
         for action in (f.get("remediation") or {}).get("actions") or []:
             text = str(action)
             group = step_group(text)
