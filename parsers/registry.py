@@ -29,6 +29,7 @@ PARSER_MODULES = (
     "crash_snapshot",
     "container_limits",
     "record",
+    "clock",
 )
 
 #: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,

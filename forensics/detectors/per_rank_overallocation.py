@@ -32,7 +32,7 @@ from forensics.facts.launch import (
     ranks_per_host,
     server_config,
 )
-from forensics.facts.rows import Row, attrs, rank_label, rank_of, rows
+from forensics.facts.rows import Row, attrs, before, rank_label, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.versions import sglang_version, version_text, version_window
 from forensics.model import Finding, FlagChange, Timeline
@@ -264,8 +264,11 @@ def _capacity_unknown(tl: Timeline, cfg: ServerConfig, run: list[Row], req: Requ
     pools = of_kind(run, "hicache_alloc")
     if ranks < 2 or not pools or not run or rows(tl, "oom_kill"):
         return None
-    last = max(run, key=lambda r: (r.get("file") or "", r.get("line") or 0))
-    if last.get("kind") != "hicache_alloc" or of_kind(run, "decode_batch", "prefill_batch"):
+    # the log stops at the pools: nothing of the run after the last allocation (by line in its file, else by time:
+    # a rotated log's older member sorts after the newer by name)
+    last_alloc = pools[-1]
+    if any(r.get("kind") != "hicache_alloc" and before(last_alloc, r) for r in run) \
+            or of_kind(run, "decode_batch", "prefill_batch"):
         return None  # the ranks went past their pools: not where an over-committed host stops them
     parts = list((req.pools or {"": req.per_rank}).values())
     pinned = sum(pinned_bytes(b, pow2 in ("yes", "likely")) for b in parts)

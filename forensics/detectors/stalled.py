@@ -100,6 +100,9 @@ def _evidence_end(tl: Timeline) -> tuple[datetime | None, str]:
     if collected is not None and (last is None or collected >= last):  # type: ignore[operator]
         return collected, f"the collection at {iso_z(collected)}"
     if isinstance(last, datetime):
+        clock = [r for r in rows(tl, "clock") if r.get("ts") == last]
+        if clock:  # what ``date`` printed beside the log: the moment the operator looked
+            return last, f"the host's clock at {iso_z(last)} (`date`, {clock[0].get('file')}:{clock[0].get('line')})"
         return last, f"the input's last stamped line at {iso_z(last)}"
     return None, ""
 
@@ -431,7 +434,10 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         reasons.append("the log ends at this stage; whether the server hung there or the excerpt was cut there is "
                        "not in the input — the time it had been silent decides")
     if st["how"] == "silence" and not tl.facts.collected_at:
-        reasons.append("the silence is measured against another file's later line, not a snapshot of the host")
+        reasons.append("the silence is measured against a `date` pasted beside the log, assumed taken on the server's "
+                       "host on the clock its log stamps (a `date -u` where the log is in local time would be off by "
+                       "the zone)" if "(`date`," in str(st.get("end_words")) else
+                       "the silence is measured against another file's later line, not a snapshot of the host")
     flags, actions = [], []
     vllm = any(r.get("source") == "vllm" for r in run)
     if st["how"] == "unmeasured":  # the deciding fact first
