@@ -569,6 +569,10 @@ def _capture(msg: str) -> list[Event] | None:
 #: python/sglang/srt/compilation/piecewise_context_manager.py ``enable_piecewise_cuda_graph``, default-on era 0.5.10+;
 #: 0.5.15+ the same line from the tc_piecewise context): its own hint names --disable-piecewise-cuda-graph
 _PIECEWISE_FAILED = "Piecewise CUDA Graph failed with error:"
+#: the first line of the hint block that follows that failure (sglang python/sglang/srt/compilation/
+#: piecewise_context_manager.py ``PIECEWISE_CUDA_GRAPH_CAPTURE_FAILED_MSG``, 0.5.10+): the engine prints it only after
+#: the piecewise graph failed, so a paste that cut the failure line still says which graph failed
+_PIECEWISE_HINT = "Piecewise CUDA Graph is enabled by default as an experimental feature"
 
 
 def _graph_failed(msg: str) -> list[Event]:
@@ -800,6 +804,8 @@ def classify_message(msg: str) -> list[Event] | None:
     [('cuda_graph_end', {'avail_bytes': 2029372047, 'bytes': 2791728742, 'seconds': 98.73}, {'capture_name': 'decode', 'graph_backend': 'cuda graph'})]
     >>> classify_message("Piecewise CUDA Graph failed with error: shape mismatch")
     [('cuda_graph_failed', {}, {'message': 'shape mismatch', 'graph': 'piecewise'})]
+    >>> classify_message("Piecewise CUDA Graph is enabled by default as an experimental feature.")
+    [('cuda_graph_failed', {}, {'message': '', 'graph': 'piecewise', 'hint_only': True})]
     >>> classify_message("KV pool holds 30000 tokens, fewer than --context-length 131072. One full-context request cannot fit")
     [('kv_sizing', {'tokens': 30000}, {'warning': 'pool_below_context', 'context_len': 131072})]
     """
@@ -843,6 +849,8 @@ def classify_message(msg: str) -> list[Event] | None:
     if msg.startswith(_PIECEWISE_FAILED) and "CUDA out of memory" not in msg:  # an OOM keeps the OOM's reading
         said = msg[len(_PIECEWISE_FAILED):].split("\nPiecewise CUDA Graph is ", 1)[0]  # the engine's hint follows
         return _ev("cuda_graph_failed", attrs={"message": " ".join(said.split())[:2000], "graph": "piecewise"})
+    if msg.lstrip().startswith(_PIECEWISE_HINT):  # the hint alone: its failure line was cut; the error is unknown
+        return _ev("cuda_graph_failed", attrs={"message": "", "graph": "piecewise", "hint_only": True})
     return _failure(msg) or _other(msg)
 
 
