@@ -150,6 +150,12 @@ _HEALTH = re.compile(r"for last " + _N + r" seconds")
 # requests before crash``)
 _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
+#: a multimodal request whose placeholder tokens in the text and the encoder's embedding rows disagree, logged on every
+#: rank before the embedding is cut to fit or the scatter fails:
+#: sglang python/sglang/srt/managers/mm_utils.py::_adjust_embedding_length (0.5.x; get_embedding_and_mask in 0.4.x,
+#: whose text lacks the space after "text.")
+_MM_MISMATCH = re.compile(r"^Number of tokens in multimodal embedding does not match those in the input text\.\s*"
+                          r"Got (\d+) tokens in the text but (\d+)\s*tokens from multimodal embeddings")
 # sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
 _REGISTERING = re.compile(r"^Registering (\d+) cuda graph addresses")
 #: the custom all-reduce turned off at the group's set-up, and why (vllm_formats.md §3.8; SGLang's copy, sglang
@@ -781,6 +787,10 @@ def _other(msg: str) -> list[Event] | None:
         return _notice("custom_allreduce_failed", message=msg[:500])
     if "for JIT HiCache kernel" in msg:
         return _notice("hicache_jit_unsupported", message=msg[:500])
+    if msg.startswith("Number of tokens in multimodal embedding"):
+        m = _MM_MISMATCH.match(msg)
+        if m:
+            return _notice("mm_token_mismatch", text_tokens=_int(m.group(1)), embedding_tokens=_int(m.group(2)))
     if msg.startswith("Hierarchical cache cleared successfully"):
         return _notice("hicache_cleared")
     if msg.startswith("HiCache host KV pool") and "smaller than the device pool" in msg:

@@ -94,7 +94,7 @@ def client_side(row: Row) -> bool:
     return bool(frames) and not any(_ENGINE_FRAME.search(path) for path, _fn in frames)
 
 
-def _is_fatal(row: Row) -> bool:
+def is_fatal(row: Row) -> bool:
     if row.get("kind") not in FATAL_KINDS:
         return False
     if row.get("kind") == "failure" and (failure_class(row) not in FATAL_CLASSES or client_side(row)):
@@ -132,7 +132,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
     findings = list(findings)
     out = []
     for ref, run in iter_runs(tl):
-        fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
+        fatal = [r for r in of_kind(run, *FATAL_KINDS) if is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
         out.append(tag_run(_finding(fatal, run, tl), ref))
@@ -152,7 +152,7 @@ def _vllm_deaths(tl: Timeline, findings: list[Finding]) -> list[Finding]:
         return []
     out = []
     for run in vllm_runs(tl):
-        fatal = [r for r in run if _is_fatal(r)]
+        fatal = [r for r in run if is_fatal(r)]
         if fatal:
             out.append(_finding(fatal, run))
             break  # one server's death; its other runs' lines are listed by SGL-RUN-002
