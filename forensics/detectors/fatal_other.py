@@ -32,7 +32,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
-from parsers.failures import classify, compiler_failure
+from parsers.failures import classify, compiled_user_frames, compiler_failure
 
 from ._common import make_finding, tag_run
 from .crash_site import COMPONENTS, crash_site, outside_forward
@@ -396,11 +396,13 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
     if tl is None:
         return None
     cfg = server_config(tl, run)
+    texts = [f"{r.get('text') or ''}\n{attrs(r).get('message') or ''}" for r in (*fatal, *run)
+             if r.get("kind") in _COMPILER_KINDS]
     if cfg.enabled("enable_torch_compile"):
         old = "(set)"
-    elif not (cfg.has_server_args or cfg.has_launch) and any(
-            compiler_failure(f"{r.get('text') or ''}\n{attrs(r).get('message') or ''}")
-            for r in (*fatal, *run) if r.get("kind") in _COMPILER_KINDS):
+    elif not (cfg.has_server_args or cfg.has_launch) and any(compiler_failure(t) for t in texts):
+        if _helper_compiled(texts):
+            return None
         old = None
     else:
         return None
@@ -415,6 +417,16 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
 
 #: rows whose text may carry the compiler's failure (a traceback, a capture failure, a loose failure line)
 _COMPILER_KINDS = ("scheduler_exception", "cuda_graph_failed", "failure", "exception")
+
+
+def _helper_compiled(texts: list[str]) -> bool:
+    """Whether the compiler failed on one of SGLang's own compiled helpers, not the model: dynamo's user frames name no
+    model file. SGLang compiles small kernels' helpers whatever the launch says (``@torch.compile`` on them, e.g.
+    sglang python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py::moe_sum_reduce_torch_compile (0.4.6+; under
+    layers/moe/moe_runner/triton_utils/ in 0.5.x), used for batches of at most 32 tokens, the captured sizes), so
+    without the launch a compiler failure there does not say --enable-torch-compile was set."""
+    frames = [f for t in texts for f in compiled_user_frames(t)]
+    return bool(frames) and not any("/models/" in path for path, _func in frames)
 
 
 def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:
