@@ -1090,6 +1090,8 @@ class _Scanner:
             if bare:
                 return UNKNOWN
             events = [("log", {}, {})]
+        if bare and events[0][2].get("hint_only") and _PIECEWISE_FAILED in ((self.prev_row or {}).get("text") or ""):
+            return RECORD  # the hint of a failure line already read (an OOM one is not a multi-line record): no new row
         self._close()
         base["text"] = seg
         base["line"] = lineno
