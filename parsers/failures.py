@@ -1119,6 +1119,28 @@ def compiler_failure(text: str) -> bool:
     return bool(_COMPILER.search(text[:200000]))
 
 
+#: the frames of dynamo's ``from user code:`` trailer (pytorch torch/_dynamo/exc.py (2.0-2.9)
+#: ``augment_exc_message``: the user frames it was tracing, ``File "<path>", line N, in <func>``; a paste may shorten them
+#: to ``<path>:N, in <func>``): which function the compiler was compiling when it failed
+_USER_CODE = re.compile(r"^\s*from user code:\s*$", re.M)
+_USER_FRAME = re.compile(r'^\s*(?:File "([^"\n]+)", line \d+|(\S+\.py):\d+), in (\w+)', re.M)
+
+
+def compiled_user_frames(text: str) -> list[tuple[str, str]]:
+    """(path, function) of each frame dynamo's ``from user code:`` trailer names, in order; empty without one.
+
+    >>> compiled_user_frames('x\\nfrom user code:\\n  File "/s/layers/moe/fused_moe.py", line 9, in moe_sum\\n    y')
+    [('/s/layers/moe/fused_moe.py', 'moe_sum')]
+    >>> compiled_user_frames("from user code:\\n  .../models/llama.py:457, in forward")
+    [('.../models/llama.py', 'forward')]
+    """
+    m = _USER_CODE.search(text[:200000])
+    if m is None:
+        return []
+    tail = text[m.end():m.end() + 20000]
+    return [(f1 or f2, func) for f1, f2, func in _USER_FRAME.findall(tail)]
+
+
 def reaches_model_forward(frames: list[tuple[str, str]]) -> bool:
     """Whether a traceback's frames reach the model's forward pass, not only the scheduler's loop around it.
 

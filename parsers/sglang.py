@@ -150,6 +150,12 @@ _HEALTH = re.compile(r"for last " + _N + r" seconds")
 # requests before crash``)
 _REMAINING = re.compile(r"[Rr]emaining number of requests:? (\d+)")
 _DUMPED = re.compile(r"Dumped (\d+) finished and (\d+) unfinished requests before crash to (\S+)")
+#: a multimodal request whose placeholder tokens in the text and the encoder's embedding rows disagree, logged on every
+#: rank before the embedding is cut to fit or the scatter fails:
+#: sglang python/sglang/srt/managers/mm_utils.py::_adjust_embedding_length (0.5.x; get_embedding_and_mask in 0.4.x,
+#: whose text lacks the space after "text.")
+_MM_MISMATCH = re.compile(r"^Number of tokens in multimodal embedding does not match those in the input text\.\s*"
+                          r"Got (\d+) tokens in the text but (\d+)\s*tokens from multimodal embeddings")
 # sglang_formats.md §3 (custom all-reduce, nccl version), §1 (uvicorn lines and levels)
 _REGISTERING = re.compile(r"^Registering (\d+) cuda graph addresses")
 #: the custom all-reduce turned off at the group's set-up, and why (vllm_formats.md §3.8; SGLang's copy, sglang
@@ -569,6 +575,10 @@ def _capture(msg: str) -> list[Event] | None:
 #: python/sglang/srt/compilation/piecewise_context_manager.py ``enable_piecewise_cuda_graph``, default-on era 0.5.10+;
 #: 0.5.15+ the same line from the tc_piecewise context): its own hint names --disable-piecewise-cuda-graph
 _PIECEWISE_FAILED = "Piecewise CUDA Graph failed with error:"
+#: the first line of the hint block that follows that failure (sglang python/sglang/srt/compilation/
+#: piecewise_context_manager.py ``PIECEWISE_CUDA_GRAPH_CAPTURE_FAILED_MSG``, 0.5.10+): the engine prints it only after
+#: the piecewise graph failed, so a paste that cut the failure line still says which graph failed
+_PIECEWISE_HINT = "Piecewise CUDA Graph is enabled by default as an experimental feature"
 
 
 def _graph_failed(msg: str) -> list[Event]:
@@ -777,6 +787,10 @@ def _other(msg: str) -> list[Event] | None:
         return _notice("custom_allreduce_failed", message=msg[:500])
     if "for JIT HiCache kernel" in msg:
         return _notice("hicache_jit_unsupported", message=msg[:500])
+    if msg.startswith("Number of tokens in multimodal embedding"):
+        m = _MM_MISMATCH.match(msg)
+        if m:
+            return _notice("mm_token_mismatch", text_tokens=_int(m.group(1)), embedding_tokens=_int(m.group(2)))
     if msg.startswith("Hierarchical cache cleared successfully"):
         return _notice("hicache_cleared")
     if msg.startswith("HiCache host KV pool") and "smaller than the device pool" in msg:
@@ -800,6 +814,8 @@ def classify_message(msg: str) -> list[Event] | None:
     [('cuda_graph_end', {'avail_bytes': 2029372047, 'bytes': 2791728742, 'seconds': 98.73}, {'capture_name': 'decode', 'graph_backend': 'cuda graph'})]
     >>> classify_message("Piecewise CUDA Graph failed with error: shape mismatch")
     [('cuda_graph_failed', {}, {'message': 'shape mismatch', 'graph': 'piecewise'})]
+    >>> classify_message("Piecewise CUDA Graph is enabled by default as an experimental feature.")
+    [('cuda_graph_failed', {}, {'message': '', 'graph': 'piecewise', 'hint_only': True})]
     >>> classify_message("KV pool holds 30000 tokens, fewer than --context-length 131072. One full-context request cannot fit")
     [('kv_sizing', {'tokens': 30000}, {'warning': 'pool_below_context', 'context_len': 131072})]
     """
@@ -843,6 +859,8 @@ def classify_message(msg: str) -> list[Event] | None:
     if msg.startswith(_PIECEWISE_FAILED) and "CUDA out of memory" not in msg:  # an OOM keeps the OOM's reading
         said = msg[len(_PIECEWISE_FAILED):].split("\nPiecewise CUDA Graph is ", 1)[0]  # the engine's hint follows
         return _ev("cuda_graph_failed", attrs={"message": " ".join(said.split())[:2000], "graph": "piecewise"})
+    if msg.lstrip().startswith(_PIECEWISE_HINT):  # the hint alone: its failure line was cut; the error is unknown
+        return _ev("cuda_graph_failed", attrs={"message": "", "graph": "piecewise", "hint_only": True})
     return _failure(msg) or _other(msg)
 
 
@@ -1072,6 +1090,8 @@ class _Scanner:
             if bare:
                 return UNKNOWN
             events = [("log", {}, {})]
+        if bare and events[0][2].get("hint_only") and _PIECEWISE_FAILED in ((self.prev_row or {}).get("text") or ""):
+            return RECORD  # the hint of a failure line already read (an OOM one is not a multi-line record): no new row
         self._close()
         base["text"] = seg
         base["line"] = lineno

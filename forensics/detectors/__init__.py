@@ -45,6 +45,7 @@ from . import (
     memory_saver,
     missing_facts,
     model_fit,
+    multimodal_tokens,
     nccl_timeout,
     nccl_transport,
     per_rank_overallocation,
@@ -111,6 +112,7 @@ DETECTORS = (
     start_settings,
     memory_saver,
     weights_mmap,
+    multimodal_tokens,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:

@@ -32,7 +32,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
-from parsers.failures import classify, compiler_failure
+from parsers.failures import classify, compiled_user_frames, compiler_failure
 
 from ._common import make_finding, tag_run
 from .crash_site import COMPONENTS, crash_site, outside_forward
@@ -94,7 +94,7 @@ def client_side(row: Row) -> bool:
     return bool(frames) and not any(_ENGINE_FRAME.search(path) for path, _fn in frames)
 
 
-def _is_fatal(row: Row) -> bool:
+def is_fatal(row: Row) -> bool:
     if row.get("kind") not in FATAL_KINDS:
         return False
     if row.get("kind") == "failure" and (failure_class(row) not in FATAL_CLASSES or client_side(row)):
@@ -132,7 +132,7 @@ def detect(tl: Timeline, findings: Iterable[Finding] = ()) -> list[Finding]:
     findings = list(findings)
     out = []
     for ref, run in iter_runs(tl):
-        fatal = [r for r in of_kind(run, *FATAL_KINDS) if _is_fatal(r)]
+        fatal = [r for r in of_kind(run, *FATAL_KINDS) if is_fatal(r)]
         if not fatal or _explained(ref, findings):
             continue
         out.append(tag_run(_finding(fatal, run, tl), ref))
@@ -152,7 +152,7 @@ def _vllm_deaths(tl: Timeline, findings: list[Finding]) -> list[Finding]:
         return []
     out = []
     for run in vllm_runs(tl):
-        fatal = [r for r in run if _is_fatal(r)]
+        fatal = [r for r in run if is_fatal(r)]
         if fatal:
             out.append(_finding(fatal, run))
             break  # one server's death; its other runs' lines are listed by SGL-RUN-002
@@ -396,11 +396,13 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
     if tl is None:
         return None
     cfg = server_config(tl, run)
+    texts = [f"{r.get('text') or ''}\n{attrs(r).get('message') or ''}" for r in (*fatal, *run)
+             if r.get("kind") in _COMPILER_KINDS]
     if cfg.enabled("enable_torch_compile"):
         old = "(set)"
-    elif not (cfg.has_server_args or cfg.has_launch) and any(
-            compiler_failure(f"{r.get('text') or ''}\n{attrs(r).get('message') or ''}")
-            for r in (*fatal, *run) if r.get("kind") in _COMPILER_KINDS):
+    elif not (cfg.has_server_args or cfg.has_launch) and any(compiler_failure(t) for t in texts):
+        if _helper_compiled(texts):
+            return None
         old = None
     else:
         return None
@@ -415,6 +417,16 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
 
 #: rows whose text may carry the compiler's failure (a traceback, a capture failure, a loose failure line)
 _COMPILER_KINDS = ("scheduler_exception", "cuda_graph_failed", "failure", "exception")
+
+
+def _helper_compiled(texts: list[str]) -> bool:
+    """Whether the compiler failed on one of SGLang's own compiled helpers, not the model: dynamo's user frames name no
+    model file. SGLang compiles small kernels' helpers whatever the launch says (``@torch.compile`` on them, e.g.
+    sglang python/sglang/srt/layers/moe/fused_moe_triton/fused_moe.py::moe_sum_reduce_torch_compile (0.4.6+; under
+    layers/moe/moe_runner/triton_utils/ in 0.5.x), used for batches of at most 32 tokens, the captured sizes), so
+    without the launch a compiler failure there does not say --enable-torch-compile was set."""
+    frames = [f for t in texts for f in compiled_user_frames(t)]
+    return bool(frames) and not any("/models/" in path for path, _func in frames)
 
 
 def _custom_all_reduce_flag(lead: Row, run: list[Row], tl: Timeline | None) -> FlagChange | None:

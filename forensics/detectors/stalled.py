@@ -57,6 +57,7 @@ from forensics.facts.stages import (
     LAUNCHED,
     POST_LOAD,
     STAGES,
+    furthest,
     launched,
     ranks_behind,
     served,
@@ -231,8 +232,9 @@ def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     if not staged and not (core_waits or timeouts or start):
         return None
     if staged:
-        last_row = max(staged, key=lambda r: (_stage_of(r)[0], _order(r)))  # type: ignore[index]
-        order, stage, waits = _stage_of(last_row)  # type: ignore[misc]
+        reached = furthest(staged, key=_order)
+        assert reached is not None
+        last_row, order, stage, waits = reached.row, reached.order, reached.stage, reached.waits_on
     elif core_waits or timeouts:  # the front-end's lines alone: the engine cores' stages are not in the input
         last_row = min(core_waits or timeouts, key=_order)
         order, stage, waits = ENGINE_CORES

@@ -13,7 +13,9 @@ to from here (stalled starts, collective timeouts placed by the stage before the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from forensics.facts.rows import Row, attrs, rank_label, rows
 from forensics.model import Timeline
@@ -160,12 +162,30 @@ def _key(row: Row) -> tuple:
     return (row.get("file") or "", row.get("line") or 0)
 
 
-def furthest(run: list[Row]) -> Reached | None:
-    """The furthest stage any row of the run marks (the latest such row among equals)."""
+#: the capture stage and the one its end opens: a rank captures several graph sets one after another (the target's
+#: decode graphs, then under speculative decoding the draft's and the draft-extend's: sglang
+#: python/sglang/srt/speculative/eagle_worker.py (0.4.4+) ``init_cuda_graphs`` logs ``Capture draft cuda graph
+#: begin/end`` and ``Capture draft extend cuda graph begin/end`` after the target's ``Capture cuda graph end``), so a
+#: capture that begins after an end is a later stage than that end, not an earlier one
+_CAPTURING, _CAPTURED = STAGES["cuda_graph_begin"][0], STAGES["cuda_graph_end"][0]
+
+
+def _recaptured(st: tuple[int, str, str], row: Row, later: tuple[int, str, str], lrow: Row,
+                key: Callable[[Row], Any] = _key) -> bool:
+    """Whether ``lrow`` begins another capture after the capture end ``row``."""
+    return st[0] == _CAPTURED and later[0] == _CAPTURING and key(lrow) > key(row)
+
+
+def furthest(run: list[Row], key: Callable[[Row], Any] = _key) -> Reached | None:
+    """The furthest stage any row of the run marks (the latest such row by ``key`` among equals); a capture begun
+    after the last capture end is where the run is (the next graph set's capture)."""
     staged = [(st, r) for r in run if (st := stage_of(r)) is not None]
     if not staged:
         return None
-    st, row = max(staged, key=lambda sr: (sr[0][0], _key(sr[1])))
+    st, row = max(staged, key=lambda sr: (sr[0][0], key(sr[1])))
+    again = [(s2, r2) for s2, r2 in staged if _recaptured(st, row, s2, r2, key)]
+    if again:
+        st, row = max(again, key=lambda sr: key(sr[1]))
     return Reached(st[0], st[1], st[2], row)
 
 
@@ -181,7 +201,8 @@ def reached_by_rank(run: list[Row]) -> dict[str, Reached]:
         st, rank = stage_of(r), rank_label(r)
         if st is None or rank is None or r.get("kind") not in EVERY_RANK:
             continue
-        if rank not in last or st[0] >= last[rank].order:
+        if rank not in last or st[0] >= last[rank].order or _recaptured(
+                (last[rank].order, last[rank].stage, last[rank].waits_on), last[rank].row, st, r):
             last[rank] = Reached(st[0], st[1], st[2], r)
     return dict(sorted(last.items()))
 
