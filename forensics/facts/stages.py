@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from forensics.facts.rows import Row, attrs, rank_label, rows
+from forensics.facts.rows import Row, attrs, before, rank_label, rows
 from forensics.model import Timeline
 
 _RANKS = "the other ranks"
@@ -172,8 +172,12 @@ _CAPTURING, _CAPTURED = STAGES["cuda_graph_begin"][0], STAGES["cuda_graph_end"][
 
 def _recaptured(st: tuple[int, str, str], row: Row, later: tuple[int, str, str], lrow: Row,
                 key: Callable[[Row], Any] = _key) -> bool:
-    """Whether ``lrow`` begins another capture after the capture end ``row``."""
-    return st[0] == _CAPTURED and later[0] == _CAPTURING and key(lrow) > key(row)
+    """Whether ``lrow`` begins another capture after the capture end ``row`` (by line in one file, else by time:
+    across files a name says nothing of order, a rotated log's older member sorts after the newer)."""
+    if not (st[0] == _CAPTURED and later[0] == _CAPTURING):
+        return False
+    after = before(row, lrow)
+    return after if after is not None else key(lrow) > key(row) and lrow.get("file") == row.get("file")
 
 
 def furthest(run: list[Row], key: Callable[[Row], Any] = _key) -> Reached | None:
