@@ -44,11 +44,15 @@ class Gate:
 def gates() -> list[Gate]:
     """The auxiliary readers' gates, taken from the readers themselves."""
     from parsers import failures, gpu_models, launch, stack_dumps
+    from parsers.launch import frameworks
 
+    # the engines' own commands and the RL frameworks' spellings of them (launch.mentions_launch reads both)
+    engine_literals = required_literals(launch.ANCHOR_RE.pattern)
     return [
         Gate("failures", failures.TRIGGER.pattern),
         Gate("gpu_models", gpu_models.PREFILTER.pattern),
-        Gate("launch", launch.ANCHOR_RE.pattern, scope="text"),
+        Gate("launch", launch.ANCHOR_RE.pattern + "|" + frameworks.ANCHOR_RE.pattern,
+             literals=engine_literals + frameworks.ANCHOR_LITERALS if engine_literals else (), scope="text"),
         Gate("stack_dumps", literals=tuple(stack_dumps.NEEDLES), scope="text"),
     ]
 

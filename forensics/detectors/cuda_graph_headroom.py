@@ -56,6 +56,9 @@ def _is_oom_exception(row: Row) -> bool:
     return memory_kind(row) == "device"
 
 
+_NCCL_OOM_RE = re.compile(r"Cuda failure (?:\d+ )?'out of memory'")
+
+
 def _is_oom_failure(row: Row) -> bool:
     text = f"{attrs(row).get('message', '')} {row.get('text') or ''}".lower()
     return "out of memory" in text or "outofmemory" in text
@@ -592,6 +595,12 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
         new, freed = corrected_fraction(f, shortfall=shortfall, gpu_bytes=gpu)
         flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(shortfall)} the capture lacked + {fmt_gib(margin_bytes(gpu))} "
                                 f"margin) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+    elif gpu is None and f is not None and f > BLIND_STEP:
+        # the fraction but not the GPU's size: SGLang's own remedy under a capture failure ("set
+        # --mem-fraction-static to a smaller value"), one step; the exact step needs the GPU's memory
+        new = math.floor(round((f - BLIND_STEP) * 100, 6)) / 100
+        flags = _flag(cfg, new, f"{f:g} − {BLIND_STEP} → {new:.2f}: the capture needs that share of the GPU outside "
+                                "the static pool; the GPU's memory (nvidia-smi) would size the step exactly")
     elif f is None:
         # neither the fraction nor the server's start-up lines: SGLang's automatic value, lowered one step
         assumed, how = assumed_mem_fraction(cfg)
@@ -620,15 +629,22 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
         reasons.append("the traceback's exception line is not in the input: its frames place it in CUDA-graph capture, "
                        "where the usual failure is the allocator's OOM; a kernel or backend error on that line would "
                        "be a different cause")
+    # NCCL's own buffers (its communicators, a collective's first use inside the capture) come from cudaMalloc outside
+    # PyTorch's pool: failure_messages.md §4.1 ``Cuda failure 2 'out of memory'`` = NCCL could not allocate them
+    nccl = [r for r in of_kind(run, "cuda_error_oom") if attrs(r).get("in_nccl")] or \
+        [r for r in fails if _NCCL_OOM_RE.search(r.get("text") or "")]
     return make_finding(
         "SGL-GPU-002",
         summary=(("A rank died in CUDA-graph capture (its error line is cut from the input; most likely out of GPU "
-                  "memory)" if lost else "CUDA-graph capture ran out of GPU memory")
+                  "memory)" if lost else "CUDA-graph capture ran out of GPU memory: NCCL could not allocate its "
+                  "buffers ('Cuda failure … out of memory'), which live outside the static pool"
+                  if nccl else "CUDA-graph capture ran out of GPU memory")
                  + f"{f' on GPU {gpus[0]}' if gpus else ''}"
-                 + (f" with --mem-fraction-static {f:g}" if f is not None else "") + "; the server did not start."
+                 + ((f" that --mem-fraction-static {f:g} reserves" if nccl and not lost else
+                     f" with --mem-fraction-static {f:g}") if f is not None else "") + "; the server did not start."
                  + ((f" Lower it to {new:.2f}." if f is not None else f" Lower --mem-fraction-static to {new:.2f}.")
                     if new else "")),
-        evidence=[*fails[:3], *cfg.evidence_rows("mem_fraction_static"),
+        evidence=[*nccl[:1], *fails[:3], *cfg.evidence_rows("mem_fraction_static"),
                   *[tb for r in fails[:2] if (tb := enclosing_traceback(run, r)) is not None]],
         severity="high" if lost else None,
         confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),

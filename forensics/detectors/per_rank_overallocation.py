@@ -208,6 +208,10 @@ def detect(tl: Timeline) -> list[Finding]:
     if any(not cfg.from_prose("hicache_size") for cfg, _run, _req, _ref in cases):
         # a log or a command line says what ran: sentences only stand in where nothing better exists
         cases = [c for c in cases if not c[0].from_prose("hicache_size")]
+    if any(run and not all(is_prose(r) for r in run) for _cfg, run, _req, _ref in cases):
+        # nor does a write-up's own run beside a log's, whatever launch its settings are read from (facts/launch
+        # fills a sentence's run from the command line that states them, so its size is no longer the sentence's)
+        cases = [c for c in cases if not (c[1] and all(is_prose(r) for r in c[1]))]
     host = host_memory(tl)
     pow2, version = pow2_state(tl)
     split = splits_budget(tl)

@@ -79,12 +79,19 @@ _SGLANG_PHASE_AFTER = {"weight_load_end": "memory_pool", "kv_cache_allocated": "
                        "memory_pool_end": "graph_capture"}
 
 
+_NCCL_LAST_ERROR_RE = re.compile(r"Last error:[ \t]*\n?[ \t]*([^\n]{1,300})")
+
+
 def _exception_lines(row: Row) -> list[str]:
     """The exception lines a row holds: its parsed exception, then every exception line of its text (a chained
     traceback, "During handling of the above exception…", holds several)."""
     a = attrs(row)
     out = [f"{a['exception_type']}: {a.get('exception_message') or ''}"] if a.get("exception_type") else []
-    out += _EXC_END_RE.findall((row.get("text") or "")[:20000])
+    text = (row.get("text") or "")[:20000]
+    out += _EXC_END_RE.findall(text)
+    # an NCCL error's own cause: PyTorch (1.13+) appends ncclGetLastError as ``Last error:`` then NCCL's last WARN
+    # text (failure_messages.md §4.2: ``unhandled cuda error`` … ``Last error:`` / ``Cuda failure 2 'out of memory'``)
+    out += _NCCL_LAST_ERROR_RE.findall(text)
     if not out and a.get("message"):
         out.append(str(a["message"]))
     return out

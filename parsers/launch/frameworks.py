@@ -75,8 +75,14 @@ _ENGINE_KEY_RE = re.compile(r"(?:^|\.)(sglang|vllm)\.([A-Za-z_]\w*)$")
 # openrlhf/cli/train_ppo_ray.py (0.5+), areal areal/api/cli_args.py (0.3+), slime slime/backends/sglang_utils/arguments.py (0.1+)
 ANCHOR_RE = re.compile(r"-m\s+(?:verl\.trainer\.\w+|openrlhf\.cli\.\w+|areal\.[\w.]+)\b"
                        r"|(?:^|\s)\+{0,2}actor_rollout_ref\.rollout\.\w+="
-                       r"|(?:^|\s)\+{0,2}(?:[\w.]+\.)?(?:sglang|vllm)\.\w+=\S"
+                       # (an engine key anywhere in a dotted Hydra key: the char before is a space or a dot, which
+                       # keeps the scan linear: a ``[\w.]+\.`` prefix backtracks over every dotted run)
+                       r"|(?:^|[\s.])(?:sglang|vllm)\.\w+=\S"
                        r"|(?:^|\s)--sglang-[a-z][a-z0-9-]*[=\s]|(?:^|\s)--vllm_[a-z][a-z0-9_]*[=\s]")
+
+#: strings one of which every match of :data:`ANCHOR_RE` holds, for the router's text gate (parsers/routing.py)
+ANCHOR_LITERALS = ("verl.trainer.", "openrlhf.cli.", "areal.", "actor_rollout_ref.rollout.", "sglang.", "vllm.",
+                   "--sglang-", "--vllm_")
 
 
 @dataclass
