@@ -111,4 +111,6 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
                      "attrs": {"command": (command or "")[:200] or None}})
     if not rows:
         raise NotThisFormat("date: no clock line")
-    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=len(content), recognized=len(rows))
+    total = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+    return ParseResult.from_rows(rows, source=FORMAT, path=path, lines=total,
+                                 recognized=min(len(rows) + total - len(content), total))

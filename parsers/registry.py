@@ -30,6 +30,7 @@ PARSER_MODULES = (
     "container_limits",
     "record",
     "clock",
+    "ray_status",
 )
 
 #: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,

@@ -23,7 +23,7 @@ read by parsers/vllm.py the same.
 
 from __future__ import annotations
 
-from forensics.facts.rows import Row, attrs
+from forensics.facts.rows import Row, attrs, rows
 from forensics.facts.vllm import of_kind, settings, vllm_runs
 from forensics.model import Finding, Timeline
 
@@ -67,6 +67,22 @@ def detect(tl: Timeline) -> list[Finding]:
                        "RAY_ADDRESS) ")
         if "ray_gpus_short" in notes:
             why.append("vLLM itself warned that the GPUs it needs exceed those Ray has")
+        # what `ray status` printed: the cluster's own count of GPUs and nodes
+        status = next((r for r in reversed(rows(tl, "ray_resources")) if attrs(r).get("gpus_total") is not None), None)
+        if status is not None and gpus:
+            a = attrs(status)
+            # the node count from the same paste's node list (a transcript splits the output at its rules)
+            active = next((attrs(r)["nodes_active"] for r in rows(tl, "ray_resources") if r.get("file") == status.get(
+                "file") and attrs(r).get("nodes_active") is not None), None)
+            total = float(a["gpus_total"])
+            on = f" on {active} node{'s' if active != 1 else ''}" if active is not None else ""
+            if total < gpus:
+                why.append(f"`ray status` shows {total:g} GPUs{on}, "
+                           f"{gpus - total:g} fewer than the bundles: the node(s) that hold them never joined the "
+                           "cluster (start Ray on them with `ray start --address=<head>:6379`)")
+            elif a.get("gpus_used") is not None and total - float(a["gpus_used"]) < gpus:
+                why.append(f"`ray status` shows {total:g} GPUs but {float(a['gpus_used']):g} of them in use: another "
+                           "job holds what the bundles need")
         actions = [
             f"`ray status` on the head: the cluster's GPU total must reach the {gpus} bundles"
             + (f" ({world})" if world else "") + "; a node that never joined (`ray list nodes`) leaves it short.",
@@ -85,6 +101,7 @@ def detect(tl: Timeline) -> list[Finding]:
             evidence=[*waits[:2], *([last] if last not in waits[:2] else []),
                       *[r for r in of_kind(run, "notice") if attrs(r).get("message_id") in ("ray_local_instance",
                                                                                           "ray_gpus_short")][:2],
+                      *([status] if status is not None and why else []),
                       # the engine's teardown after it gave up: the timeout raised and the failed start
                       *(of_kind(run, "exception", "init_failed", "engine_dead")[:3] if gave_up else [])],
             confidence="high" if gave_up or why else "medium",
