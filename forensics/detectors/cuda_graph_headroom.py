@@ -341,7 +341,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     gpu, gpu_how = _gpu_memory(tl, run, ooms)
     f = cfg.num("mem_fraction_static")
     f_assumed = None
-    if f is None and (not phase_known or message_lost):
+    if f is None:  # the launch is not in the input: the default stands in, and the finding says so
         f_assumed, f_how = assumed_mem_fraction(cfg)
         f = f_assumed
     prefill = [r for r in of_kind(run, "prefill_batch") if before(r, oom)]
@@ -380,7 +380,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         reasons.append("the GPU's memory is unknown")
     flags: list[FlagChange] = []
     new = None
-    if f is not None and gpu is None and (not phase_known or message_lost):
+    if f is not None and gpu is None:
         new = math.floor(round((f - BLIND_STEP) * 100, 6)) / 100
         flags = [FlagChange("--mem-fraction-static", cfg.flag_text("mem_fraction_static"), f"{new:.2f}",
                             f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − {BLIND_STEP} → {new:.2f}: "
@@ -388,7 +388,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
                             "--query-gpu=memory.total --format=csv`) gives the exact step")]
     if f is not None and gpu is not None:
         new, freed = corrected_fraction(f, shortfall=shortfall or 0.0, gpu_bytes=gpu)
-        why = (f"{f:g} − ({fmt_gib(shortfall)} shortfall + {fmt_gib(margin_bytes(gpu))} margin "
+        why = (f"{f:g}{' (assumed default)' if f_assumed is not None else ''} − ({fmt_gib(shortfall)} shortfall + {fmt_gib(margin_bytes(gpu))} margin "
                f"(max(1 GiB, 3% of {fmt_gib(gpu)}))) ÷ {fmt_gib(gpu)} ({gpu_how}) = {f - freed * GIB / gpu:.4f} "
                f"→ {new:.2f}; frees {freed:.2f} GiB per GPU from the KV pool")
         if need is not None:
@@ -399,7 +399,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     frag = fragmentation(oom)
     if frag is not None:
         flags.insert(0, fragmentation_flag(frag))
-    batch = _concurrency_flag(cfg, run, oom, phase)
+    batch = _concurrency_flag(cfg, run, oom, phase) or _prefill_chunk_flag(cfg, run, last_prefill, phase)
     if batch is not None:
         flags.append(batch)
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
@@ -413,7 +413,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         + (f"--mem-fraction-static {f:g} left {fmt_gib(headroom)} after CUDA-graph capture" if f is not None and headroom is not None
            else f"only {fmt_gib(headroom)} was left after CUDA-graph capture" if headroom is not None
            else "the memory outside the static pool ran out")
-        + (f", and a {phase} forward needing {fmt_gib(tried)} more failed" if tried is not None and phase
+        + (f", and a {phase} forward{f' (placed by {placed_by})' if placed_by else ''} needing {fmt_gib(tried)} more failed"
+           if tried is not None and phase
            else f", and a forward needing {fmt_gib(tried)} more failed" if tried is not None
            else f" in a {phase} forward" if phase else "")
         + (f" after a prefill of {last_prefill['tokens']} new tokens" if last_prefill and last_prefill.get("tokens") else "")
@@ -439,8 +440,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     # eased by a smaller --chunked-prefill-size, one in decode by fewer --max-running-requests: that knob first
     if phase == "decode":
         actions.sort(key=lambda a: "--max-running-requests" not in a)
-    if phase:
-        actions.insert(0, f"The OOM happened in a {phase} forward (placed by {placed_by}).")
+    if not flags:  # nothing to set: the first alternative is the fix, not an afterthought
+        actions[0] = "L" + actions[0].removeprefix("Or l")
     actions.append("Not the opposite problem: 'Not enough memory … increase --mem-fraction-static' at start-up "
                    "means the weights do not fit (SGL-GPU-004); "
                    + ("this crash happened after a successful start." if phase_known or phase else
@@ -568,6 +569,26 @@ def _concurrency_flag(cfg: ServerConfig, run: list[Row], oom: Row, phase: str | 
     return FlagChange("--max-running-requests", cfg.flag_text("max_running_requests"), str(new),
                       f"half the {running} requests the last decode batch before the OOM ran: each decode step's "
                       "activations and sampling buffers grow with the batch (the other way is a smaller pool)")
+
+
+def _prefill_chunk_flag(cfg: ServerConfig, run: list[Row], last_prefill: Row | None,
+                        phase: str | None) -> FlagChange | None:
+    """A smaller prefill chunk for an OOM in a prefill forward: its activations grow with the tokens prefilled at
+    once (SGLang's troubleshooting guide, docs/references/troubleshooting.md "CUDA out of memory": an OOM in prefill
+    eases with a smaller --chunked-prefill-size). Half the chunk the input states, else half the last prefill's
+    new tokens, which the chunk bounds; never below SGLang's floor."""
+    if phase != "prefill":
+        return None
+    chunk = cfg.num("chunked_prefill_size")
+    how = "--chunked-prefill-size"
+    if not chunk or chunk <= 0:
+        chunk, how = (last_prefill or {}).get("tokens"), "the last prefill's new tokens before the OOM"
+    if not isinstance(chunk, int | float) or chunk < 2 * RESERVE_MIN_CHUNK:
+        return None
+    new = int(chunk) // 2
+    return FlagChange("--chunked-prefill-size", cfg.flag_text("chunked_prefill_size"), str(new),
+                      f"half of {int(chunk)} tokens ({how}): a prefill's activations grow with the tokens it "
+                      "processes at once; long prompts take more steps")
 
 
 def fragmentation_flag(frag: dict) -> FlagChange:

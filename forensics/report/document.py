@@ -132,7 +132,9 @@ _CLEANUP_RE = re.compile(r"\b(?:kill|pkill|killall|fuser\s+-k|gpu-reset|reboot|i
                          r"stop the container|release|free the|still hold)", re.I)
 _CONFIRM_RE = re.compile(r"^\s*(?:before (?:relaunching|restarting),?\s*)?(?:to confirm|confirm|check|verify|look for|"
                          r"find (?:out|what)|read|see whether)\b", re.I)
-_ALTERNATIVE_RE = re.compile(r"^\s*(?:or|alternatively|otherwise)\b", re.I)
+#: an alternative ("Or lower …") or a caution that rules a reading out ("Not the opposite problem: …"): both stay
+#: under their finding, the short list says what to do
+_ALTERNATIVE_RE = re.compile(r"^\s*(?:or|alternatively|otherwise|not)\b", re.I)
 _PLACEHOLDER_RE = re.compile(r"<[^<>\s]*>|\bN\b|\{[^{}]*\}")
 _WORD_RE = re.compile(r"[a-z0-9][a-z0-9_.-]+")
 _STOP_WORDS = frozenset(("the", "a", "an", "of", "to", "and", "or", "when", "with", "from", "in", "on", "for", "it",
@@ -141,12 +143,13 @@ _STOP_WORDS = frozenset(("the", "a", "an", "of", "to", "and", "or", "when", "wit
 
 
 def step_group(text: str) -> str | None:
-    """``fix``, ``confirm`` or ``clean`` for one remediation action; None for an alternative ("Or lower …"),
-    which belongs under its finding, not in the short list.
+    """``fix``, ``confirm`` or ``clean`` for one remediation action; None for an alternative ("Or lower …") or a
+    caution ("Not a sizing problem: …"), which belong under their finding, not in the short list.
 
     >>> [step_group(t) for t in ("Set --hicache-size per rank.", "To confirm: host RAM — `free -g`",
-    ...                          "Kill the holders with SIGKILL", "Or lower --max-running-requests")]
-    ['fix', 'confirm', 'clean', None]
+    ...                          "Kill the holders with SIGKILL", "Or lower --max-running-requests",
+    ...                          "Not the opposite problem: the weights fit")]
+    ['fix', 'confirm', 'clean', None, None]
     """
     if _ALTERNATIVE_RE.match(text):
         return None
