@@ -31,6 +31,7 @@ from parsers.failures import compiler_failure, reaches_model_forward, stage_of_f
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_binary, fmt_gib, make_finding, tag_run
+from .batch_flags import prefill_chunk_flag, running_requests_flag
 from .held_at_start import foreign_processes
 from .model_fit import weights_overflow
 
@@ -399,7 +400,10 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
     frag = fragmentation(oom)
     if frag is not None:
         flags.insert(0, fragmentation_flag(frag))
-    batch = _concurrency_flag(cfg, run, oom, phase) or _prefill_chunk_flag(cfg, run, last_prefill, phase)
+    batch = (running_requests_flag(cfg, run, oom, "each decode step's activations and sampling buffers grow with "
+                                   "the batch (the other way is a smaller pool)") if phase == "decode" else
+             prefill_chunk_flag(cfg, last_prefill, "a prefill's activations grow with the tokens it processes at "
+                                "once; long prompts take more steps") if phase == "prefill" else None)
     if batch is not None:
         flags.append(batch)
     gpus = [oom["gpu"]] if oom.get("gpu") is not None else []
@@ -549,46 +553,6 @@ def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
         return None
     old = cfg.flag_text("cuda_graph_max_bs")
     return FlagChange(name, old, str(new), why)
-
-
-def _concurrency_flag(cfg: ServerConfig, run: list[Row], oom: Row, phase: str | None) -> FlagChange | None:
-    """The batch that ran out, made smaller: an alternative to a smaller pool (SGLang's troubleshooting guide,
-    docs/references/troubleshooting.md "CUDA out of memory": a decode OOM eases with fewer
-    --max-running-requests). Only where the input shows how many requests ran: half the last decode batch's
-    ``#running-req`` before the OOM, under the configured cap when there is one."""
-    if phase != "decode":
-        return None
-    decodes = [r for r in of_kind(run, "decode_batch") if before(r, oom) and r.get("count")]
-    if not decodes:
-        return None
-    running = int(decodes[-1]["count"])
-    cap = cfg.num("max_running_requests")
-    new = max(1, min(running, int(cap) if cap else running) // 2)
-    if running < 2 or (cap and new >= cap):
-        return None
-    return FlagChange("--max-running-requests", cfg.flag_text("max_running_requests"), str(new),
-                      f"half the {running} requests the last decode batch before the OOM ran: each decode step's "
-                      "activations and sampling buffers grow with the batch (the other way is a smaller pool)")
-
-
-def _prefill_chunk_flag(cfg: ServerConfig, run: list[Row], last_prefill: Row | None,
-                        phase: str | None) -> FlagChange | None:
-    """A smaller prefill chunk for an OOM in a prefill forward: its activations grow with the tokens prefilled at
-    once (SGLang's troubleshooting guide, docs/references/troubleshooting.md "CUDA out of memory": an OOM in prefill
-    eases with a smaller --chunked-prefill-size). Half the chunk the input states, else half the last prefill's
-    new tokens, which the chunk bounds; never below SGLang's floor."""
-    if phase != "prefill":
-        return None
-    chunk = cfg.num("chunked_prefill_size")
-    how = "--chunked-prefill-size"
-    if not chunk or chunk <= 0:
-        chunk, how = (last_prefill or {}).get("tokens"), "the last prefill's new tokens before the OOM"
-    if not isinstance(chunk, int | float) or chunk < 2 * RESERVE_MIN_CHUNK:
-        return None
-    new = int(chunk) // 2
-    return FlagChange("--chunked-prefill-size", cfg.flag_text("chunked_prefill_size"), str(new),
-                      f"half of {int(chunk)} tokens ({how}): a prefill's activations grow with the tokens it "
-                      "processes at once; long prompts take more steps")
 
 
 def fragmentation_flag(frag: dict) -> FlagChange:

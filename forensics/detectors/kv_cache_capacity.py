@@ -17,11 +17,12 @@ import re
 
 from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
-from forensics.facts.rows import Row, attrs, field, rank_of
+from forensics.facts.rows import Row, attrs, before, field, rank_of
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
+from .batch_flags import prefill_chunk_flag, running_requests_flag
 
 FULL_USAGE = 0.95  # decode token usage counted as "full"
 FULL_BATCHES = 3  # this many full decode batches with a non-shrinking queue = pressure
@@ -212,6 +213,11 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
                      None)
     page = cfg.num("page_size")
     split = None if retract_assert else _split_count(first, tried, free, evictable, page)
+    flags = [] if _covered(tried, free, evictable) and not retract_assert else [f for f in (
+        running_requests_flag(cfg, run, hits[0], "each decode step adds a token per running request to the pool; "
+                              "fewer requests leave it room to grow") if phase == "decode" else
+        prefill_chunk_flag(cfg, _last_before(run, "prefill_batch", hits[0]), "a prefill chunk's tokens are "
+                           "allocated from the pool at once") if phase == "prefill" else None,) if f]
     return [make_finding(
         "SGL-KV-002",
         summary=(f"The KV pool ran out in decode: SGLang's retraction, which runs only when the next decode step has "
@@ -238,15 +244,24 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
         figures={"tokens_tried": first.get("tokens"), "tokens_available": avail, "tokens_free": free,
                  "tokens_evictable": evictable, **_component_figures(first), "events": len(hits)},
+        flags=flags,
         actions=[*(["By the message's own count the tokens were there (free plus evictable cover the batch): the "
                     "radix cache's eviction did not release what it counted, so a bigger pool alone does not remove "
                     "the crash" + ("" if page == 1 else " (unless --page-size above 1 rounded the batch up to more "
                                    "pages than its printed tokens)") + "; upgrade to a release that returns a prefill "
                     "whose allocation misses to the waiting queue instead of raising."]
                   if _covered(tried, free, evictable) and not retract_assert else []),
-                 "Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype fp8_e4m3, "
-                 "more GPUs, --mem-fraction-static up if the headroom allows); newer SGLang retracts instead of crashing."],
+                 ("Or enlarge the pool (--kv-cache-dtype fp8_e4m3, more GPUs, --mem-fraction-static up if the "
+                  "headroom allows); newer SGLang retracts instead of crashing." if flags else
+                  "Lower --max-running-requests and --chunked-prefill-size; enlarge the pool (--kv-cache-dtype "
+                  "fp8_e4m3, more GPUs, --mem-fraction-static up if the headroom allows); newer SGLang retracts "
+                  "instead of crashing.")],
     )]
+
+
+def _last_before(run: list[Row], kind: str, row: Row) -> Row | None:
+    earlier = [r for r in of_kind(run, kind) if before(r, row)]
+    return earlier[-1] if earlier else None
 
 
 def _covered(tried: object, free: object, evictable: object) -> bool:

@@ -1,0 +1,53 @@
+"""Smaller batches as a fix: the flags that bound what one forward step holds, set from what the input shows ran.
+
+SGLang's troubleshooting guide (docs/references/troubleshooting.md, "CUDA out of memory" and "KV cache"): a
+failure in decode eases with fewer ``--max-running-requests``, one in prefill with a smaller
+``--chunked-prefill-size``. Both the activations of a step and the KV tokens its batch adds grow with those
+bounds, so half of what last ran is the step taken; a bound already below that is left alone.
+
+>>> halved_running(184, None), halved_running(184, 120), halved_running(1, None)
+(92, 60, None)
+"""
+
+from __future__ import annotations
+
+from forensics.facts.launch import ServerConfig
+from forensics.facts.rows import Row, before
+from forensics.facts.runs import of_kind
+from forensics.model import FlagChange
+
+#: SGLang's smallest prefill chunk (server_args.py: the automatic chunk of the smallest GPUs)
+MIN_PREFILL_CHUNK = 2048
+
+
+def halved_running(running: int, cap: float | None) -> int | None:
+    """Half the running requests, under the configured cap; None when that changes nothing."""
+    new = max(1, min(running, int(cap) if cap else running) // 2)
+    return None if running < 2 or (cap and new >= cap) else new
+
+
+def running_requests_flag(cfg: ServerConfig, run: list[Row], failure: Row, what: str) -> FlagChange | None:
+    """``--max-running-requests`` at half the last decode batch's ``#running-req`` before ``failure``."""
+    decodes = [r for r in of_kind(run, "decode_batch") if before(r, failure) and r.get("count")]
+    if not decodes:
+        return None
+    running = int(decodes[-1]["count"])
+    new = halved_running(running, cfg.num("max_running_requests"))
+    if new is None:
+        return None
+    return FlagChange("--max-running-requests", cfg.flag_text("max_running_requests"), str(new),
+                      f"half the {running} requests the last decode batch before the failure ran: {what}")
+
+
+def prefill_chunk_flag(cfg: ServerConfig, last_prefill: Row | None, what: str) -> FlagChange | None:
+    """``--chunked-prefill-size`` at half the chunk the input states, else half the last prefill's new tokens
+    (which the chunk bounds); never below SGLang's smallest chunk."""
+    chunk = cfg.num("chunked_prefill_size")
+    how = "--chunked-prefill-size"
+    if not chunk or chunk <= 0:
+        chunk, how = (last_prefill or {}).get("tokens"), "the last prefill's new tokens before the failure"
+    if not isinstance(chunk, int | float) or chunk < 2 * MIN_PREFILL_CHUNK:
+        return None
+    new = int(chunk) // 2
+    return FlagChange("--chunked-prefill-size", cfg.flag_text("chunked_prefill_size"), str(new),
+                      f"half of {int(chunk)} tokens ({how}): {what}")
