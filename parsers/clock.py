@@ -56,6 +56,12 @@ def _offset(text: str) -> timedelta | None:
 
 def read(line: str) -> tuple[datetime, str] | None:
     """The moment one line of ``date`` output names, in UTC, and how it was obtained (``ts_basis``)."""
+    got = read_wall(line)
+    return got[:2] if got else None
+
+
+def read_wall(line: str) -> tuple[datetime, str, datetime] | None:
+    """:func:`read` and the wall clock as printed (no zone): what the host's un-zoned log stamps are read against."""
     s = line.strip()
     if len(s) > 64:
         return None
@@ -81,12 +87,12 @@ def read(line: str) -> tuple[datetime, str] | None:
     except ValueError:  # 31 Feb, hour 25
         return None
     if zone is None or zone in _UTC_NAMES:
-        return wall.replace(tzinfo=UTC), "source-utc" if zone else "local-assumed"
+        return wall.replace(tzinfo=UTC), "source-utc" if zone else "local-assumed", wall
     off = _offset(zone)
     if off is not None:
-        return (wall - off).replace(tzinfo=UTC), "source-utc" if not off else "local+offset"
+        return (wall - off).replace(tzinfo=UTC), "source-utc" if not off else "local+offset", wall
     # a zone's name (CST, PDT) is ambiguous: the host's wall clock, as its logs' un-zoned stamps are read
-    return wall.replace(tzinfo=UTC), "local-assumed"
+    return wall.replace(tzinfo=UTC), "local-assumed", wall
 
 
 def sniff(head: str) -> float:
@@ -103,12 +109,12 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     if not content or len(content) > 16:
         raise NotThisFormat("date: not one or a few clock lines")
     for i, ln in content:
-        got = read(ln)
+        got = read_wall(ln)
         if got is None:
             continue
-        ts, basis = got
+        ts, basis, wall = got
         rows.append({"line": i, "kind": "clock", "ts": ts, "ts_basis": basis, "text": ln.strip(),
-                     "attrs": {"command": (command or "")[:200] or None}})
+                     "attrs": {"command": (command or "")[:200] or None, "wall": wall.isoformat()}})
     if not rows:
         raise NotThisFormat("date: no clock line")
     total = text.count("\n") + (0 if not text or text.endswith("\n") else 1)

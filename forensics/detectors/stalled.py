@@ -119,14 +119,35 @@ def _stamp_of(row: Row, tl: Timeline) -> datetime | None:
         return ts
     collected, offset = tl.facts.collected_at, tl.facts.utc_offset_s
     m = _YEARLESS.match(str(attrs(row).get("stamp") or ""))
-    if m is None or collected is None or offset is None:
+    if m is None:
         return None
+    if collected is None or offset is None:
+        return _on_pasted_clock(m, tl)
     try:
         local = datetime(collected.year, *(int(g) for g in m.groups()))
     except ValueError:
         return None
     at = (local - timedelta(seconds=offset)).replace(tzinfo=UTC)
     return at.replace(year=at.year - 1) if at > collected + timedelta(days=1) else at  # the stamp was last year's
+
+
+def _on_pasted_clock(m: re.Match[str], tl: Timeline) -> datetime | None:
+    """A year-less stamp read against the last ``date`` pasted beside the log: the year is the clock's (the one
+    before when the stamp would fall after it), and the stamp is as far before the clock's moment as it is before
+    the clock's wall time — the same host's un-zoned wall clock, which its logs print (``date -u`` beside a log in
+    local time would be off by the zone; the finding says which clock measured)."""
+    clocks = [r for r in rows(tl, "clock") if isinstance(r.get("ts"), datetime) and attrs(r).get("wall")]
+    if not clocks:
+        return None
+    clock = max(clocks, key=lambda r: r["ts"])
+    try:
+        wall = datetime.fromisoformat(str(attrs(clock)["wall"]))
+        local = datetime(wall.year, *(int(g) for g in m.groups()))
+    except ValueError:
+        return None
+    if local > wall + timedelta(days=1):
+        local = local.replace(year=local.year - 1)
+    return clock["ts"] - (wall - local)
 
 
 def _server_gone(tl: Timeline) -> bool:
