@@ -133,6 +133,8 @@ def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConf
                                                                                             *sentences[-1:])]
     pool = run_rows if run_rows is not None else rows(tl, "server_args")
     dumps = [r for r in pool if r.get("kind") == "server_args" and isinstance(attrs(r).get("args"), dict)]
+    if not dumps and run_rows:
+        dumps = _dump_before(tl, run_rows)
     by_weight: dict[int, Row] = {}
     for r in dumps:
         by_weight[stated_weight(r)] = r  # the last dump of each weight
@@ -151,6 +153,18 @@ def server_config(tl: Timeline, run_rows: list[Row] | None = None) -> ServerConf
             weight[key] = w
     return cfg
 
+
+
+def _dump_before(tl: Timeline, run_rows: list[Row]) -> list[Row]:
+    """The server_args dump of the start a run without its own belongs to: one rank's log of a TP group carries no
+    dump when the launcher's log (another file) printed it. The last dump stamped at or before the run's first
+    stamped row; none when either lacks a stamp (a dump of another day's start must not configure this one)."""
+    first = next((r["ts"] for r in run_rows if r.get("ts") is not None), None)
+    if first is None:
+        return []
+    earlier = [r for r in rows(tl, "server_args") if isinstance(attrs(r).get("args"), dict)
+               and r.get("ts") is not None and r["ts"] <= first]
+    return [max(earlier, key=lambda r: (r["ts"], r.get("file") or "", r.get("line") or 0))] if earlier else []
 
 
 def docker_memory_limit(tl: Timeline) -> tuple[int, Row] | None:
