@@ -125,7 +125,8 @@ def detect(tl: Timeline) -> list[Finding]:
                    f"the OOM names no sizes: one step of {UNKNOWN_STEP} (a CUDA-graph pool is 1–3 GiB)")
             flags.append(FlagChange(uflag, old_value(util, util_seen), f"{new:.2f}",
                                     why + ("" if util_seen else f"; {util:g} is vLLM's default")))
-        dummies = attrs(first).get("dummy_requests")
+        # the count is on the message's own row, which a traceback's header row of the same OOM may precede
+        dummies = next((d for r in ooms if (d := attrs(r).get("dummy_requests"))), None)
         if during in ("sampler_warmup", "pooler_warmup") and dummies and int(dummies) > 1:
             # the warm-up samples max_num_seqs dummy requests at once (v1/worker/gpu_worker.py
             # ``_dummy_sampler_run``; the message's own advice: lower max_num_seqs or the utilization)
