@@ -223,7 +223,8 @@ def _exception_words(row: Row) -> tuple[str | None, bool]:
     where = " during start-up" if during_init else ""
     who = _who(a.get("component"), text)
     if etype:
-        return f"{who} raised {etype}{where}: {str(emsg or '').strip()[:200]}", True
+        said = str(emsg or "").strip()[:200]
+        return f"{who} raised {etype}{where}" + (f": {said}" if said else " (with no message)"), True
     site = crash_site(text)
     if site is not None:
         ruled_out = outside_forward(site)
@@ -294,7 +295,8 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
             return f"{words} — {refused[0]}", said, [*refused[1], *generic]
         # a class the engine's parser read in its message, or the exception line's own (failure_messages.md §2.2)
         told = _CLASS_WORDS.get(str(a.get("failure") or "")) or _CLASS_WORDS.get(_exception_class(a) or "")
-        return words, said, [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
+        return (f"{words} — {told[0]}" if told else words), said, \
+            [*(told[1] if told else []), *([] if said else [_FIND_FULL_TRACEBACK]), *generic]
     if kind == "cuda_graph_failed" and a.get("graph") == "piecewise":
         said = str(a.get("message") or "").strip()[:200]
         return ((f"the piecewise CUDA graph (SGLang's graphs of prefill/extend, on by default) failed: {said}" if said
@@ -633,7 +635,10 @@ _CLASS_WORDS = {
                     ["Which fact decides: the log of the peer the line names (its address and port; for TCPStore the "
                      "node of rank 0) for the minute before — a traceback, an OOM kill in its `dmesg -T`, an Xid, or an "
                      "operator's stop is the cause; this line is its echo."]),
-    "host_oom": ("a host (CPU) memory allocation failed", ["`free -g` and the container's memory limit."]),
+    "host_oom": ("a host (CPU) memory allocation failed in that process: host RAM, the container's memory limit or a "
+                 "ulimit ran out, not the GPU's memory",
+                 ["Which fact decides: `free -g` and the container's memory limit (`cat /sys/fs/cgroup/memory.max`) "
+                  "at the time, and `ulimit -v`; the process's size in `ps -o rss` against them."]),
     "kv_pool_leak": ("the KV pool's self-check found leaked slots (an allocator bug, not a capacity problem)",
                      ["Not a sizing problem: do not change --mem-fraction-static for it. Upgrade the engine or disable "
                       "the feature named in the traceback (speculative decoding, hierarchical cache), and report it."]),
