@@ -54,6 +54,8 @@ _ENTRY_RE = re.compile(r"^(?P<ind>[ \t]*)(?P<key>[a-z][a-z0-9_]{1,40})\s*:(?:\s+
 _NUMBER_RE = re.compile(r"^['\"]?(\d{1,6}(?:\.\d{1,6})?)['\"]?$")
 #: ``cat PATH`` (also ``sudo cat``, ``cat -A``) as the command that printed a block: cat(1)
 _CAT_RE = re.compile(r"(?:^|[;&|]\s*)(?:sudo\s+)?cat\s+(?:-\w+\s+)*(?P<path>[^\s;&|<>]+)")
+#: a YAML 1.2 block scalar's key that names the file the block is (a ConfigMap's ``lmcache.yaml: |``)
+_FILE_KEY_RE = re.compile(r"^\s*['\"]?(?P<path>[\w.-]{1,100}\.ya?ml)['\"]?\s*:\s*[|>][+-]?\s*$")
 #: a heredoc that writes the file: ``cat > /etc/lmcache.yaml <<EOF`` / ``tee PATH <<'EOF'`` (bash(1), Here Documents)
 _HEREDOC_RE = re.compile(r"(?:cat\s*>{1,2}\s*|tee\s+(?:-a\s+)?)(?P<path>[^\s;&|<>]+)\s*<<-?\s*['\"]?\w+")
 
@@ -121,13 +123,15 @@ def looks_like_config(text: str) -> bool:
 
 
 def config_rows(lines: list[str], path: str = "", command: str | None = None) -> list[dict]:
-    """``lmcache_config`` rows, each naming the file it is: a heredoc's target above it, the file ``cat`` printed,
-    else the input's own path."""
+    """``lmcache_config`` rows, each naming the file it is: a heredoc's target above it, the key of the block scalar
+    it is the value of (a ConfigMap's ``lmcache.yaml: |``), the file ``cat`` printed, else the input's own path."""
     rows = []
     cat = _CAT_RE.search(command or "")
     for b in blocks(lines):
-        where = next((h.group("path") for ln in reversed(lines[max(b.line - 3, 0):b.line - 1])
-                      for h in [_HEREDOC_RE.search(ln)] if h), None) or (cat.group("path") if cat else None) or path
+        above = lines[max(b.line - 3, 0):b.line - 1]
+        where = next((h.group("path") for ln in reversed(above) for h in [_HEREDOC_RE.search(ln)] if h), None) \
+            or next((k.group("path") for k in [_FILE_KEY_RE.match(above[-1])] if k), None) if above else None
+        where = where or (cat.group("path") if cat else None) or path
         # the row stands at the line that sizes the backend (the evidence a reader checks), spanning the block
         at = next((i for i in range(b.line - 1, b.line_end) for e in [_ENTRY_RE.match(lines[i])]
                    if e and e.group("key") in _SIZE_KEYS and (e.group("key") == "max_local_cpu_size" or b.cpu_size is None)),
