@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import ranks_per_host, server_config
-from forensics.facts.lmcache import ENV_SIZE, cpu_pool
+from forensics.facts.lmcache import cpu_pool
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
@@ -267,7 +267,7 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
                                    f"TP × PP ranks together: {tp} × {gib} GiB")]
             return [FlagChange(flag, cfg.text(key), str(gib), why)]
         if lmcache_gb:
-            return [FlagChange(ENV_SIZE, f"{lmcache_gb:g}", str(gib), why + lmcache_pool.fix_note())]
+            return [FlagChange(lmcache_pool.flag, f"{lmcache_gb:g}", str(gib), why + lmcache_pool.fix_note())]
         return [FlagChange("--cpu-offload-gb", None, str(gib), why + "; the offloaded share is set by "
                            "--cpu-offload-gb (GiB per GPU)")]
     evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),

@@ -289,7 +289,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             if lmc:
                 lmc_room = max(room - groups * kv_off * GIB, 0)
                 fit = int(lmc_room // ranks // GIB)
-                flags.append(FlagChange(lmcache.ENV_SIZE, f"{lmc:g}", str(fit),
+                flags.append(FlagChange(lmc_pool.flag, f"{lmc:g}", str(fit),
                                         f"the size is GiB (× 2^30 bytes) per worker: {ranks} workers ({how}) × {fit} GiB "
                                         f"= {fmt_gib(ranks * fit * GIB)} ≤ {fmt_gib(lmc_room)} left of {fmt_gib(total)} "
                                         f"({host_how}) after a {fmt_gib(reserve_of(total))} reserve and the other host "

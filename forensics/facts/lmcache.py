@@ -7,7 +7,10 @@ default 5.0; ``local_cpu``: default true), lmcache lmcache/v1/config_base.py::cr
 and the defaults count), lmcache lmcache/v1/cache_engine.py::LMCacheEngineBuilder (main) (one engine per worker,
 each allocating ``max_local_cpu_size * 1024**3`` bytes, so the "GB" is GiB).
 
-The size comes, in LMCache's own precedence, from the launch's ``LMCACHE_MAX_LOCAL_CPU_SIZE``, else from the
+The size comes, in LMCache's own precedence, from the launch's KV transfer config (``"kv_connector_extra_config":
+{"lmcache.max_local_cpu_size": N}``: lmcache lmcache/integration/vllm/vllm_v1_adapter.py::_apply_extra_config
+(main) sets every ``lmcache.``-prefixed key on the loaded configuration, after the file and the variables), else
+from the launch's ``LMCACHE_MAX_LOCAL_CPU_SIZE``, else from the
 ``max_local_cpu_size`` of the configuration file the launch names (parsers/launch/lmcache_config.py: a pasted
 file, a ``cat`` of it, a heredoc), else from the workers' own ``LMCache Configuration`` lines. A file counts only
 when LMCache is in use: the launch names a file or an LMCache connector, or a worker logged its LMCache engine.
@@ -16,6 +19,7 @@ when LMCache is in use: the launch names a file or an LMCache connector, or a wo
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from forensics.facts.launch import launch_rows
@@ -23,6 +27,8 @@ from forensics.facts.rows import Row, attrs, rows
 from forensics.model import Timeline
 
 ENV_SIZE = "LMCACHE_MAX_LOCAL_CPU_SIZE"
+#: the same size given to vLLM's LMCache connector in the launch's KV transfer config
+EXTRA_FLAG = "--kv-transfer-config kv_connector_extra_config.lmcache.max_local_cpu_size"
 ENV_FILE = "LMCACHE_CONFIG_FILE"
 FILE_KEY = "max_local_cpu_size"
 #: lmcache/v1/config.py: the size a file that turns the CPU backend on without one gets
@@ -30,6 +36,10 @@ DEFAULT_GB = 5.0
 #: what turns the CPU backend off (LMCache's ``_to_bool`` takes all but "true"/"1" as false; an unresolved
 #: ``${VAR}`` or a passed-through empty value is no one's "off", so only the plain spellings of false count)
 _FALSE = ("false", "0", "no", "off")
+#: the ``lmcache.``-prefixed keys of ``kv_connector_extra_config`` in the KV transfer config's JSON (or a dict's repr
+#: in a log's args); the value quoted or not
+_EXTRA_SIZE = re.compile(r"""['"]lmcache\.max_local_cpu_size['"]\s{0,5}:\s{0,5}['"]?(\d{1,6}(?:\.\d{1,6})?)""")
+_EXTRA_LOCAL = re.compile(r"""['"]lmcache\.local_cpu['"]\s{0,5}:\s{0,5}['"]?(\w{1,5})""")
 
 
 @dataclass(frozen=True)
@@ -40,16 +50,17 @@ class CpuPool:
     gib: float = 0.0
     row: Row | None = None
     source: str = ENV_SIZE
+    flag: str = ENV_SIZE  # the setting a corrected size goes in
 
     @property
     def from_file(self) -> bool:
-        return self.source != ENV_SIZE
+        return self.source.startswith(FILE_KEY)
 
     def words(self) -> str:
         """The size as the input set it: ``LMCACHE_MAX_LOCAL_CPU_SIZE 80 GiB``, ``max_local_cpu_size 70 GiB of PATH``."""
-        if not self.from_file:
-            return f"{ENV_SIZE} {self.gib:g} GiB"
-        return f"LMCache's {FILE_KEY} {self.gib:g} GiB{self.source[len(FILE_KEY):]}"
+        if self.from_file:
+            return f"LMCache's {FILE_KEY} {self.gib:g} GiB{self.source[len(FILE_KEY):]}"
+        return f"{self.source} {self.gib:g} GiB"
 
     def fix_note(self) -> str:
         """How the corrected size takes effect: the variable always does, since LMCache reads it after the file."""
@@ -92,6 +103,14 @@ def cpu_pool(tl: Timeline) -> CpuPool:
     """The per-worker size of LMCache's CPU backend (see the module's doc)."""
     launches = [r for r in launch_rows(tl) if _uses_lmcache(r)]
     for row in reversed(launches):
+        transfer = str((attrs(row).get("flags") or {}).get("--kv-transfer-config") or "")[:4000]
+        off = _EXTRA_LOCAL.search(transfer)
+        if off and off.group(1).lower() in _FALSE:
+            return CpuPool()
+        extra = _EXTRA_SIZE.search(transfer)
+        if extra:
+            return CpuPool(float(extra.group(1)), row, "kv_connector_extra_config lmcache.max_local_cpu_size",
+                           EXTRA_FLAG)
         env = _env(row)
         if env.get("LMCACHE_LOCAL_CPU", "").lower() in _FALSE:
             return CpuPool()  # the variable overrides the file too
