@@ -1374,10 +1374,10 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
         leak = leaked_at_shutdown(msg)
         if leak is not None:  # an information line of the tracker's cleanup, with the source line warnings echoes
             flush_loose()
-            echo = lines[i + 1] if i + 1 < n else ""
-            # the call's source line warnings prints under it, indented: ``warnings.warn(`` alone from 3.12
-            end = i + 1 if echo[:1].isspace() and (echo.strip().startswith("warnings.warn(")
-                                                    or "resource_tracker" in echo) else i
+            # the call's source line warnings prints under it (indented; ``warnings.warn(`` alone from 3.12), behind
+            # the same process prefix when a launcher relays the stream
+            echo = strip_prefix(lines[i + 1]).lstrip() if i + 1 < n else ""
+            end = i + 1 if echo.startswith("warnings.warn(") else i
             rows.append({"line": i + 1, "line_end": end + 1, "kind": "leaked_at_shutdown", **line_context(lines[i]),
                          "text": "\n".join(lines[i:end + 1])[:2000], "attrs": {**leak, "message": msg[:500]}})
             recognized += end - i + 1
