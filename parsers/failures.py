@@ -12,8 +12,9 @@ format's own parser did not already report as a failure. Reference: ``failure_me
 
 Kinds: ``cuda_oom`` (the caching allocator's message, CUDA or HIP, with figures), ``cuda_error_oom``
 (a runtime/library allocation failed: no figures, or the host-pinning size), ``dist_transport`` (Gloo's
-start-up connections: :func:`gloo_transport`), and ``failure`` for everything else, with ``attrs.failure``
-naming the class (see :data:`CLASSES`).
+start-up connections: :func:`gloo_transport`), ``leaked_at_shutdown`` (Python's resource tracker cleaning up
+after processes that were killed: :func:`leaked_at_shutdown`; information, not a failure), and ``failure`` for
+everything else, with ``attrs.failure`` naming the class (see :data:`CLASSES`).
 
 >>> r = parse("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
 ...           "total capacity of 79.10 GiB of which 20.08 GiB is free. Process 806478 has 59.01 GiB memory in use.")
@@ -451,6 +452,40 @@ def hardware_fault(text: str) -> str | None:
         return "ecc_error"
     if _NVLINK.search(head):
         return "nvlink_error"
+    return None
+
+
+#: CPython's resource tracker at shutdown (cpython Lib/multiprocessing/resource_tracker.py::main (3.8-3.13)): when
+#: the last process using it is gone, it unlinks every segment and semaphore its clients registered and never
+#: unregistered, and warns once per type, "resource_tracker: There appear to be N leaked shared_memory objects to
+#: clean up at shutdown" (a ``UserWarning`` that ``warnings`` prints as ``FILE:LINE: UserWarning: …`` followed by
+#: the source line of the call). A client that was killed never unregisters: the line follows a kill, it does not
+#: cause one. A segment the tracker then cannot unlink gets its own warning (``resource_tracker: NAME: ERROR``).
+_LEAKED_AT_SHUTDOWN = re.compile(r"resource_tracker: There appear to be (\d{1,9}) leaked (\w{1,40}) objects to clean up"
+                                 r" at shutdown")
+_TRACKER_UNLINK = re.compile(r"resource_tracker: '?(/[\w.-]{1,200})'?: (\S.{0,300})$")
+
+
+def leaked_at_shutdown(msg: str) -> dict[str, Any] | None:
+    """The attrs of a ``leaked_at_shutdown`` row for one of the resource tracker's shutdown warnings, or None.
+
+    >>> leaked_at_shutdown("x.py:279: UserWarning: resource_tracker: There appear to be 3 leaked shared_memory "
+    ...                    "objects to clean up at shutdown")
+    {'resource': 'shared_memory', 'objects': 3}
+    >>> leaked_at_shutdown("resource_tracker: '/psm_5f2a': [Errno 2] No such file or directory: '/psm_5f2a'")["name"]
+    '/psm_5f2a'
+    """
+    if "resource_tracker: " not in msg:
+        return None
+    m = _LEAKED_AT_SHUTDOWN.search(msg)
+    if m:
+        return {"resource": m.group(2), "objects": int(m.group(1))}
+    u = _TRACKER_UNLINK.search(msg)
+    if u:
+        # the names multiprocessing gives them: shared_memory.py ``/psm_<hex>``, synchronize.py ``/mp-<random>``
+        name = u.group(1)
+        kind = "shared_memory" if name.startswith("/psm_") else "semaphore" if name.startswith("/mp-") else None
+        return {"resource": kind, "name": name, "unlink_error": u.group(2)[:300]}
     return None
 
 
@@ -1335,6 +1370,18 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
             loose_frames.append((fm.group(1), fm.group(2)))
             loose[1] = last_frame[0] = i
             i += 1
+            continue
+        leak = leaked_at_shutdown(msg)
+        if leak is not None:  # an information line of the tracker's cleanup, with the source line warnings echoes
+            flush_loose()
+            # the call's source line warnings prints under it (indented; ``warnings.warn(`` alone from 3.12), behind
+            # the same process prefix when a launcher relays the stream
+            echo = strip_prefix(lines[i + 1]).lstrip() if i + 1 < n else ""
+            end = i + 1 if echo.startswith("warnings.warn(") else i
+            rows.append({"line": i + 1, "line_end": end + 1, "kind": "leaked_at_shutdown", **line_context(lines[i]),
+                         "text": "\n".join(lines[i:end + 1])[:2000], "attrs": {**leak, "message": msg[:500]}})
+            recognized += end - i + 1
+            i = end + 1
             continue
         found = classify(msg)
         if found is None and loose_frames and under_frame(i):

@@ -498,3 +498,23 @@ def test_ray_process_tag(line: str, want: dict) -> None:
     from parsers.failures import process_tag
 
     assert process_tag(line) == want
+
+
+def test_resource_tracker_shutdown_warning_is_information_with_its_echo_line() -> None:
+    """cpython multiprocessing/resource_tracker.py's shutdown warning (and the source line warnings prints under
+    it) is one ``leaked_at_shutdown`` row, never a ``failure``; a segment it could not unlink is one too."""
+    import json
+
+    from parsers import failures
+
+    text = ("Killed\n"
+            "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear "
+            "to be 4 leaked shared_memory objects to clean up at shutdown: {'/psm_a1', '/psm_b2'}\n"
+            "  warnings.warn(\n"
+            "resource_tracker: '/psm_a1': [Errno 2] No such file or directory: '/psm_a1'\n")
+    got = [(r["line"], r["line_end"], r["kind"], json.loads(r["attrs"]))
+           for r in failures.parse(text).events.iter_rows(named=True)]
+    assert [(a, b, k) for a, b, k, _ in got] == [(1, 1, "failure"), (2, 3, "leaked_at_shutdown"),
+                                                  (4, 4, "leaked_at_shutdown")]
+    assert (got[1][3]["resource"], got[1][3]["objects"]) == ("shared_memory", 4)
+    assert (got[2][3]["resource"], got[2][3]["name"]) == ("shared_memory", "/psm_a1")

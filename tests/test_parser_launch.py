@@ -242,3 +242,25 @@ def test_compose_flow_command_keeps_a_nested_flow_item_whole():
     a = attrs_of(launch.parse(text))
     assert a["flags"]["--tensor-parallel-size"] == "2"
     assert a["flags"]["--kv-transfer-config"] == "{kv_connector: OffloadingConnector, kv_role: kv_both}"
+
+
+def test_lmcache_config_file_is_read_from_a_cat_and_a_heredoc() -> None:
+    """LMCache's YAML (lmcache/v1/config.py option names): a ``cat`` of it names the file; a heredoc names its
+    target; a mapping of other keys is not LMCache's."""
+    import json
+
+    from parsers import launch
+
+    cat = launch.parse("chunk_size: 256\nlocal_cpu: true\nmax_local_cpu_size: 70\n", "t.md",
+                       command="cat /opt/lmcache/offload.yaml")
+    row = cat.events.row(0, named=True)
+    a = json.loads(row["attrs"])
+    assert row["kind"] == "lmcache_config" and row["line"] == 3
+    assert (a["max_local_cpu_size"], a["local_cpu"], a["path"]) == (70.0, True, "/opt/lmcache/offload.yaml")
+    script = ("#!/bin/bash\ncat > /etc/lmc.yaml <<'EOF'\nlocal_cpu: False\nmax_local_cpu_size: 80\nEOF\n"
+              "LMCACHE_CONFIG_FILE=/etc/lmc.yaml vllm serve m --tensor-parallel-size 2\n")
+    kinds = {r["kind"]: json.loads(r["attrs"]) for r in launch.parse(script, "s.sh").events.iter_rows(named=True)}
+    assert kinds["lmcache_config"]["path"] == "/etc/lmc.yaml" and kinds["lmcache_config"]["local_cpu"] is False
+    assert "launch_command" in kinds
+    assert launch.sniff("chunk_size: 256\nlocal_cpu: true\nmax_local_cpu_size: 70\n") >= 0.5
+    assert launch.sniff("chunk_size: 256\nmax_model_len: 4096\n") == 0.0

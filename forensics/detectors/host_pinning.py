@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import ranks_per_host, server_config
+from forensics.facts.lmcache import cpu_pool
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import settings, vllm_runs
 from forensics.model import Finding, FlagChange, Timeline
@@ -40,7 +41,7 @@ from parsers.failures import HICACHE_HOST_SMALLER
 from ._common import GIB, fmt_gib, make_finding
 from .fatal_other import failure_class
 from .per_rank_overallocation import HICACHE_UNIT
-from .vllm_host_memory import engine_ranks, lmcache_cpu_size, ranks_of
+from .vllm_host_memory import engine_ranks, ranks_of
 
 #: with no host figures, propose at most this share of what failed to pin
 BLIND_SHARE = 0.5
@@ -239,7 +240,8 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
     cfg = settings(tl, run)
     logged = [r for r in rows(tl, "host_pool") if attrs(r).get("per_rank")]
     set_flags = [(key, flag, words) for key, flag, words in _VLLM_POOL_FLAGS if (cfg.num(key) or 0) > 0]
-    lmcache, lmcache_gb = lmcache_cpu_size(tl)
+    lmcache_pool = cpu_pool(tl)
+    lmcache, lmcache_gb = lmcache_pool.row, lmcache_pool.gib
     if not logged and not set_flags and not lmcache_gb:
         return None
     ranks, how = ranks_of(cfg)
@@ -265,7 +267,7 @@ def _vllm_pool(tl: Timeline, victims: list[Row]) -> tuple[str, list[Row], int, s
                                    f"TP × PP ranks together: {tp} × {gib} GiB")]
             return [FlagChange(flag, cfg.text(key), str(gib), why)]
         if lmcache_gb:
-            return [FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmcache_gb:g}", str(gib), why)]
+            return [FlagChange(lmcache_pool.flag, f"{lmcache_gb:g}", str(gib), why + lmcache_pool.fix_note())]
         return [FlagChange("--cpu-offload-gb", None, str(gib), why + "; the offloaded share is set by "
                            "--cpu-offload-gb (GiB per GPU)")]
     evidence = [*logged[:2], *cfg.evidence_rows(*(k for k, _f, _w in set_flags), "tensor_parallel_size"),

@@ -3,7 +3,10 @@
 A process that touches a page of a shared-memory mapping the tmpfs cannot back gets SIGBUS: Python's
 ``Fatal Python error: Bus error``, exit code -7 (135 from a shell). On inference hosts that is
 /dev/shm full — segments leaked by earlier runs that were killed (``psm_*``, ``nccl-*``, ``sglang*``),
-or a container's 64 MiB default — not host RAM and not GPU memory::
+or a container's 64 MiB default — not host RAM and not GPU memory. Python's resource tracker's shutdown warning
+(``There appear to be N leaked shared_memory objects``, parsers/failures.py ``leaked_at_shutdown``: cpython
+Lib/multiprocessing/resource_tracker.py::main (3.8-3.13)) is no cause of its own: beside a full /dev/shm it says how
+the segments got there, and is shown with the finding::
 
     Fatal Python error: Bus error
     RuntimeError: Rank 0 scheduler died during initialization (exit code: -7)
@@ -121,6 +124,13 @@ def detect(tl: Timeline) -> list[Finding]:
                         "file in /dev/shm that is unlinked only on a graceful shutdown: a crashed run's region stays "
                         "(a restarted container creates another under a new name), so a tmpfs sized for one region "
                         "cannot back the next.")
+    # Python's resource tracker unlinking, at shutdown, shared-memory segments whose creator never did (it was
+    # killed): no cause of its own, but the mechanism that fills /dev/shm when the tracker itself dies too
+    leaked = [r for r in rows(tl, "leaked_at_shutdown") if attrs(r).get("resource") == "shared_memory"]
+    objects = sum(int(attrs(r).get("objects") or 1) for r in leaked)
+    leak_words = (f" Python's resource tracker found {objects} leaked shared_memory object{'s' if objects != 1 else ''}"
+                  " at shutdown: their creator was killed before unlinking them, and a run whose tracker is killed "
+                  "with it (SIGKILL to the process group) leaves them in /dev/shm for good." if leaked else "")
     # the exception a detail line was printed under (NCCL's "Last error:" inside a DistBackendError) is this failure
     enclosing = [x for x in rows(tl, "scheduler_exception") for h in direct
                  if x.get("file") == h.get("file") and x.get("line") is not None and h.get("line") is not None
@@ -129,15 +139,15 @@ def detect(tl: Timeline) -> list[Finding]:
         "SGL-HOST-006",
         summary=(_first_upper(" and ".join(what))
                  + ": /dev/shm is full or too small (segments leaked by earlier killed runs, or a container's small "
-                 "default), not host RAM and not GPU memory." + region_words
+                 "default), not host RAM and not GPU memory." + region_words + leak_words
                  + (" The container runs with --ipc=host, so its /dev/shm is the host's: segments left by runs "
                     "killed in earlier containers are still there and fill it for every container started since."
                     if host_ipc else "")),
-        evidence=hits[:6] + enclosing[:2] + regions[-1:] + [r for r in launch_rows(tl)[-1:] if flags],
+        evidence=hits[:6] + enclosing[:2] + regions[-1:] + leaked[:2] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
         confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
-        figures={"sigbus_lines": len(hits), "shm_size_bytes": shm},
+        figures={"sigbus_lines": len(hits), "shm_size_bytes": shm, **({"leaked_shared_memory": objects} if leaked else {})},
         flags=flags,
         actions=[
             "`df -h /dev/shm` and `ls -la --sort=size /dev/shm | head -30`: see what fills it.",

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from forensics.facts import engines
+from forensics.facts import engines, lmcache
 from forensics.facts.host_memory import host_memory
 from forensics.facts.launch import launch_rows
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
@@ -93,27 +93,16 @@ def _host(tl: Timeline, run: list[Row]) -> tuple[float | None, list[Row], str]:
 
 
 def lmcache_cpu_size(tl: Timeline) -> tuple[Row | None, float]:
-    """LMCache's per-worker CPU backend size (``LMCACHE_MAX_LOCAL_CPU_SIZE``, "CPU memory limit in GB": NVIDIA
-    Dynamo's LMCache page, vLLM's examples/offline_inference/cpu_offload_lmcache.py) from a launch's environment;
-    its "GB" is GiB: LMCache's engine builder allocates ``max_local_cpu_size * 1024**3`` bytes
-    (``lmcache/v1/cache_engine.py``, ``MixedMemoryAllocator``),
-    unless ``LMCACHE_LOCAL_CPU`` turns the CPU backend off; the vLLM connector builds one per worker."""
-    for row in reversed(launch_rows(tl)):
-        env = attrs(row).get("env") or {}
-        raw = env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
-        if raw is None or str(env.get("LMCACHE_LOCAL_CPU", "True")).strip("\"'").lower() in ("false", "0", "no"):
-            continue
-        try:
-            return row, float(str(raw).strip("\"'"))
-        except ValueError:
-            continue
-    logged = lmcache_logged(tl)  # LMCache's own account, each worker's (parsers/vllm.py, _LMCACHE_CONFIG)
-    return (logged[0], float(attrs(logged[0]).get("size_gib") or 0)) if logged else (None, 0.0)
+    """LMCache's per-worker CPU backend size in GiB and the row that says it (:func:`forensics.facts.lmcache.cpu_pool`:
+    the launch's ``LMCACHE_MAX_LOCAL_CPU_SIZE``, else the configuration file's ``max_local_cpu_size``, else the
+    workers' own log); the vLLM connector builds one LMCache engine, with its own CPU backend, per worker."""
+    pool = lmcache.cpu_pool(tl)
+    return pool.row, pool.gib
 
 
 def lmcache_logged(tl: Timeline) -> list[Row]:
     """The workers' ``LMCache Configuration`` lines with the CPU backend on: one per worker's engine."""
-    return [r for r in rows(tl, "host_pool") if attrs(r).get("pool") == "lmcache_cpu" and r.get("bytes")]
+    return lmcache.logged(tl)
 
 
 #: vLLM's OffloadingConnector configured by hand (``--kv-transfer-config '{"kv_connector": "OffloadingConnector",
@@ -224,7 +213,8 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         kv_off = cfg.num("kv_offloading_size") or 0.0  # GiB for one engine's TP × PP ranks together
         conn_bytes = 0.0 if kv_off else connector_offload_bytes(cfg)
         kv_off = kv_off or conn_bytes / GIB
-        lmc_row, lmc = lmcache_cpu_size(tl)
+        lmc_pool = lmcache.cpu_pool(tl)
+        lmc_row, lmc = lmc_pool.row, lmc_pool.gib
         if swap is None and not offload and not told and not kv_off and not lmc:
             continue
         ranks, how = ranks_of(cfg)
@@ -259,7 +249,8 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         demand = max(ranks * ((0 if v1 else swap_b) + offload * GIB) + pools, told_swap)
         refused = [r for r in told if not (r.get("attrs") and '"warning_only": true' in r["attrs"])]
         if total is None and not told:
-            requested = _requested_pools(cfg, ranks, groups, swap, offload, kv_off, conn_bytes, lmc, v1)
+            requested = _requested_pools(cfg, ranks, groups, swap, offload, kv_off, conn_bytes, lmc, v1,
+                                         lmc_pool.words())
             found = _capacity_unknown(tl, run, cfg, ranks, how, requested, lmc_row, fails) if requested else None
             if found is not None:
                 out.append(found)
@@ -298,11 +289,11 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
             if lmc:
                 lmc_room = max(room - groups * kv_off * GIB, 0)
                 fit = int(lmc_room // ranks // GIB)
-                flags.append(FlagChange("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{lmc:g}", str(fit),
+                flags.append(FlagChange(lmc_pool.flag, f"{lmc:g}", str(fit),
                                         f"the size is GiB (× 2^30 bytes) per worker: {ranks} workers ({how}) × {fit} GiB "
                                         f"= {fmt_gib(ranks * fit * GIB)} ≤ {fmt_gib(lmc_room)} left of {fmt_gib(total)} "
                                         f"({host_how}) after a {fmt_gib(reserve_of(total))} reserve and the other host "
-                                        "pools"))
+                                        "pools" + lmc_pool.fix_note()))
         severity = "critical" if kills or refused else "high"
         out.append(make_finding(
             "VLLM-HOST-001",
@@ -317,7 +308,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                                    *([f"OffloadingConnector's cpu_bytes_to_use {fmt_gib(conn_bytes)} per engine"]
                                      if conn_bytes else [f"--kv-offloading-size {kv_off:g} per engine"] if kv_off
                                      else []),
-                                   *([f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB per worker"] if lmc else [])])
+                                   *([f"{lmc_pool.words()} per worker"] if lmc else [])])
                      + f") ask {fmt_gib(demand or ranks * swap_b)}"
                      + (f" of {fmt_gib(total)} ({host_how})" if total else "")
                      + ("; vLLM refused to start" if refused else "")
@@ -344,7 +335,8 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
 
 
 def _requested_pools(cfg: VllmSettings, ranks: int, groups: int, swap: float | None, offload: float, kv_off: float,
-                     conn_bytes: float, lmc: float, v1: bool) -> list[tuple[str, float]]:
+                     conn_bytes: float, lmc: float, v1: bool,
+                     lmc_words: str = "") -> list[tuple[str, float]]:
     """The host pools the input itself sets, each with the bytes it asks on the host: (words, bytes).
 
     Only what a flag, an environment variable or the engine's own log states: vLLM's default swap is no one's
@@ -362,7 +354,7 @@ def _requested_pools(cfg: VllmSettings, ranks: int, groups: int, swap: float | N
         out.append((f"{groups} × --kv-offloading-size {kv_off:g} GiB (per engine, split over its TP × PP ranks)",
                     groups * kv_off * GIB))
     if lmc:
-        out.append((f"{ranks} × LMCACHE_MAX_LOCAL_CPU_SIZE {lmc:g} GiB (per worker: one LMCache engine each)",
+        out.append((f"{ranks} × {lmc_words or f'{lmcache.ENV_SIZE} {lmc:g} GiB'} (per worker: one LMCache engine each)",
                     ranks * lmc * GIB))
     return out
 

@@ -46,7 +46,7 @@ from typing import Any
 import regex as re
 
 from parsers.elision import is_elision
-from parsers.launch import frameworks, vocab
+from parsers.launch import frameworks, lmcache_config, vocab
 from parsers.launch.command import (
     ANCHOR_RE,
     DYNAMO_MODULES,
@@ -302,6 +302,8 @@ def sniff(head: str) -> float:
             ANCHOR_RE.search(ln) for ln in head.split("\n") if not ln.lstrip().startswith("#")):
         return 0.8
     framework = frameworks.ANCHOR_RE.search(head) is not None
+    if not ANCHOR_RE.search(head) and not framework and lmcache_config.looks_like_config(head):
+        return 0.8  # LMCache's configuration file, which the launch's LMCACHE_CONFIG_FILE names
     if not ANCHOR_RE.search(head) and not framework and not ("\0" in head and "sglang" in head):
         return 0.0
     lines = split_lines(head)
@@ -332,8 +334,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     script_like = (text.startswith("#!") or is_compose(text) or "\0" in text or launch_config.launch_yaml.is_k8s(text)
                    or launch_config.is_dockerfile(text) or launch_config.is_python_api(text)
                    or (bool(found) and found[0].launcher in ("config", "args")))
-    if not found and not script_like and any(not _ignorable(ln) for ln in lines):
+    lmcache_rows = lmcache_config.config_rows(lines, path, command)
+    if not found and not script_like and not lmcache_rows and any(not _ignorable(ln) for ln in lines):
         raise NotThisFormat("no SGLang launch command in this text")
+    used = used | {i for r in lmcache_rows for i in range(r["line"] - 1, r["line_end"])}
     if found:  # the script's own statements around a launch (exports, set -e, a paste's cut mark) are ours too
         used = used | {i for i, ln in enumerate(lines) if _SHELL_STMT_RE.match(ln)}
     content = [i for i, ln in enumerate(lines) if not _ignorable(ln)]
@@ -351,6 +355,7 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         {"line": c.line, "line_end": c.line_end, "kind": "launch_command", "text": c.text, "attrs": c.attrs()}
         for c in found
     ]
+    rows += lmcache_rows
     rows += launch_config.limit_rows(found, launch_config.slurm_directives(lines) if script_like else {})
     notes += ambiguity_notes(found)
     return ParseResult.from_rows(
