@@ -40,6 +40,7 @@ import polars as pl
 from .elision import is_elision
 from .nvidia_smi.common import match_failure
 from .schema import ParseResult
+from .shm_listing import shm_file
 from .units import GIB, MIB, k8s_quantity, parse_size
 
 FORMAT = "failures"
@@ -345,6 +346,17 @@ _SHM = re.compile(
     r"failed to extend /dev/shm|creating shared memory segment|No space left on device.*?/dev/shm|/dev/shm.*?No space left|"
     r"insufficient shared memory|out of shared memory|Unexpected bus error encountered in worker"
 )
+#: vLLM's own start-up check of /dev/shm before it creates its shared-memory segments (the shm-broadcast ring buffer
+#: of its MessageQueue, the KV-offload region): vllm PR #48879 ("Fail fast when /dev/shm is too small for the shm ring
+#: buffer", 2026) raises ``RuntimeError: Insufficient space in /dev/shm: {need} MiB required, {free} MiB free.
+#: Increase /dev/shm (e.g. --shm-size or --ipc=host).`` instead of the SIGBUS a lazily backed tmpfs gives later;
+#: the figures are MiB (2**20 bytes)
+_SHM_PREFLIGHT = re.compile(r"Insufficient space in /dev/shm: (\d+(?:\.\d+)?) MiB required, (\d+(?:\.\d+)?) MiB free")
+#: Ray's start-up measure of /dev/shm, printed when the object store would not fit in it (ray
+#: python/ray/_private/services.py ``determine_plasma_store_config``, 1.x-2.x: ``WARNING: The object store is using
+#: {dir} instead of /dev/shm because /dev/shm has only {n} bytes available. … If you are inside a Docker container,
+#: you can increase /dev/shm size by passing '--shm-size=…' to 'docker run'``): a fact about the tmpfs, not a failure
+_RAY_SHM_AVAILABLE = re.compile(r"instead of /dev/shm because /dev/shm has only (\d+) bytes available")
 #: madvise(2), EFAULT: "advice is MADV_POPULATE_READ or MADV_POPULATE_WRITE, and populating (prefaulting) page
 #: tables failed because a SIGBUS would have been generated on actual access" — a shared file mapping (a tmpfs
 #: file in /dev/shm) whose filesystem cannot back the pages: the SIGBUS of a full /dev/shm, returned to the caller
@@ -714,7 +726,8 @@ _TRIGGER = re.compile(
     r"Errno|bad_alloc|allocate|Process \d|out of memory|failure|clients joined|[Cc]onnection|uncorrectable|illegal|"
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
     r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
-    r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity"
+    r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity|"
+    r"psm_[0-9a-f]|vllm_offload_"  # a listing of /dev/shm (parsers/shm_listing.py); nccl-* segments match NCCL's "nccl"
 )
 
 
@@ -925,6 +938,15 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (raised := _WD_RAISED.search(head)) is not None:
         return "failure", {}, {"failure": "collective_timeout", "engine": "c10d_watchdog", "raised_from": raised.group(1),
                                "message": msg[:2000]}
+    if (seg := shm_file(head)) is not None:  # a line of `ls -l /dev/shm`: a segment, its size and maker
+        return "shm_file", {"bytes": seg["bytes"]}, {k: v for k, v in seg.items() if k != "bytes"}
+    if (ray_shm := _RAY_SHM_AVAILABLE.search(head)) is not None:
+        return "shm_capacity", {"free_bytes": int(ray_shm.group(1))}, {"source": "ray_object_store",
+                                                                        "message": msg[:1000]}
+    if (pre := _SHM_PREFLIGHT.search(head)) is not None:
+        return "failure", {"bytes": int(float(pre.group(1)) * 2**20)}, {
+            "failure": "shm_exhausted", "via": "engine_preflight", "shm_free_bytes": int(float(pre.group(2)) * 2**20),
+            "message": msg[:2000]}
     if _SHM.search(head):
         return "failure", {}, {"failure": "shm_exhausted", "message": msg[:2000]}
     if (df := _DF_SHM_FULL.match(head)) is not None:

@@ -601,12 +601,20 @@ class _Parser:
                     break
         # rows that quote the whole traceback are cited where it starts (its first line, or the engine's line
         # that opens it), and span it to its exception line
+        self.emit_shm_refusal(base, f"{tb.get('etype')}: {tb.get('emsg') or ''}" if tb.get("etype") else "")
         if populate_fault(text):  # the tmpfs behind a shared region could not back it: /dev/shm full
             self.emit("failure", base, {"failure": "shm_exhausted", "via": "madvise_populate_efault",
                                         "message": text[-500:]})
         if _ALLOCATOR_OOM.search(text):
             # the allocator's OOM inside a worker's traceback ("Exception in worker … : CUDA out of memory. …")
             self.emit_oom(base, text, attrs["during"])
+
+    def emit_shm_refusal(self, base: dict[str, Any], exc_line: str) -> None:
+        """An exception whose message is vLLM's own /dev/shm check refusing to start (failure_messages.md §5: /dev/shm
+        too small): the failure row the /dev/shm rule reads, with the figures the check printed."""
+        found = classify_failure(exc_line) if "/dev/shm" in exc_line else None
+        if found is not None and found[0] == "failure" and found[2].get("via") == "engine_preflight":
+            self.emit("failure", {**base, **found[1]}, found[2])
 
     def rejoined(self, lineno: int, stripped: str, held: tuple[int, str, dict[str, Any], str | None, int, int]) -> bool:
         """Whether this line completes the one before it into a record: a message the paste or the terminal wrapped
@@ -768,6 +776,7 @@ class _Parser:
                 return
             self.emit("exception", base, {"exception_type": em.group(1), "exception_message": em.group(2),
                                           "during": _phase_of_text(stripped) or self.phase.get(stream)})
+            self.emit_shm_refusal(base, stripped)
             return
         if headered:
             if level in ("WARNING", "WARN", "ERROR", "CRITICAL"):

@@ -47,13 +47,35 @@ def _private_ipc_flags(shm: int | float | None) -> list[FlagChange]:
                        "segments need gigabytes on a multi-GPU host")]
 
 
-def _sigbus(row: Row) -> bool:
+def is_sigbus(row: Row) -> bool:
     cls = failure_class(row)
     if cls == "shm_exhausted":
         return True
     if cls == "signal" and attrs(row).get("signal") == "Bus error":
         return True
     return row.get("kind") in ("failure", "rank_dead", "subprocess_crashed") and row.get("code") == -7
+
+
+#: NCCL's result 2, ncclSystemError: a system call NCCL made failed (reference/failure_messages.md §4.2); at
+#: communicator set-up on one host that is most often its /dev/shm segment (§4.1: the shm WARN "surfaces to
+#: PyTorch as `unhandled system error`"), also a socket
+_NCCL_SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
+#: segments a container's default tmpfs (64 MiB, docker-run(1) --shm-size) could not hold: a listing of /dev/shm
+#: holding this much of the engines' segments beside an NCCL system error says where the system call failed
+LISTED_FULL = 64 << 20
+
+
+def _nccl_system_error(row: Row) -> bool:
+    if row.get("kind") not in ("nccl_error", "failure"):
+        return False
+    if row.get("kind") == "failure" and failure_class(row) != "nccl_error":
+        return False
+    return bool(_NCCL_SYSTEM_ERROR.search(f"{row.get('text') or ''} {attrs(row).get('message') or ''}"))
+
+
+def listed_segments(tl: Timeline) -> list[Row]:
+    """Engine and NCCL segments a pasted ``ls -l /dev/shm`` names (parsers/shm_listing.py), one row per file."""
+    return [r for r in rows(tl, "shm_file") if isinstance(r.get("bytes"), int | float)]
 
 
 def _reading_weights(row: Row) -> bool:
@@ -73,9 +95,15 @@ def _model_in_shm(tl: Timeline) -> bool:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    hits = [r for r in rows(tl, "failure", "rank_dead", "subprocess_crashed") if _sigbus(r)]
-    if not hits:
+    hits = [r for r in rows(tl, "failure", "rank_dead", "subprocess_crashed") if is_sigbus(r)]
+    segments = listed_segments(tl)
+    listed = sum(int(r["bytes"]) for r in segments)
+    nccl_sys = [] if hits or listed < LISTED_FULL else \
+        [r for r in rows(tl, "nccl_error", "failure") if _nccl_system_error(r)]
+    if not hits and not nccl_sys:
         return []
+    if nccl_sys:
+        hits = nccl_sys[:2]
     direct = [r for r in hits if failure_class(r) == "shm_exhausted"]
     if not direct and any(_reading_weights(r) for r in hits) and not _model_in_shm(tl):
         return [_checkpoint_sigbus(tl, hits)]
@@ -107,14 +135,28 @@ def detect(tl: Timeline) -> list[Finding]:
                                 "Kubernetes) — Docker's default is 64 MiB, and NCCL and the server's IPC segments need "
                                 "gigabytes"))
     df = [r for r in direct if attrs(r).get("df_use_pct") is not None]
-    died = [r for r in hits if r not in direct]
+    died = [] if nccl_sys else [r for r in hits if r not in direct]
     what = []
     if died:
         what.append("a process died of SIGBUS")
-    if any(r not in df for r in direct):
+    pre = [r for r in direct if attrs(r).get("via") == "engine_preflight" and r.get("bytes")]
+    if pre:
+        # vLLM checked before creating its segments (parsers/failures.py _SHM_PREFLIGHT): the need and the room it saw
+        a = attrs(pre[0])
+        what.append(f"the engine refused to start: its shared-memory segments need {pre[0]['bytes'] / 2**20:.0f} MiB "
+                    f"and /dev/shm has {a.get('shm_free_bytes', 0) / 2**20:.0f} MiB free")
+    if any(r not in df and r not in pre for r in direct):
         what.append("/dev/shm could not back a segment")
     if df:
         what.append(f"/dev/shm is {max(attrs(r)['df_use_pct'] for r in df)} % used (df)")
+    if nccl_sys:
+        makers = sorted({str(attrs(r).get("owner")) for r in segments})
+        dates = sorted({str(attrs(r).get("mtime")) for r in segments})
+        what.append(f"NCCL failed a system call setting up its communicator (ncclSystemError) while the pasted "
+                    f"listing of /dev/shm holds {len(segments)} segments of {', '.join(makers)} whose sizes add up "
+                    f"to {fmt_gib(listed)}" + (f", last written at {len(dates)} different times (segments of "
+                                               "processes that are gone stay until unlinked: a killed process never "
+                                               "unlinks its own)" if len(dates) > 1 else ""))
     # a tmpfs-backed region the engine created and could not populate (vLLM's KV-offload tier in /dev/shm)
     regions = [r for r in rows(tl, "host_pool") if attrs(r).get("tmpfs") and r.get("bytes")]
     region_words = ""
@@ -143,11 +185,18 @@ def detect(tl: Timeline) -> list[Finding]:
                  + (" The container runs with --ipc=host, so its /dev/shm is the host's: segments left by runs "
                     "killed in earlier containers are still there and fill it for every container started since."
                     if host_ipc else "")),
-        evidence=hits[:6] + enclosing[:2] + regions[-1:] + leaked[:2] + [r for r in launch_rows(tl)[-1:] if flags],
+        evidence=hits[:6] + segments[:3] + enclosing[:2] + regions[-1:] + leaked[:2] + [r for r in launch_rows(tl)[-1:] if flags],
         confidence="high" if direct else "medium",
-        confidence_reason=None if direct else "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it",
+        confidence_reason=None if direct else (
+            "NCCL's system error does not name the call that failed (its WARN line is not in the input); the "
+            "listing says /dev/shm is where the room went" if nccl_sys else
+            "SIGBUS points at /dev/shm; no `df -h /dev/shm` in the input confirms it"),
         ranks=[x for x in (rank_of(r) for r in hits) if x is not None],
-        figures={"sigbus_lines": len(hits), "shm_size_bytes": shm, **({"leaked_shared_memory": objects} if leaked else {})},
+        figures={"sigbus_lines": 0 if nccl_sys else len(hits), "shm_size_bytes": shm,
+                 **({"listed_segments": len(segments), "listed_bytes": listed} if nccl_sys else {}),
+                 **({"shm_required_bytes": pre[0]["bytes"], "shm_free_bytes": attrs(pre[0]).get("shm_free_bytes")}
+                    if pre else {}),
+                 **({"leaked_shared_memory": objects} if leaked else {})},
         flags=flags,
         actions=[
             "`df -h /dev/shm` and `ls -la --sort=size /dev/shm | head -30`: see what fills it.",

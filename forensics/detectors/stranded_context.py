@@ -55,8 +55,11 @@ ESCALATION = [
 ]
 
 
-def _owners(snap: list[Row], procs: list[Row], nones: list[Row]) -> tuple[dict[int, list[Row]], bool, set[int]]:
-    """GPU → owning processes in this snapshot; whether the input lists owners at all; GPUs listed empty."""
+def _owners(snap: list[Row], procs: list[Row], nones: list[Row],
+            cuts: list[Row] = ()) -> tuple[dict[int, list[Row]], bool, set[int], bool]:
+    """GPU → owning processes in this snapshot; whether the input lists owners at all; GPUs listed empty;
+    whether the process list was cut (a paste's elision inside the box: GPUs it does not list may have
+    owners below the cut)."""
     key_file = snap[0].get("file")
     key_snap = snap[0].get("snapshot")
 
@@ -67,6 +70,7 @@ def _owners(snap: list[Row], procs: list[Row], nones: list[Row]) -> tuple[dict[i
 
     mine = [p for p in procs if same(p)]
     empty = [n for n in nones if same(n)]
+    cut = any(same(c) for c in cuts)
     owners: dict[int, list[Row]] = {}
     for p in mine:
         if p.get("gpu") is not None:
@@ -74,7 +78,7 @@ def _owners(snap: list[Row], procs: list[Row], nones: list[Row]) -> tuple[dict[i
     listed_empty = {int(n["gpu"]) for n in empty if n.get("gpu") is not None}
     if any(n.get("gpu") is None for n in empty):
         listed_empty |= {int(r["gpu"]) for r in snap if r.get("gpu") is not None}
-    return owners, bool(mine or empty), listed_empty
+    return owners, bool(mine or empty), listed_empty, cut
 
 
 def _process_state(pid: int | None, ps: list[Row]) -> str | None:
@@ -87,8 +91,10 @@ def _process_state(pid: int | None, ps: list[Row]) -> str | None:
     return "gone"
 
 
-def _classify(snap: list[Row], owners: dict[int, list[Row]], ps: list[Row]) -> tuple[list[Row], dict[int, str], list[Row]]:
-    """Held GPUs without a healthy owner, the owners' states, and released GPUs."""
+def _classify(snap: list[Row], owners: dict[int, list[Row]], ps: list[Row],
+              list_cut: bool = False) -> tuple[list[Row], dict[int, str], list[Row]]:
+    """Held GPUs without a healthy owner, the owners' states, and released GPUs. With a cut process list a
+    GPU it does not list is not known to be ownerless: only listed owners that are dead or stuck count."""
     held, states, clean = [], {}, []
     for r in snap:
         used, gpu = r.get("used_bytes"), r.get("gpu")
@@ -100,6 +106,8 @@ def _classify(snap: list[Row], owners: dict[int, list[Row]], ps: list[Row]) -> t
         if used < held_threshold(r.get("total_bytes")):
             continue
         procs = owners.get(int(gpu), [])
+        if not procs and list_cut:
+            continue  # its rows may be below the cut
         st = [(p, _process_state(p.get("pid"), ps)) for p in procs]
         healthy = [p for p, s in st if s not in ("D", "Z", "gone")]
         if healthy and not any(is_sglang_process(p.get("comm")) for p in healthy):
@@ -116,6 +124,7 @@ def detect(tl: Timeline) -> list[Finding]:
         return []
     ends = end_events(tl)
     procs, nones, ps = rows(tl, "gpu_process"), rows(tl, "gpu_process_none"), rows(tl, "process")
+    cuts = rows(tl, "gpu_process_cut")
     procs = fill_gpus(procs, gpu_map(tl))  # compute-apps rows name their GPU by UUID only
     verdicts = []
     for snap in group_snapshots(gpu_rows):
@@ -123,8 +132,8 @@ def detect(tl: Timeline) -> list[Finding]:
         end = last_end_before(ends, first)
         if end is not None and relaunched_between(tl, end, first):
             end = None
-        owners, owner_info, listed_empty = _owners(snap, procs, nones)
-        held, states, clean = _classify(snap, owners, ps)
+        owners, owner_info, listed_empty, list_cut = _owners(snap, procs, nones, cuts)
+        held, states, clean = _classify(snap, owners, ps, list_cut)
         if not held:
             verdicts.append((snap, end, [], states, clean, owner_info))
             continue

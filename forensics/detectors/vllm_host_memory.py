@@ -384,6 +384,25 @@ def _bad_end(tl: Timeline, run: list[Row]) -> tuple[str, str, list[Row]] | None:
     return None
 
 
+#: the host pools vLLM pins while the weights load: ``--cpu-offload-gb`` (the offloaded parameters are pinned as
+#: each layer is built: vllm vllm/model_executor/models/utils.py ``maybe_offload_to_cpu``, ``pin_memory``). The
+#: others come after the load: V0's swap blocks when the cache is initialised (vllm vllm/worker/worker.py
+#: ``Worker.initialize_cache`` → ``CacheEngine._allocate_kv_cache(num_cpu_blocks, "cpu")``, run by the executor's
+#: ``_initialize_kv_caches`` after ``load_model``; 0.2–0.10), the KV-offload region and LMCache's backend when the
+#: KV cache is registered with the connector. A worker killed before its weights were in never held those.
+_AT_LOAD_POOLS = ("--cpu-offload-gb",)
+
+
+def _loaded_before(run: list[Row], deaths: list[Row]) -> bool:
+    """Whether the run shows the weights in (the load's end, the engine serving) before the first of ``deaths``."""
+    if not deaths:
+        return True
+    first = min(deaths, key=lambda r: (r.get("file") or "", r.get("line") or 0))
+    return any((r.get("line") or 0) < (first.get("line") or 0)
+               and (r.get("kind") != "notice" or attrs(r).get("message_id") in ("weights_read", "init_engine_done"))
+               for r in of_kind(run, *_PAST_LOADING))
+
+
 def _allocates_pool(row: Row) -> bool:
     """A record of a worker creating a host pool: vLLM's (parsers/vllm.py ``host_pool``: the offloaded weights,
     the KV-offload region, LMCache's CPU backend) or LMCache's ``Creating LMCacheEngine instance``."""
@@ -401,6 +420,11 @@ def _capacity_unknown(tl: Timeline, run: list[Row], cfg: VllmSettings, ranks: in
     if end is None:
         return None
     how_ended, words, end_rows = end
+    if how_ended == "died" and not _loaded_before(run, end_rows):
+        # the death came before the weights were in: only the pools made while loading existed then
+        requested = [(w, b) for w, b in requested if any(f in w for f in _AT_LOAD_POOLS)]
+        if not requested:
+            return None
     demand = sum(b for _w, b in requested)
     stall = how_ended == "stopped"
     # a silence the stall rule measures is an observed hang at the pools, which it links under this rule: then this

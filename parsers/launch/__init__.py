@@ -311,7 +311,8 @@ def sniff(head: str) -> float:
         return 0.3  # a ps listing that includes the server: the ps parser's text
     if "\0" in head:
         return 0.95
-    content = [ln for ln in lines if not _ignorable(ln)]
+    # a paste's cut mark is neither a command nor other text: the share is of what the writer kept
+    content = [ln for ln in lines if not _ignorable(ln) and not is_elision(ln)]
     if not content:
         return 0.0
     cmd_lines = sum(1 for ln in content if ANCHOR_RE.search(ln) or frameworks.ANCHOR_RE.search(ln)

@@ -16,7 +16,8 @@ R610+ writes ``KMD Version``/``CUDA UMD Version``; Windows shows ``WDDM``/``TCC`
 
 Events: ``gpu_memory`` per GPU (``used/total/free_bytes`` from MiB, ``ratio`` = GPU-Util),
 ``gpu_mig_device`` per row of the ``MIG devices:`` box, ``gpu_process`` per process row,
-``gpu_process_none`` for ``No running processes found``, ``version`` (driver, cuda) from the header,
+``gpu_process_none`` for ``No running processes found``, ``gpu_process_cut`` for a cut mark inside the
+process box (the list is partial: an unlisted GPU is not shown, not ownerless), ``version`` (driver, cuda) from the header,
 ``gpu_error`` for failure lines and for GPU indices the table silently skips
 (``Unable to determine the device handle for GPU1: …`` followed by a table of GPUs 0, 2, 3).
 Process rows are also read from a list pasted without its box (``attrs.boxless``); a row cut short
@@ -44,6 +45,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from parsers.elision import is_elision
 from parsers.nvidia_smi.common import (
     BUS_ID_PATTERN,
     failure_row,
@@ -383,6 +385,12 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         stripped = line.strip()
         if not stripped:
             continue
+        if table.section == "procs" and is_elision(line):
+            # A cut inside the process box: GPUs it does not list may still have owners below the cut, so the
+            # list says nothing about them (an unlisted GPU is "not shown", not "no process").
+            rows.append({"line": i, "kind": "gpu_process_cut", "ts_local": table.ts_local, "text": line,
+                         "attrs": {}})
+            continue
         cells = _cells(line)
 
         # A table still waiting for its 2nd/3rd GPU line takes this line first.
@@ -493,4 +501,4 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
 
 
 _KIND_ORDER = {"gpu_error": 0, "version": 1, "gpu_memory": 2, "gpu_mig_device": 3, "gpu_process": 4,
-               "gpu_process_none": 5}
+               "gpu_process_none": 5, "gpu_process_cut": 6}
