@@ -474,7 +474,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "`cat /sys/fs/cgroup/memory.current /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.swap.current`"
                        " (cgroup v1: memory.usage_in_bytes, memory.limit_in_bytes): usage at the limit, or swap "
                        "growing under `vmstat 1`, is a load starved of memory, not of storage.")
-    if st["order"] <= STAGES["weight_load_end"][0] and st["order"] != POST_LOAD[0]:
+    # a rank joining a group's broadcast queue is past the rendezvous and before the load: storage is not its wait
+    if st["order"] <= STAGES["weight_load_end"][0] and st["order"] not in (POST_LOAD[0], STAGES["broadcast_queue"][0]):
         actions.append("Time a read of the weights from the model path on every node (`dd`/`cat` a shard to "
                        "/dev/null): slow or stalled storage holds the load"
                        + (", and the ranks that finished wait for it at the barrier." if world > 1 else "."))
@@ -491,7 +492,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "collective inside capture (the custom all-reduce's P2P path first: "
                        "--disable-custom-all-reduce); if it hangs at the first requests "
                        "instead, the collective itself is stuck, capture or not.")
-    multinode_sglang = not vllm and st["order"] <= STAGES["nccl_info"][0] and spans is None and \
+    # up to the groups' broadcast queues, whose readers on other nodes connect to the writer's advertised address
+    multinode_sglang = not vllm and st["order"] <= STAGES["broadcast_queue"][0] and spans is None and \
         (server_config(tl, run).num("nnodes") or 1) > 1
     reach = ("`nc -zv <dist-init-addr> <port>` from every node, and the same --dist-init-addr and --nnodes and a "
              "distinct --node-rank on each")
@@ -503,7 +505,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "on (NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME naming that network).")
     elif st["order"] <= STAGES["dist_init_begin"][0]:
         actions.append(f"Check the rendezvous: {reach}.")
-    if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
+    if spans is not None and st["order"] <= STAGES["broadcast_queue"][0]:
         host_ip = _host_ip_flag(tl, vllm)
         if host_ip is not None:
             flags = [*flags, host_ip]
