@@ -326,7 +326,9 @@ _DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:
 #: dispatchers' bare ``assert num_tokens <= self.num_max_dispatch_tokens_per_rank`` shows the same condition in its
 #: traceback. The cap is sglang's SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (python/sglang/srt/layers/moe/
 #: ep_moe/token_dispatcher.py (0.4.4-0.4.10) ``get_int_env_var(…, 128)``; python/sglang/srt/environ.py (0.5.x) ``EnvInt(128)``)
-DEEPEP_DISPATCH_CAP = re.compile(r"num_tokens <= (?:self\.)?num_max_dispatch_tokens_per_rank")
+#: DeepEP releases of early-mid 2025 spell the same check on the input tensor: deep_ep.cpp ``low_latency_dispatch``
+#: ``EP_HOST_ASSERT(x.size(0) == topk_idx.size(0) and x.size(0) <= num_max_dispatch_tokens_per_rank)``
+DEEPEP_DISPATCH_CAP = re.compile(r"(?:num_tokens|x\.size\(0\)) <= (?:self\.)?num_max_dispatch_tokens_per_rank")
 #: HiCache's host pool at most the device pool's size: sglang python/sglang/srt/mem_cache/memory_pool_host.py
 #: (0.4.8-0.5.13) ``assert self.size > device_pool.size, "The host memory should be larger than the device memory
 #: with the current protocol"`` (0.5.15+ only warns; sglang_formats.md §4)

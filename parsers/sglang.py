@@ -165,6 +165,12 @@ _CUSTOM_AR_OFF = re.compile(r"^Custom ?(?:quick )?all-?reduce is disabled (?:bec
                             r"across nodes)|(it's not supported on more than two PCIe-only GPUs)|(your platform lacks "
                             r"GPU P2P capability or P2P test failed))|due to an unsupported world size)", re.I)
 _NCCL_VERSION = re.compile(r"^sglang is using nccl==(\S+)")
+#: a rank joining (reader) or opening (writer) a process group's broadcast queue while the parallel groups are set up:
+#: sglang python/sglang/srt/distributed/device_communicators/shm_broadcast.py (0.4-0.5) ``MessageQueue.__init__`` logs
+#: ``Binding to tcp://127.0.0.1:PORT`` and ``create_from_handle`` ``Connecting to tcp://HOST:PORT`` (DEBUG level, a
+#: copy of vLLM's), each followed by ``wait_until_ready``: a collective in which the writer waits for every reader's
+#: subscription, a reader on another node connecting to the address the writer's node advertises
+_BROADCAST_QUEUE = re.compile(r"^(Binding|Connecting) to tcp://(\[[0-9A-Fa-f:.]+\]|[^:\s]+):(\d+)\s*$")
 _ACCESS = re.compile(
     r'^(?P<level>[A-Z]+):\s+(?P<client>\S+) - "(?P<method>[A-Z]+) (?P<path>\S*)(?: (?P<proto>[^"]*))?" (?P<status>\d{3})'
 )
@@ -783,6 +789,10 @@ def _other(msg: str) -> list[Event] | None:
     if m:
         why = "spans_nodes" if m.group(1) else "pcie_only" if m.group(2) else "no_p2p" if m.group(3) else "world_size"
         return _notice("custom_allreduce_disabled", reason=why, message=msg[:300])
+    m = _BROADCAST_QUEUE.match(msg) if msg[:1] in "BC" else None
+    if m:
+        return _notice("broadcast_queue", role="writer" if m.group(1) == "Binding" else "reader",
+                       host=m.group(2).strip("[]"), port=_int(m.group(3)))
     if msg.startswith("Setup Custom allreduce failed"):
         return _notice("custom_allreduce_failed", message=msg[:500])
     if "for JIT HiCache kernel" in msg:

@@ -121,6 +121,9 @@ def test_scenario(folder: Path) -> None:
     for rule, words in exp.get("summary_contains", {}).items():
         for w in words:
             assert w in by_rule[rule].summary, (rule, w, by_rule[rule].summary)
+    for rule, words in exp.get("summary_lacks", {}).items():  # a look-alike's finding must not say these
+        for w in words:
+            assert rule not in by_rule or w not in by_rule[rule].summary, (rule, w, by_rule[rule].summary)
     for rule, allowed in exp.get("confidence", {}).items():
         assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
 

@@ -17,6 +17,14 @@ of more running requests than the cap. With DP attention each DP rank batches it
 A capacity of the expert all-to-all, not GPU memory: the capture hint's ``--mem-fraction-static`` does not touch
 it, and without CUDA graphs the same decode batches reach the same cap eagerly.
 
+A prefill (extend) batch reaches the low-latency dispatcher only under ``--deepep-mode low_latency``: ``auto``
+resolves each batch, normal mode for a batch with any extend in it and low-latency for pure decode (sglang
+python/sglang/srt/utils.py (0.4.x), python/sglang/srt/layers/moe/utils.py (0.5.x) ``DeepEPMode.resolve``), and
+normal mode's buffer is not sized by the cap. So the cap hit in a prefill (the traceback passes ``forward_extend``,
+or the last batch line before it is a prefill), or a launch in ``low_latency`` whose prefill chunk
+(``--chunked-prefill-size``, per DP rank under DP attention) is larger than the cap, is corrected by ``auto``:
+prefill through normal mode, decode through low-latency mode.
+
 >>> largest_fitting(128, 1), largest_fitting(128, 4)
 (128, 32)
 """
@@ -24,7 +32,9 @@ it, and without CUDA graphs the same decode batches reach the same cap eagerly.
 from __future__ import annotations
 
 from forensics.facts.launch import launch_rows, server_config
+from forensics.facts.oom import oom_phase
 from forensics.facts.rows import Row, attrs, rank_of, row_words, rows
+from forensics.facts.runs import iter_runs
 from forensics.facts.stages import SERVING
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import DEEPEP_DISPATCH_CAP
@@ -69,6 +79,42 @@ def _graph_bs(cfg, tl: Timeline) -> tuple[int | None, list[Row]]:
     return (int(max(seen)), captured[:1]) if seen else (None, [])
 
 
+def _in_prefill(tl: Timeline, hits: list[Row]) -> str | None:
+    """What says a hit happened in a prefill (extend) batch — the traceback's frames, or the batch line before it —
+    else None."""
+    keys = {(r.get("file"), r.get("line")) for r in hits}
+    for _ref, run in iter_runs(tl):
+        for r in run:
+            if (r.get("file"), r.get("line")) in keys:
+                phase, how = oom_phase(run, r)
+                if phase == "prefill":
+                    return how
+    return None
+
+
+def _mode_change(cfg, tl: Timeline, hits: list[Row], cap: int, dp: int,
+                 capture: bool) -> tuple[FlagChange | None, str, bool]:
+    """``--deepep-mode auto`` when a prefill batch went (or must go) through the low-latency dispatch (only
+    ``low_latency`` sends it there), the sentence saying why, and whether the hit itself was a prefill."""
+    mode = str(cfg.get("deepep_mode") or "").strip().lower() or None
+    if mode in ("auto", "normal") or capture:
+        return None, "", False
+    how = _in_prefill(tl, hits)
+    chunk = cfg.num("chunked_prefill_size")
+    per_rank = int(chunk) // dp if chunk is not None and int(chunk) > 0 else None
+    if how is None and not (mode == "low_latency" and per_rank is not None and per_rank > cap):
+        return None, "", False
+    if how is not None:
+        why = (f"a prefill batch ({how}) reached the low-latency dispatch, which only --deepep-mode low_latency "
+               f"sends it to; auto runs prefill through normal mode, whose buffer the cap does not size")
+    else:
+        why = (f"under low_latency every prefill chunk goes through the low-latency dispatch, and a chunk of "
+               f"--chunked-prefill-size {int(chunk)}" + (f" ÷ {dp} DP ranks" if dp > 1 else "")
+               + f" = {per_rank} tokens per rank is over the cap of {cap}; auto runs prefill through normal mode")
+    # without the launch the mode is not seen: only low_latency sends a prefill there, so the change says so in why
+    return FlagChange("--deepep-mode", mode, "auto", why), why, how is not None
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, *_KINDS) if DEEPEP_DISPATCH_CAP.search(row_words(r))]
     if not hits:
@@ -101,13 +147,21 @@ def detect(tl: Timeline) -> list[Finding]:
                                 + f" requests at once; {new // dp} requests{tokens_note} fit the cap of {cap}"))
         said.append(f"up to {int(running) // dp} running requests per {'DP rank' if dp > 1 else 'rank'} can be "
                     f"decoded in one batch")
-    where = " during CUDA-graph capture" if capture else " in a decode batch while serving" if rows(tl, *SERVING) else ""
+    mode_flag, mode_said, in_prefill = _mode_change(cfg, tl, hits, cap, dp, capture)
+    if mode_flag is not None:
+        flags.insert(0, mode_flag)
+        said.insert(0, mode_said)
+    where = (" during CUDA-graph capture" if capture else " in a prefill batch" if in_prefill
+             else " in a decode batch while serving" if rows(tl, *SERVING) else "")
     summary = (f"DeepEP's low-latency dispatch refused a batch of more tokens per rank than its buffer was sized for"
                f"{where}: the cap is {cap_said}"
                + (f"; {'; '.join(said)}" if said else "")
                + ". A capacity of the expert all-to-all, not GPU memory: memory fractions and --disable-cuda-graph "
                  "do not lift it.")
     actions = [
+        *(["Launch with --deepep-mode auto (SGLang's default): prefill batches then use DeepEP's normal mode and "
+           "only decode batches the low-latency buffer (for a prefill-only server of a disaggregated deployment, "
+           "--deepep-mode normal)."] if mode_flag is not None else []),
         f"Keep every decode batch within the cap: --cuda-graph-max-bs at most {fits}"
         + (f" and --max-running-requests at most {fits * dp}" + (f" ({fits} per DP rank × {dp})" if dp > 1 else "")
            if running is None or int(running) // dp > fits else "")

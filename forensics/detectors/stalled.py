@@ -381,6 +381,24 @@ def _duration(seconds: float) -> str:
         f"{seconds / 3600:.1f} h"
 
 
+def _capture_left_empty(run: list[Row], st: dict[str, Any]) -> list[Row]:
+    """The ranks whose custom all-reduce registered no graph address in a capture that never ended.
+
+    SGLang's custom all-reduce wraps the whole capture loop (sglang python/sglang/srt/distributed/
+    device_communicators/custom_all_reduce.py (0.4-0.5) ``capture()``: ``try: yield`` / ``finally:
+    register_graph_buffers()``), which logs ``Registering N cuda graph addresses`` and then broadcasts every rank's
+    handles over the group. Zero addresses with no ``Capture cuda graph end`` is a loop left before its first graph
+    was captured: an exception on those ranks, held back while the finally-block's broadcast waits on ranks still
+    capturing.
+    """
+    if st["order"] != STAGES["cuda_graph_begin"][0] or any(r.get("kind") == "cuda_graph_end" for r in run):
+        return []
+    begun = [r for r in run if r.get("kind") == "cuda_graph_begin"]
+    first = min(begun, key=_order) if begun else None
+    return [r for r in run if r.get("kind") == "notice" and attrs(r).get("message_id") == "cuda_graph_registered"
+            and attrs(r).get("addresses") == 0 and (first is None or _order(r) > _order(first))]
+
+
 def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     run = st.get("run") or run  # with the ranks' own lines when they alone say the ranks started
     world = _ranks_of(tl, run)
@@ -440,6 +458,14 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                     "line is a hang.")
     for label, v in lagging.items():
         summary += f" {label} got only as far as {v.stage}: it is the one the others wait on."
+    empty = _capture_left_empty(run, st)
+    if empty:
+        who = sorted({x for r in empty if (x := rank_of(r)) is not None})
+        summary += (f" {len(empty)} rank{'s' if len(empty) > 1 else ''} logged 'Registering 0 cuda graph addresses'"
+                    + (f" (rank{'s' if len(who) > 1 else ''} {', '.join(map(str, who))})" if who else "")
+                    + " with no capture end: the custom all-reduce's capture context was left before a single graph "
+                    "was captured — an exception in the first captured batch, which its registration broadcast (a "
+                    "collective over every rank) holds back while the other ranks are still capturing.")
     polls = [r for r in st["waits"] if r.get("kind") == "engine_startup_wait"]
     remote = int(attrs(polls[-1]).get("remote") or 0) if polls else 0
     if remote and attrs(polls[-1]).get("until") == "connect":
@@ -495,7 +521,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "`cat /sys/fs/cgroup/memory.current /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.swap.current`"
                        " (cgroup v1: memory.usage_in_bytes, memory.limit_in_bytes): usage at the limit, or swap "
                        "growing under `vmstat 1`, is a load starved of memory, not of storage.")
-    if st["order"] <= STAGES["weight_load_end"][0] and st["order"] != POST_LOAD[0]:
+    # a rank joining a group's broadcast queue is past the rendezvous and before the load: storage is not its wait
+    if st["order"] <= STAGES["weight_load_end"][0] and st["order"] not in (POST_LOAD[0], STAGES["broadcast_queue"][0]):
         actions.append("Time a read of the weights from the model path on every node (`dd`/`cat` a shard to "
                        "/dev/null): slow or stalled storage holds the load"
                        + (", and the ranks that finished wait for it at the barrier." if world > 1 else "."))
@@ -503,6 +530,10 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
         actions.append("The shards were read; the step after them converts the weights for the quantisation's kernels. "
                        "`py-spy dump --pid <pid>` of a worker says whether it is in process_weights_after_loading "
                        "(GPU busy in `nvidia-smi`: slow, not hung) or waiting on host memory.")
+    if empty:
+        actions.append("Rerun once with --disable-custom-all-reduce: the capture's own exception then surfaces instead "
+                       "of the registration's wait (an out-of-memory in the first, largest batch is the common one: "
+                       "check `avail mem` at `Capture cuda graph begin`).")
     if world > 1 and STAGES["cuda_graph_begin"][0] <= st["order"] < STAGES["cuda_graph_end"][0] and \
             st["stage"] == STAGES["cuda_graph_begin"][1]:
         # a capture replays each batch's forward with its collectives: one that never returns hangs the capture
@@ -512,7 +543,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "collective inside capture (the custom all-reduce's P2P path first: "
                        "--disable-custom-all-reduce); if it hangs at the first requests "
                        "instead, the collective itself is stuck, capture or not.")
-    multinode_sglang = not vllm and st["order"] <= STAGES["nccl_info"][0] and spans is None and \
+    # up to the groups' broadcast queues, whose readers on other nodes connect to the writer's advertised address
+    multinode_sglang = not vllm and st["order"] <= STAGES["broadcast_queue"][0] and spans is None and \
         (server_config(tl, run).num("nnodes") or 1) > 1
     reach = ("`nc -zv <dist-init-addr> <port>` from every node, and the same --dist-init-addr and --nnodes and a "
              "distinct --node-rank on each")
@@ -524,7 +556,7 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
                        "on (NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME naming that network).")
     elif st["order"] <= STAGES["dist_init_begin"][0]:
         actions.append(f"Check the rendezvous: {reach}.")
-    if spans is not None and st["order"] <= STAGES["nccl_info"][0]:
+    if spans is not None and st["order"] <= STAGES["broadcast_queue"][0]:
         host_ip = _host_ip_flag(tl, vllm)
         if host_ip is not None:
             flags = [*flags, host_ip]
@@ -537,8 +569,8 @@ def _finding(tl: Timeline, run: list[Row], st: dict[str, Any]) -> Finding:
     finding = make_finding(
         rule,
         summary=summary,
-        evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3], *([spans] if spans not in (None, row)
-                                                                                else [])],
+        evidence=[row, *(v.row for v in lagging.values()), *st["waits"][:3], *empty[:2],
+                  *([spans] if spans not in (None, row) else [])],
         confidence="low" if st["how"] in ("requests_unfinished", "unmeasured") else "medium",
         confidence_reason="; ".join(reasons) or "the log says where the server stopped, not why; a stack of each "
                                                 "rank while it hangs would",

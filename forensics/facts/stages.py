@@ -26,6 +26,12 @@ STAGES: dict[str, tuple[int, str, str]] = {
     "dist_init_begin": (10, "distributed initialisation",
                         "every rank of every node reaching the rendezvous (--dist-init-addr, the TCPStore on node "
                         "rank 0) and NCCL's communicator set-up"),
+    # a rank joining a process group's ZeroMQ broadcast queue (parsers/sglang.py ``_BROADCAST_QUEUE``): after the
+    # rendezvous and the group's NCCL communicator, before the groups are done (``Init torch distributed ends``)
+    "broadcast_queue": (17, "joining a process group's broadcast queue",
+                        "every rank of the group subscribing to the queue's writer (rank 0 of the group): readers on "
+                        "other nodes connect to the address the writer's node advertises (SGLANG_HOST_IP, else the "
+                        "one auto-detected), and an address they cannot reach waits with no error"),
     "nccl_info": (15, "the NCCL communicator's set-up and first collective",
                   "every rank joining the communicator over the network or the GPUs' peer-to-peer path"),
     "dist_init_end": (20, "the start of the weight load", "the weights' storage"),
@@ -129,6 +135,8 @@ def stage_of(row: Row) -> tuple[int, str, str] | None:
         return STAGES["nccl_info"]
     if kind == "notice" and attrs(row).get("message_id") == "custom_allreduce_disabled":
         return STAGES["nccl_info"]  # decided while the parallel groups are set up, after the NCCL communicator
+    if kind == "notice" and attrs(row).get("message_id") == "broadcast_queue":
+        return STAGES["broadcast_queue"]
     return STAGES.get(kind)
 
 
