@@ -120,6 +120,23 @@ def held_before_load(tl: Timeline, run: list[Row]) -> tuple[int, Row] | None:
     return (held, row) if held >= held_threshold(total) else None
 
 
+#: what a server holds on a GPU before it loads anything: its CUDA context and NCCL's buffers, with room to spare
+PRE_LOAD_OWN_MAX = 2 * NON_PYTORCH_MAX
+#: the run's rows that say the weights had begun loading (or later): from then on the server's own memory grows
+_LOADING_OR_LATER = ("weight_load_begin", "weight_load_end", "kv_cache_allocated", "memory_pool_end", "cuda_graph_begin",
+                     "cuda_graph_end", "server_ready", "prefill_batch", "decode_batch")
+
+
+def held_in_snapshot(tl: Timeline, run: list[Row]) -> list[Row]:
+    """nvidia-smi's GPUs mostly in use while the run died of a memory failure before its weights began to load:
+    the server then holds only its CUDA context and NCCL buffers (a few GiB at most), so a GPU far fuller than that
+    is held by someone else — whenever the snapshot was taken, before the launch or after the death."""
+    if of_kind(run, *_LOADING_OR_LATER):
+        return []
+    return [r for r in rows(tl, "gpu_memory") if r.get("used_bytes") and r.get("total_bytes")
+            and r["used_bytes"] >= max(held_threshold(r["total_bytes"]), PRE_LOAD_OWN_MAX)]
+
+
 def detect(tl: Timeline) -> list[Finding]:
     return _collisions(tl) + detect_orphans(tl) + detect_unexplained_full_gpu(tl)
 
@@ -137,7 +154,8 @@ def _collisions(tl: Timeline) -> list[Finding]:
         # memory others held explains a memory failure only (a config error at start-up is no collision)
         failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
-        if not ooms and not busy and not hidden and not before:
+        snap = held_in_snapshot(tl, run) if failed and not ooms and not hidden and not before else []
+        if not ooms and not busy and not hidden and not before and not snap:
             continue
         died = [r for r in of_kind(run, "failure", "rank_dead", "sigquit")
                 if r.get("kind") != "failure" or failure_class(r) in ("startup_failed", "process_exit", "exception")]
@@ -155,14 +173,19 @@ def _collisions(tl: Timeline) -> list[Finding]:
         if before:
             what.append(f"{fmt_gib(before[0])} of the GPU was already in use before the weights loaded (free "
                         f"{fmt_gib(before[1]['avail_bytes'])} of {fmt_gib(measured_capacity(tl, run))})")
+        if snap:
+            what.append("nvidia-smi shows " + ", ".join(f"GPU {r.get('gpu')} with {fmt_gib(r['used_bytes'])} of "
+                                                        f"{fmt_gib(r['total_bytes'])} in use" for r in snap[:4])
+                        + " while the server died of a memory error before loading any weights, when it holds no "
+                        "more than its CUDA context and NCCL buffers")
         if any(failure_class(r) == "gpu_busy" for r in busy):
             what.append("GPUs were not idle before the run")
         if any(_port_taken(r) for r in busy):
             what.append("a port it needed was already bound" + (f" ({', '.join(map(str, ports))})" if ports else ""))
         listed = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
-                  if p.get("used_bytes")] if before or hidden else []
-        evidence = [r for r, _f in [*ooms, *hidden]][:3] + listed[:2] + ([before[1], *failed[:1]] if before else []) + busy[:3] \
-            + died[:2]
+                  if p.get("used_bytes")] if before or hidden or snap else []
+        evidence = [r for r, _f in [*ooms, *hidden]][:3] + listed[:2] + ([before[1], *failed[:1]] if before else []) \
+            + ([*failed[:1], *of_kind(run, "scheduler_exception")[:1], *snap[:2]] if snap else []) + busy[:3] + died[:2]
         flags = _port_wait_flags(busy)
         if flags:
             what.append("its holder was an earlier server still shutting down")
@@ -177,11 +200,11 @@ def _collisions(tl: Timeline) -> list[Finding]:
                         "from here, holds it." if hidden else
                         ". A co-tenant, or a process of an earlier run that never exited, holds it.")),
             evidence=evidence,
-            confidence="medium" if ooms or hidden or before or len(busy) > 1 else "low",
+            confidence="medium" if ooms or hidden or before or snap or len(busy) > 1 else "low",
             confidence_reason=("no process table (`ps -eo pid,ppid,stat,etime,cmd`, nvidia-smi's process list) in the "
                                "input shows the holder itself"),
             ranks=[x for x in (rank_of(r) for r in evidence) if x is not None],
-            gpus=[r["gpu"] for r in [*[o for o, _f in [*ooms, *hidden]], *busy] if r.get("gpu") is not None],
+            gpus=[r["gpu"] for r in [*[o for o, _f in [*ooms, *hidden]], *busy, *snap] if r.get("gpu") is not None],
             figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None,
                      "unlisted_bytes": max(h for _r, h in hidden) if hidden else None,
                      "held_before_load_bytes": before[0] if before else None},
