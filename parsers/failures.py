@@ -207,10 +207,15 @@ _DEVICE_ASSERT = re.compile(r"\.cuh?:\d+: [\w()<>~:]{1,100}: block: \[[\d,]+\], 
 #: (``cudaErrorNoKernelImageForDevice``, 209, through failure_messages.md §2.1's ``CUDA error: {str}``: the binary holds
 #: no code for this compute capability), and an attention kernel's own architecture check (flash-attention
 #: flash_attn/cute/interface.py (FA4, 2025+): ``FP8 is only supported on SM100 (compute capability 10.x) for FA4 CuTe``)
+#: and vLLM's check of a quantization method against the device (vllm vllm/config/vllm.py, 0.10+; vllm/config.py
+#: ``_verify_quantization`` before: ``The quantization method {q} is not supported for the current GPU. Minimum
+#: capability: {m}. Current capability: {c}.``, capabilities as major×10+minor; a pydantic ValidationError may wrap it)
 _ARCH_UNSUPPORTED = re.compile(
     r"type fp8\w{0,6} not supported in this architecture|fp8\w{0,6} data type is not supported on CUDA arch < ?(\d+)|"
     r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice|"
-    r"only supported on SM ?(\d+) \(compute capability [\d.x]+\)"
+    r"only supported on SM ?(\d+) \(compute capability [\d.x]+\)|"
+    r"quantization method (\w{1,40}) is not supported[ ]{1,4}for the current GPU\. Minimum capability: (\d{2,3})\. "
+    r"Current capability: (\d{2,3})"
 )
 #: dlopen(3)'s error for a shared object that needs a symbol no loaded library defines (``ImportError: {path}.so:
 #: undefined symbol: {name}``): the extension was built against another version of the library that should define
@@ -903,9 +908,11 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if _DEVICE_ASSERT.search(head):
         return "failure", {}, {"failure": "device_assert", "message": msg[:2000]}
     if (arch := _ARCH_UNSUPPORTED.search(head)) is not None:
-        need = arch.group(1) or arch.group(2)
+        need = arch.group(1) or arch.group(2) or arch.group(4)
         return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120],
-                               "min_arch": _int(need) if need else None, "message": msg[:2000]}
+                               "min_arch": _int(need) if need else None, "message": msg[:2000],
+                               **({"quant_method": arch.group(3), "current_arch": _int(arch.group(5))}
+                                  if arch.group(3) else {})}
     if (sym := _UNDEFINED_SYMBOL.search(head)) is not None:
         pkg = _PACKAGE_DIR.search(sym.group(1))
         return "failure", {}, {"failure": "abi_mismatch", "object": sym.group(1).rsplit("/", 1)[-1],

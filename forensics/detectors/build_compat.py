@@ -82,12 +82,35 @@ def detect(tl: Timeline) -> list[Finding]:
     return out
 
 
+def _capability(value: object) -> str:
+    """vLLM's integer capability (major×10+minor: 89) as CUDA writes it (8.9); '?' when unknown."""
+    return f"{int(value) // 10}.{int(value) % 10}" if isinstance(value, int) and value > 0 else "?"
+
+
 def _arch(tl: Timeline, found: list[tuple[Row, dict]]) -> Finding:
     row, a = found[0]
     needs = str(a.get("needs") or "")
     cfg = server_config(tl)
     flags: list[FlagChange] = []
-    if "fp8" in needs.lower():
+    if a.get("quant_method"):
+        method, has = str(a["quant_method"]), a.get("current_arch")
+        what = (f"the {method} quantization's kernels: they need compute capability "
+                f"{_capability(a.get('min_arch'))} or newer and this GPU has {_capability(has)}")
+        quant = cfg.flag_text("quantization")
+        model = " ".join(str(m) for m in (cfg.flag_text("model_path"), cfg.flag_text("model"),
+                                          *(attrs(r).get("model_tag") or attrs(r).get("model")
+                                            for r in rows(tl, "launch_command", "engine_config"))) if m)
+        # online quantization of a full-precision checkpoint is the flag's alone; a checkpoint that ships quantized
+        # weights (its name says the method) needs another checkpoint, which no flag gives
+        if quant and quant.lower() == method.lower() and method.split("_")[0].lower() not in model.lower():
+            flags.append(FlagChange("--quantization", quant, "(remove)",
+                                    f"{method} needs compute capability {_capability(a.get('min_arch'))}; this GPU is "
+                                    f"{_capability(has)}: the checkpoint loads in its own precision without it"))
+        actions = [f"Run a checkpoint whose quantization this GPU supports (`nvidia-smi --query-gpu=name,compute_cap "
+                   f"--format=csv` says {_capability(has)}): BF16/FP16 weights, or a method whose minimum is at most "
+                   "that (vLLM's documentation lists each method's supported hardware); or run on newer GPUs.",
+                   "No memory flag changes it: the engine refused before loading anything."]
+    elif "fp8" in needs.lower():
         what = ("an FP8 (e4m3) kernel: Triton's fp8e4nv is torch.float8_e4m3fn, which needs compute capability 8.9 "
                 "or newer (Ada, Hopper, Blackwell) — Ampere (A100, A10, 3090) and older cannot run it")
         quant, kv = cfg.flag_text("quantization"), cfg.flag_text("kv_cache_dtype")
@@ -123,7 +146,9 @@ def _arch(tl: Timeline, found: list[tuple[Row, dict]]) -> Finding:
     return make_finding(
         "SGL-ARCH-001",
         summary=f"This GPU's architecture cannot run what the launch asked for — {what}. Not a memory problem.",
-        evidence=[r for r, _a in found[:6]],
+        # and the engine's own start-up failure lines that follow it in the same file: the refusal's echo
+        evidence=[r for r, _a in found[:6]] + [r for r in rows(tl, "init_failed", "engine_dead")
+                                                if r.get("file") == row.get("file")][:2],
         confidence="high",
         ranks=[x for x in (rank_of(r) for r, _a in found) if x is not None],
         figures={"needs": needs, "min_arch": a.get("min_arch")},
