@@ -491,6 +491,26 @@ def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> Fl
 _WORKAROUND_RE = re.compile(r"To work around this error, add (--[a-z0-9][a-z0-9-]{2,60}) to your launch command")
 
 
+#: the other failure lines of the same death, as a reader names them
+_KIND_WORDS = {
+    "sigquit": "the launcher's SIGQUIT (its teardown after a child failed)",
+    "init_failed": "the engine's start-up failure line",
+    "engine_dead": "the engine core's death notice",
+    "rank_dead": "a rank's exit",
+    "cuda_oom": "a CUDA out-of-memory line",
+    "cuda_error_oom": "a CUDA 'out of memory' error",
+    "scheduler_exception": "a scheduler traceback",
+    "exception": "a traceback",
+    "failure": "other failure lines",
+    "nccl_watchdog": "an NCCL watchdog line",
+    "subprocess_crashed": "a subprocess crash",
+    "health_check_failed": "a failed health check",
+    "watchdog_timeout": "a watchdog timeout",
+    "cuda_graph_failed": "a CUDA-graph capture failure",
+    "cuda_error": "a CUDA error",
+}
+
+
 def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None = None) -> Finding:
     lead = min(fatal, key=_lead_key)
     words, said, actions = _words(lead)
@@ -518,7 +538,7 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
         # peer access, not the model — NCCL does the all-reduce without them
         words += " (a CUDA call inside the engine's custom all-reduce, which shares buffers between the GPUs over CUDA IPC)"
         flags.append(ar)
-    others = sorted({r["kind"] for r in fatal} - {lead["kind"]})
+    others = sorted({_KIND_WORDS.get(r["kind"], r["kind"].replace("_", " ")) for r in fatal if r["kind"] != lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
     if reached is not None and not served([r for r in run or [] if before(r, lead) is True]):
@@ -533,7 +553,7 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
                     f"(that stage waits on {reached.waits_on})" if reached is not None else "")))
     return make_finding(
         "SGL-RUN-001",
-        summary=f"The server died: {words}." + (f" Also seen: {', '.join(others)}." if others else ""),
+        summary=f"The server died: {words.rstrip('.')}." + (f" Also seen: {', '.join(others)}." if others else ""),
         evidence=[lead, *[r for r in fatal if r is not lead][:5]],
         confidence="medium" if said else "low",
         confidence_reason=reason,
