@@ -655,6 +655,7 @@ def detect(tl: Timeline) -> list[Finding]:
     for r in [row for _ref, rs in runs for row in rs[:1]] + [rs[0] for rs in vruns if rs]:
         f = r.get("file") or ""
         last_run[f] = max(last_run.get(f, 0), int(r.get("run") or 0))
+    node_stalls: list[tuple[list[Row], dict[str, Any], Finding]] = []
     for ref, run in runs:
         files = {r.get("file") for r in run}
         # lines the run's rows leave out: the HTTP server's, requests served, NCCL's
@@ -666,7 +667,8 @@ def detect(tl: Timeline) -> list[Finding]:
         run = sorted([*run, *extra], key=_order)
         st = None if _relaunched(run, last_run) else _stall(tl, run)
         if st is not None:
-            out.append(tag_run(_finding(tl, run, st), ref))
+            node_stalls.append((run, st, tag_run(_finding(tl, run, st), ref)))
+    out.extend(_one_per_server(tl, node_stalls))
     for run in vruns:
         if any(_order(r) in seen for r in run) or _relaunched(run, last_run):
             continue
@@ -679,6 +681,53 @@ def detect(tl: Timeline) -> list[Finding]:
         st = _stall(tl, run) if run else None
         if st is not None:
             out.append(_finding(tl, run, st))
+    return out
+
+
+def _server_key(tl: Timeline, run: list[Row]) -> tuple[str, int] | None:
+    """The multi-node server a run is one node of: its rendezvous address and node count (every node of one server
+    is launched with the same --dist-init-addr and --nnodes, and its own --node-rank)."""
+    cfg = server_config(tl, run)
+    nnodes, addr = cfg.num("nnodes"), cfg.get("dist_init_addr")
+    return (str(addr), int(nnodes)) if addr and nnodes and nnodes > 1 else None
+
+
+def _one_per_server(tl: Timeline, stalls: list[tuple[list[Row], dict[str, Any], Finding]]) -> list[Finding]:
+    """One finding for the nodes of one multi-node server that each stopped: the node furthest behind is the one
+    the others wait on (every start-up stage after the rendezvous ends in a collective over all ranks: the post-load
+    barrier, the KV pool's all-reduce of free memory, the capture), so its finding stands and says where each other
+    node stopped; a node's own log says nothing of another's."""
+    groups: dict[tuple[str, int], list[tuple[list[Row], dict[str, Any], Finding]]] = {}
+    out: list[Finding] = []
+    for item in stalls:
+        key = _server_key(tl, item[0])
+        if key is None:
+            out.append(item[2])
+        else:
+            groups.setdefault(key, []).append(item)
+    for (_addr, _nnodes), items in groups.items():
+        nodes = {int(server_config(tl, run).num("node_rank") or 0) for run, _st, _f in items}
+        if len(items) < 2 or len(nodes) < len(items):
+            out.extend(f for _run, _st, f in items)
+            continue
+        items.sort(key=lambda it: (it[1]["order"], -(it[1].get("silent_s") or 0)))
+        run, st, finding = items[0]
+        node = int(server_config(tl, run).num("node_rank") or 0)
+        others = [(int(server_config(tl, r).num("node_rank") or 0), s, f) for r, s, f in items[1:]]
+        ahead = [(n, s) for n, s, _f in others if s["order"] > st["order"]]
+        if ahead:
+            finding.summary = finding.summary.replace("The server stopped at", f"Node {node} of the server stopped at", 1)
+            finding.summary += (" " + "; ".join(f"Node {n} ({s['row'].get('file')}) reached {s['stage']}"
+                                                for n, s in ahead)
+                                + f": node {node} ({st['row'].get('file')}), which got only as far as {st['stage']}, "
+                                "is the one the others wait on.")
+        else:
+            finding.summary += (" " + "; ".join(f"Node {n} ({s['row'].get('file')}) stopped at the same stage"
+                                                for n, s, _f in others) + ".")
+        finding.evidence = [*finding.evidence, *(e for _n, _s, f in others for e in f.evidence[:1])]
+        finding.figures = {**finding.figures, "lagging_node": node if ahead else None,
+                           "node_stages": {str(n): s["stage"] for n, s in [(node, st), *[(n, s) for n, s, _f in others]]}}
+        out.append(finding)
     return out
 
 
