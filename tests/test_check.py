@@ -177,7 +177,7 @@ def test_unreadable_input_exits_3(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("nothing to launch here\n")
     proc = cli(str(notes), "--host-memory", "1TiB")
-    assert proc.returncode == 3 and "no SGLang launch command" in _one_line(proc)
+    assert proc.returncode == 3 and "no SGLang or vLLM launch command" in _one_line(proc)
     proc = cli(str(tmp_path), "--host-memory", "1TiB")
     assert proc.returncode == 3
     _one_line(proc)
@@ -270,3 +270,37 @@ def test_offline_the_host_ram_a_paste_states_in_words(tmp_path: Path) -> None:
     assert 4 * int(f.remediation.flags[0].new) * 1e9 <= 384 * GIB
     given = run_check(CheckOptions(files=[str(paste)], host_memory=4 << 40, gpus=4, gpu_memory=80 * GIB))
     assert not [f for f in given.findings if f.rule_id == "SGL-HOST-001"]  # --host-memory says more than a sentence
+
+
+_DESCRIBE = """$ kubectl describe pod sglang-{name}-0
+Name:             sglang-{name}-0
+Containers:
+  server:
+    Image:         lmsysorg/sglang:v0.5.6-cu126
+    Args:
+      --model-path
+      /models/m
+      --tp
+      4
+      --enable-hierarchical-cache
+      --hicache-size
+      {size}
+    Limits:
+      memory:          160Gi
+      nvidia.com/gpu:  4
+"""
+
+
+@pytest.mark.parametrize(("size", "over"), [("60", True), ("20", False)])
+def test_a_kubectl_describe_is_checked_as_report_reads_it(tmp_path: Path, size: str, over: bool) -> None:
+    """`check` reads a pod's Args and its Limits.memory from `kubectl describe` as `report` does (issue 21.7):
+    4 ranks × 60 GB is over the 160 GiB limit, 4 × 20 GB fits it, whatever this machine's RAM."""
+    pod = tmp_path / "describe.txt"
+    pod.write_text(_DESCRIBE.format(name=size, size=size))
+    res = run_check(CheckOptions(files=[str(pod)], host_memory=1 << 40, gpus=4, gpu_memory=80 * GIB))
+    found = [f for f in res.findings if f.rule_id == "SGL-HOST-001"]
+    assert bool(found) is over, [f.summary for f in res.findings]
+    if over:
+        assert found[0].figures.get("container_memory_bytes", found[0].figures.get("docker_memory_bytes")) == 160 * GIB \
+            or "160.00 GiB" in found[0].summary, found[0].summary
+        assert 4 * int(found[0].remediation.flags[0].new) * 1e9 <= 160 * GIB

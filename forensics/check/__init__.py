@@ -37,6 +37,7 @@ from forensics.facts.versions import IMAGE_TAG_RE, parse_version, version_text
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
 from parsers import free as free_parser
 from parsers import launch as launch_parser
+from parsers.launch.config import describe_commands
 from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.schema import NotThisFormat, empty_frame, rows_to_frame
 from parsers.units import k8s_quantity, slurm_mem
@@ -254,14 +255,15 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
     limits: dict[str, Any] = {}
     notes: list[str] = []
     for name, text in sources:
-        cmds = launch_parser.find_commands(text)
+        # the commands of a shell line, a script or a compose/k8s file; else a `kubectl describe pod`'s containers,
+        # read as `report` reads them (parsers/container_limits.py)
+        cmds = launch_parser.find_commands(text) or describe_commands(text)
         cfg = {} if cmds else engine_config(text)
         if not cmds and not cfg:
             if VLLM_RE.search(text):
-                # the hook for vLLM: once parsers/launch.py reads `vllm serve`, its --swap-space and
-                # --cpu-offload-gb (host memory per GPU, like HiCache) reach the detectors through here
-                raise CheckError(f"{name}: a vLLM launch; `forensics check` reads SGLang launches only so far")
-            raise CheckError(f"{name}: no SGLang launch command or engine config found")
+                raise CheckError(f"{name}: it names vLLM but holds no command to check (`vllm serve MODEL …`, "
+                                 "`python -m vllm.entrypoints.openai.api_server …`, or a pod's Args)")
+            raise CheckError(f"{name}: no SGLang or vLLM launch command or engine config found")
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         if cmds:
             try:

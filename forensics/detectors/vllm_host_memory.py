@@ -64,6 +64,11 @@ RESERVE_SHARE = 0.1  # of host RAM kept for the OS, weight loading and the proce
 MIN_RESERVE = 8 * GIB
 
 
+
+def _ranks(n: int, kind: str = "") -> str:
+    """``1 vLLM rank``, ``4 vLLM ranks``."""
+    return f"{n} {kind}rank{'' if n == 1 else 's'}"
+
 def reserve_of(total: float) -> float:
     """What stays for the OS and the processes themselves; a small host (a laptop, a 4 GiB container) keeps half
     rather than a fixed 8 GiB it does not have, else nothing would ever fit there."""
@@ -171,12 +176,12 @@ def _pinning_failed(tl: Timeline, fails: list[Row]) -> Finding:
     if swap and cfg.engine_generation != "V1":
         new = int(swap * BLIND_SHARE)
         flags.append(FlagChange("--swap-space", cfg.text("swap_space"), str(new),
-                                f"{ranks} ranks ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
+                                f"{_ranks(ranks)} ({how}) × {swap:g} GiB of pinned swap blocks{'' if seen else ' (default)'}"
                                 " could not be pinned; half, until `free -g` shows what the host can lock for all "
                                 "ranks (0 is valid without beam search / n > 1)"))
     elif offload:
         flags.append(FlagChange("--cpu-offload-gb", cfg.text("cpu_offload_gb"), str(int(offload * BLIND_SHARE)),
-                                f"{ranks} ranks × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
+                                f"{_ranks(ranks)} × {offload:g} GiB of pinned offloaded weights; half, until `free -g` "
                                 "shows the budget"))
     return make_finding(
         "VLLM-HOST-001",
@@ -274,7 +279,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
         if offload and total and ranks * offload * GIB > total - reserve_of(total):
             fit = int((total - reserve_of(total)) // ranks // GIB)
             flags.append(FlagChange(off_flag, f"{offload:g}", str(max(fit, 0)),
-                                    f"{ranks} ranks × {fit} GiB pinned ≤ {fmt_gib(total)} − reserve"))
+                                    f"{_ranks(ranks)} × {fit} GiB pinned ≤ {fmt_gib(total)} − reserve"))
         if total and pools and over:
             room = total - reserve_of(total) - ranks * ((0 if v1 else swap_b) + offload * GIB)
             if kv_off:  # the other pools' share of the room stays theirs
@@ -302,7 +307,7 @@ def _overallocated(tl: Timeline, fails: list[Row]) -> list[Finding]:
                       "total RAM and TP only; each GPU worker pins its own). The flag is GiB per GPU: lower it so "
                       f"that it × TP stays below {fmt_gib(SWAP_SHARE * (total or 0))} ({SWAP_SHARE:.0%}); 0 is valid "
                       "without beam search / n > 1.") if refused and told_swap and not per_gpu_known else
-                     f"{ranks} vLLM ranks × per-GPU host memory ("
+                     f"{_ranks(ranks, 'vLLM ')} × per-GPU host memory ("
                      + " + ".join([*([f"{swap_flag} {swap_b / GIB:g} GiB"] if not v1 or swap is not None else []),
                                    *([f"{off_flag} {offload:g}"] if offload else []),
                                    *([f"OffloadingConnector's cpu_bytes_to_use {fmt_gib(conn_bytes)} per engine"]
