@@ -304,3 +304,25 @@ def test_a_kubectl_describe_is_checked_as_report_reads_it(tmp_path: Path, size: 
         assert found[0].figures.get("container_memory_bytes", found[0].figures.get("docker_memory_bytes")) == 160 * GIB \
             or "160.00 GiB" in found[0].summary, found[0].summary
         assert 4 * int(found[0].remediation.flags[0].new) * 1e9 <= 160 * GIB
+
+
+_LMCACHE_START = """#!/bin/bash
+docker run --gpus all --memory 160g -e LMCACHE_CONFIG_FILE=/cfg/lmc.yaml -v /cfg:/cfg vllm/vllm-openai:v0.10.1 \\
+    --model Qwen/Qwen3-32B --tensor-parallel-size 2 \\
+    --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+"""
+
+
+@pytest.mark.parametrize(("gb", "over"), [("90.0", True), ("30.0", False)])
+def test_an_lmcache_yaml_given_beside_the_launch_sizes_its_pools(tmp_path: Path, gb: str, over: bool) -> None:
+    """The YAML that LMCACHE_CONFIG_FILE names, given to `check` beside the launch, is read as `report` reads it: 2
+    workers × 90 GiB is over the container's 160 GiB, 2 × 30 GiB fits; the YAML alone is no launch to check."""
+    start, yaml = tmp_path / "start.sh", tmp_path / "lmc.yaml"
+    start.write_text(_LMCACHE_START)
+    yaml.write_text(f"chunk_size: 256\nlocal_cpu: True\nmax_local_cpu_size: {gb}\n")
+    res = run_check(CheckOptions(files=[str(start), str(yaml)], host_memory=1 << 40, gpus=2, gpu_memory=80 * GIB))
+    host = [f for f in res.findings if f.rule_id == "VLLM-HOST-001"]
+    assert bool(host) is over, [f.summary for f in res.findings]
+    assert any(c["file"] == str(yaml) for c in res.timeline.coverage)
+    with pytest.raises(Exception, match="no SGLang or vLLM launch"):
+        run_check(CheckOptions(files=[str(yaml), str(yaml)], host_memory=1 << 40))

@@ -42,6 +42,8 @@ from parsers.nvidia_smi import csv as nvidia_smi_csv
 from parsers.schema import NotThisFormat, empty_frame, rows_to_frame
 from parsers.units import k8s_quantity, slurm_mem
 
+from .context import context_frames
+
 COMMAND_TIMEOUT_S = 10.0
 VLLM_RE = re.compile(r"\bvllm\s+serve\b|-m\s+vllm\.entrypoints")
 CGROUP_UNLIMITED = 1 << 60  # cgroup v1 prints ~2^63 for "no limit"
@@ -96,6 +98,8 @@ class Launch:
     spellings: dict[str, str]
     attrs: dict[str, Any]
     config_lines: dict[str, int] = field(default_factory=dict)  # engine config YAML: flag → line
+    #: what the other files given beside the launch state (an LMCache YAML, a cgroup's limit), as report reads them
+    context: list[pl.DataFrame] = field(default_factory=list)
 
 
 @dataclass
@@ -250,6 +254,7 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
     if not sources:
         raise CheckError("give a launch file (or - for stdin) or --cmd 'python -m sglang.launch_server …'", 2)
     found: list[tuple[str, launch_parser.LaunchCommand, str]] = []
+    context: list[pl.DataFrame] = []
     configs: list[tuple[str, dict[str, tuple[Any, int]]]] = []
     coverage: list[dict[str, Any]] = []
     limits: dict[str, Any] = {}
@@ -259,6 +264,13 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
         # read as `report` reads them (parsers/container_limits.py)
         cmds = launch_parser.find_commands(text) or describe_commands(text)
         cfg = {} if cmds else engine_config(text)
+        if not cmds and not cfg and len(sources) > 1:
+            side, fmt = context_frames(text, name)
+            if side:  # a file beside the launch: what it states bounds or sizes the launch's pools
+                context += side
+                lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+                coverage.append({"file": name, "format": fmt, "lines": lines, "recognized": lines, "unrecognized": 0})
+                continue
         if not cmds and not cfg:
             if VLLM_RE.search(text):
                 raise CheckError(f"{name}: it names vLLM but holds no command to check (`vllm serve MODEL …`, "
@@ -279,6 +291,8 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
             configs.append((name, cfg))
         limits.update({k: v for k, v in file_limits(text).items() if v is not None})
         limits.setdefault("container", None)
+    if not found and not configs:
+        raise CheckError(f"{sources[0][0]}: no SGLang or vLLM launch command or engine config found among the files given")
     if len(found) > 1:
         notes.append(f"{len(found)} launch commands found; checking the last ({found[-1][0]}:{found[-1][1].line}).")
     if found:
@@ -333,6 +347,7 @@ def read_launch(opts: CheckOptions) -> tuple[Launch, list[dict[str, Any]], list[
     launch.attrs.update({k: v for k, v in limits.items() if k in ("container", "ipc_host", "shm_mount",
                                                                    "shm_mount_bytes")})
     launch.attrs["file_limits"] = limits
+    launch.context = context
     return launch, coverage, notes
 
 
@@ -572,8 +587,8 @@ def build(opts: CheckOptions) -> CheckResult:
     rows.append({"file": launch.file, "line": launch.line, "line_end": launch.line_end, "kind": "launch_command",
                  "source": "launch", "ts": now + timedelta(seconds=1), "text": launch.text or f"{launch.file} (engine config)",
                  "attrs": attrs})
-    events = pl.concat([rows_to_frame([r], source=r.get("source") or "check", path=r["file"]) for r in rows],
-                       how="vertical_relaxed") if rows else empty_frame()
+    frames = [rows_to_frame([r], source=r.get("source") or "check", path=r["file"]) for r in rows] + launch.context
+    events = pl.concat(frames, how="vertical_relaxed") if frames else empty_frame()
     tl = Timeline(events=events, facts=Facts(input_paths=[n for n in opts.files] + (["--cmd"] if opts.cmd else []),
                                              sglang_version=version, collected_at=now))
     if version:
