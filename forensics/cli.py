@@ -462,8 +462,9 @@ def _size_option(name: str, value: str | None) -> int | None:
 @app.command()
 def check(
     files: list[str] = typer.Argument(None, metavar="FILE",
-                                      help="Launch script, compose file, Kubernetes manifest, Slurm script, engine "
-                                           "config YAML, or - for stdin."),
+                                      help="Launch script, compose file, Kubernetes manifest or `kubectl describe "
+                                           "pod`, Slurm script, engine config YAML, or - for stdin; beside it, the "
+                                           "files that size or bound its pools (an LMCache YAML, memory.max, free -g)."),
     cmd: str = typer.Option(None, "--cmd", metavar="TEXT", help="The launch command as one string."),
     host_memory: str = typer.Option(None, "--host-memory", metavar="SIZE", help="Host RAM (449GiB, 480G, bytes)."),
     gpus: int = typer.Option(None, "--gpus", min=1, max=1024, metavar="N", help="GPUs on the host."),
