@@ -41,7 +41,8 @@ VLLM_KINDS = (
 #: config-line keys → argparse dests
 _CONFIG_KEYS = {"max_seq_len": "max_model_len", "tensor_parallel_size": "tensor_parallel_size",
                 "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
-                "enforce_eager": "enforce_eager", "kv_cache_dtype": "kv_cache_dtype", "quantization": "quantization"}
+                "enforce_eager": "enforce_eager", "kv_cache_dtype": "kv_cache_dtype", "quantization": "quantization",
+                "model": "model"}
 
 
 @dataclass
