@@ -30,6 +30,7 @@ CAUSE_PRIORITY = (
     "SGL-KV-004",
     "SGL-GPU-002",
     "SGL-RUN-050",
+    "VLLM-GPU-011",
     "SGL-GPU-001",
     "VLLM-GPU-001",
     "SGL-KV-002",
@@ -103,7 +104,7 @@ _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-0
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
        "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-005",),
       "the rank that failed while loading is the one the others waited for")
-_link(("SGL-RUN-050",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005", "SGL-GPU-001", "SGL-GPU-005", "SGL-HOST-003"),
+_link(("SGL-RUN-050", "VLLM-GPU-011"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005", "SGL-GPU-001", "SGL-GPU-005", "SGL-HOST-003"),
       "the rank whose memory-saver resume ran out of GPU memory exited, and the rest followed from its exit")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
