@@ -177,6 +177,12 @@ _CUDA_ERR = re.compile(r"\b(CUDA|HIP) error: (.+)")
 #: ``cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue …)`` notice, followed by a retry, is not matched.
 MEMORY_SAVER_OOM = re.compile(r"\[torch_memory_saver\.cpp\] (CUresult|cudaError) error:? {1,2}(?:result=)?2\b"
                               r"[^\n]{0,200}?\bfunc=(\w{1,60})")
+#: vLLM's sleep-mode allocator (``--enable-sleep-mode``, how RL frameworks colocate vLLM with training): its
+#: CUDA_CHECK prints the driver's message and python_create_and_map raises it as a RuntimeError (vllm
+#: csrc/cumem_allocator.cpp (0.7.3+) ``"CUDA Error: %s at %s:%d"`` with cuGetErrorString's text, from
+#: ``create_and_map``, which vllm/device_allocator/cumem.py ``CuMemAllocator.wake_up`` and the first allocation
+#: call). Only CUDA_ERROR_OUT_OF_MEMORY ("out of memory") is matched: another code is not a lack of memory.
+VLLM_CUMEM_OOM = re.compile(r"\bCUDA Error: out of memory at \S{0,200}?cumem_allocator\.cpp:(\d+)")
 #: a client's report that its call of SGLang's resume endpoint failed (the endpoint's name: sglang
 #: python/sglang/srt/entrypoints/http_server.py (0.4.6-0.5.x) ``/resume_memory_occupation``), e.g. a colocated
 #: trainer's ``Async request to resume_memory_occupation timed out (attempt 1)``
@@ -876,6 +882,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (ms := MEMORY_SAVER_OOM.search(head)) is not None:
         return "failure", {}, {"failure": "memory_saver_oom", "api": ms.group(1), "func": ms.group(2),
                                "message": msg[:500]}
+    if (vc := VLLM_CUMEM_OOM.search(head)) is not None:
+        return "failure", {}, {"failure": "memory_saver_oom", "api": "cuMemCreate", "allocator": "vllm_cumem",
+                               "source_line": int(vc.group(1)), "message": msg[:500]}
     if (mr := MEMORY_RESUME_FAILED.search(head)) is not None:
         return "failure", {}, {"failure": "memory_resume_failed", "outcome": mr.group(1), "message": msg[:500]}
     if (nc := _NATIVE_CHECK.match(head)) is not None:
@@ -1087,6 +1096,12 @@ def _draft_worker_frames(frames: list[tuple[str, str]]) -> bool:
     ``init_draft_worker`` / ``launch_draft_worker``): its load and pool come after the target's, in the same process."""
     return any(("/speculative/" in p and "worker" in p.rsplit("/", 1)[-1] and fn == "__init__") or "draft_worker" in fn
                for p, fn in frames)
+
+
+def _in_wake_up(frames: list[tuple[str, str]]) -> bool:
+    """Whether vLLM's sleep-mode allocator was mapping memory back for a wake-up (vllm
+    vllm/device_allocator/cumem.py ``CuMemAllocator.wake_up``; the worker's and executor's ``wake_up`` above it)."""
+    return any(fn == "wake_up" for _, fn in frames)
 
 
 def _during(frames: list[tuple[str, str]]) -> str | None:
@@ -1387,6 +1402,8 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
             if frames:
                 attrs["innermost_frame"] = f"{frames[-1][0].rsplit('/', 1)[-1]}:{frames[-1][1]}"
                 attrs["during"] = attrs.get("during") or _during(frames)
+                if attrs.get("allocator") == "vllm_cumem":
+                    attrs["in_wake_up"] = _in_wake_up(frames)
                 if not found and _ALLOCATION.search("\n".join(lines[max(i, end - 3):end + 1])):
                     attrs["stops_at_allocation"] = True  # cut right where a tensor was being allocated
             rows.append({"line": i + 1, "line_end": end + 1, "kind": kind, **cols, **line_context(lines[i]),
@@ -1427,6 +1444,8 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
             if loose_frames and "during" not in attrs:
                 attrs["innermost_frame"] = f"{loose_frames[-1][0].rsplit('/', 1)[-1]}:{loose_frames[-1][1]}"
                 attrs["during"] = _during(loose_frames)
+            if loose_frames and attrs.get("allocator") == "vllm_cumem":
+                attrs["in_wake_up"] = _in_wake_up(loose_frames)
             loose_frames.clear()
             end = i
             # the allocator message wrapped by the paste right before "which {F} is free" (§1.1)

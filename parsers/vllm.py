@@ -115,9 +115,11 @@ _PROFILING_FIGURES = re.compile(r"Initial (free|used) memory " + _NUM + r"( ?GiB
                                 + _NUM + r"( ?GiB)?")
 # vllm_formats.md §3.3 (``Free memory on device … on startup``), §2.6 (the hint)
 _FREE_HINT = re.compile(r"Free memory on device (?:\S+ )?\(" + _NUM + "/" + _NUM + r" GiB\) on startup\. (.*)$")
+#: the tail after "less" may be cut by a paste ("… on startup is less..."): the free and total figures already say
+#: the refusal, the fraction and the request are then unknown
 _FREE_LOW = re.compile(r"Free memory on device (?:(?P<device>\S+) )?\(" + _NUM + "/" + _NUM
-                       + r" GiB\) on startup is ?less ?than ?(?:desired ?GPU ?memory ?utilization|the engine's budget after "
-                       r"excluding external process's weights) ?\(" + _NUM + ", " + _NUM)  # " ?": where a wrap was re-joined
+                       + r" GiB\) on startup is ?less(?: ?than ?(?:desired ?GPU ?memory ?utilization|the engine's budget "
+                       r"after excluding external process's weights) ?\(" + _NUM + ", " + _NUM + ")?")  # " ?": a re-joined wrap
 _HINT_PARTS = re.compile(
     r"Desired GPU memory utilization is \(" + _NUM + ", " + _NUM + r" GiB\)"
     r"|" + _NUM_START + r" GiB for (weight|peak activation|non-torch memory|CUDAGraph memory|consumed memory)"

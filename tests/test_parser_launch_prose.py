@@ -217,6 +217,15 @@ def test_engine_log_key_values_keep_vllm_names_and_skip_off_values() -> None:
     assert a["flags"] == {"--tensor-parallel-size": "2", "--gpu-memory-utilization": "0.92", "--max-model-len": "4096"}
 
 
+def test_a_quotient_of_settings_is_neither_setting() -> None:
+    # our own line in the shape of vLLM's multimodal profiling warning: "= 8192" is the ratio, not max_num_seqs
+    text = ("WARNING 03-02 11:20:01 [profiling.py:247] The sequence length used for profiling "
+            "(max_num_batched_tokens / max_num_seqs = 8192) is too short to hold the multi-modal embeddings in "
+            "the worst case (40960 tokens in total).\n")
+    assert all("--max-num-seqs" not in f and "--max-num-batched-tokens" not in f for f in configs(text))
+    assert configs("Before the crash max_num_seqs = 64 was set.\n") == [{"--max-num-seqs": "64"}]
+
+
 @pytest.mark.parametrize("sentence, flags", [
     ("Launch flags: --tp 8 --ep 8 --enable-dp-attention --dp 8", {"--tp-size": "8", "--ep-size": "8",
                                                                   "--enable-dp-attention": True, "--dp-size": "8"}),

@@ -65,6 +65,7 @@ from . import (
     vllm_kv_cache,
     vllm_launch_refusals,
     vllm_ray_placement,
+    vllm_sleep_mode,
     vllm_start_memory,
     weights_do_not_fit,
     weights_mmap,
@@ -113,6 +114,7 @@ DETECTORS = (
     build_compat,
     start_settings,
     memory_saver,
+    vllm_sleep_mode,
     weights_mmap,
     multimodal_tokens,
 )

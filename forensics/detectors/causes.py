@@ -21,6 +21,7 @@ CAUSE_PRIORITY = (
     "SGL-GPU-006",
     "SGL-GPU-010",
     "VLLM-GPU-003",
+    "VLLM-GPU-012",
     "VLLM-GPU-004",
     "SGL-GPU-011",
     "SGL-GPU-007",
@@ -30,6 +31,7 @@ CAUSE_PRIORITY = (
     "SGL-KV-004",
     "SGL-GPU-002",
     "SGL-RUN-050",
+    "VLLM-GPU-011",
     "SGL-GPU-001",
     "VLLM-GPU-001",
     "SGL-KV-002",
@@ -103,7 +105,7 @@ _link(("SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-HOST-006"), ("SGL-NCCL-0
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "SGL-GPU-004",
        "SGL-GPU-006", "SGL-GPU-007", "SGL-KV-004", "SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-005",),
       "the rank that failed while loading is the one the others waited for")
-_link(("SGL-RUN-050",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005", "SGL-GPU-001", "SGL-GPU-005", "SGL-HOST-003"),
+_link(("SGL-RUN-050", "VLLM-GPU-011"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005", "SGL-GPU-001", "SGL-GPU-005", "SGL-HOST-003"),
       "the rank whose memory-saver resume ran out of GPU memory exited, and the rest followed from its exit")
 _link(("SGL-NCCL-006",), ("SGL-NCCL-001", "SGL-NCCL-002"),
       "the ranks on the node that went silent stopped joining collectives, so the others waited until the watchdog fired")
@@ -118,7 +120,7 @@ _link(("SGL-NCCL-003", "SGL-NCCL-004"), ("SGL-NCCL-001", "SGL-NCCL-002"),
 _link(("SGL-GPU-007",), ("SGL-GPU-004",), "the same weights that do not fit, seen from the load's failure")
 _link(("SGL-GPU-010", "SGL-GPU-011"), ("SGL-NCCL-003", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
       "the rank raised in its distributed set-up over the memory check, and the others waited for it")
-_link(("VLLM-GPU-003", "VLLM-GPU-004"), ("VLLM-NCCL-001", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
+_link(("VLLM-GPU-003", "VLLM-GPU-012", "VLLM-GPU-004"), ("VLLM-NCCL-001", "SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-005"),
       "the worker that refused to start never joined the others, which waited for it")
 _link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-GPU-005", "SGL-GPU-009"),
       "processes on a GPU the driver lost or that faulted cannot finish their CUDA teardown, so their memory stays held")

@@ -40,7 +40,8 @@ def _resume_seen(tl: Timeline) -> bool:
 
 
 def detect(tl: Timeline) -> list[Finding]:
-    hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") == "memory_saver_oom"]
+    hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") == "memory_saver_oom"
+            and attrs(r).get("allocator") != "vllm_cumem"]  # vLLM's own allocator: vllm_sleep_mode
     if not hits:
         return []
     a = attrs(hits[0])

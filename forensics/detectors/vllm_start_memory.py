@@ -1,4 +1,5 @@
 """VLLM-GPU-003: vLLM found less free GPU memory at start-up than ``--gpu-memory-utilization`` asks for;
+VLLM-GPU-012: the same refusal when what others hold is no more than the default fraction leaves (a raised fraction);
 VLLM-GPU-004: free memory rose while vLLM profiled (another process on the GPU released memory).
 
 vLLM V1 (0.9.1+) measures the device's free memory before loading and refuses to start when it is below
@@ -30,6 +31,10 @@ from forensics.model import Finding, FlagChange, Timeline
 from ._common import GIB, fmt_gib, make_finding
 
 MARGIN = 0.02  # below what was free: the CUDA context and the allocator's slack
+#: vLLM's default fraction (vllm/config/cache.py ``CacheConfig.gpu_memory_utilization``, 0.9 in every release): the
+#: share it leaves is meant for what any GPU has resident besides the engine — a display server, other processes'
+#: CUDA contexts, the driver's reservations
+DEFAULT_UTILIZATION = 0.9
 MIN_USEFUL = 0.3  # a budget under this share of the GPU serves nothing: free the GPU instead
 
 
@@ -125,6 +130,9 @@ def _short_at_start(tl: Timeline) -> list[Finding]:
         if uma is not None:
             out.append(_short_on_unified_memory(uma, row, short, run, free, total, util, held, flags, new))
             continue
+        if held is not None and total and flags and held <= (1 - DEFAULT_UTILIZATION) * total:
+            out.append(_fraction_above_residents(row, short, run, free, total, util, held, holders, flags, new))
+            continue
         out.append(make_finding(
             "VLLM-GPU-003",
             summary=("vLLM refused to start: "
@@ -151,6 +159,37 @@ def _short_at_start(tl: Timeline) -> list[Finding]:
                      "the whole GPU, not of the free memory."],
         ))
     return out
+
+
+def _fraction_above_residents(row: Row, short: list[Row], run: list[Row], free: float, total: float,
+                              util: float | None, held: float, holders: list[Row], flags: list[FlagChange],
+                              new: float | None) -> Finding:
+    """VLLM-GPU-012: what others hold fits in the share the default fraction leaves, so the default would have
+    started; the refusal comes from a fraction raised toward the whole GPU, not from a process to clean up."""
+    return make_finding(
+        "VLLM-GPU-012",
+        summary=(f"vLLM refused to start: --gpu-memory-utilization {util:g} asks for "
+                 f"{fmt_gib((util or 0) * total)} of the GPU's {fmt_gib(total)}, but {fmt_gib(held)} "
+                 f"({held / total:.0%}) was already in use when it started, so only {fmt_gib(free)} was free. "
+                 f"That much is what a GPU ordinarily has resident besides the engine — a display server, another "
+                 f"process's CUDA context — and fits in the {1 - DEFAULT_UTILIZATION:.0%} vLLM's default "
+                 f"{DEFAULT_UTILIZATION:g} leaves for it"
+                 + (f" (nvidia-smi lists {holders_words(holders)})" if holders else "")
+                 + f". The fraction is set too close to the whole GPU: lower it to {new:.2f}."),
+        evidence=[*short[:3], *of_kind(run, "init_failed", "engine_dead")[:2], *holders[:3]],
+        confidence="high",
+        ranks=[x for x in (rank_of(r) for r in short) if x is not None],
+        figures={"free_gpu_bytes": free, "total_gpu_bytes": total, "gpu_memory_utilization": util,
+                 "held_by_others_bytes": held, "corrected_gpu_memory_utilization": new,
+                 "default_gpu_memory_utilization": DEFAULT_UTILIZATION,
+                 "holder_pids": [int(p["pid"]) for p in holders] or None},
+        flags=flags,
+        actions=["--gpu-memory-utilization is a share of the whole GPU, measured against what is free when vLLM "
+                 "starts: keep it at or below free ÷ total, less a margin, on a GPU that also drives a display or "
+                 "hosts other processes.",
+                 "To use that memory too, stop what holds it (`nvidia-smi --query-compute-apps=pid,process_name,"
+                 "used_memory --format=csv`; the display server shows in `nvidia-smi`'s process table as G-type)."],
+    )
 
 
 def _short_on_unified_memory(uma: tuple[str, Row], row: Row, short: list[Row], run: list[Row], free: float | None,

@@ -235,8 +235,11 @@ _VALUE = r"(?:\"[^\"\n]{0,200}\"|'[^'\n]{0,200}'|`[^`\n]{0,200}`|[^\s,;()\[\]\"'
 _DASHED_RE = re.compile(
     rf"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(?:(=)({_VALUE})|(\s+(?:(?:set\s+)?(?:to|of|at|as)\s+)?)"
     rf"(?!-[A-Za-z-])({_VALUE}))?")
-# "mem_fraction_static=0.93", "hicache-size=48", "mem_fraction_static was 0.92"
-_KEYVAL_RE = re.compile(rf"(?<![\w./-])([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)(?:\s*=\s*|\s+(?:was|is|of|at|set\s+to)\s+)"
+# "mem_fraction_static=0.93", "hicache-size=48", "mem_fraction_static was 0.92"; not the right operand of a quotient
+# or product, whose "= N" is the result: vLLM's profiling warning "(max_num_batched_tokens / max_num_seqs = 8192)"
+# (vllm vllm/multimodal/profiling.py, 0.7-0.10) states a ratio, not max_num_seqs
+_KEYVAL_RE = re.compile(rf"(?<![\w./-])(?<![/*÷] )(?<![/*÷])([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)"
+                        rf"(?:\s*=\s*|\s+(?:was|is|of|at|set\s+to)\s+)"
                         rf"({_VALUE})")
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _STOPWORDS = frozenset(str.split("""a an and are as at be been but by for from had has have in into is it its of on or
