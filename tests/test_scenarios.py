@@ -18,7 +18,9 @@ and ``expected.json``:
   a flag range may name the ``old`` value, which must come from that run's args.
 * ``hosts`` — ``{"rule": ["host"]}``: the hosts the rule's (first) finding is about; ``root_host`` — the
   host ``input.host`` names (several hosts' evidence: the root cause's);
-* ``gaps_contain`` — words the facts' gaps must hold (a node whose evidence is missing).
+* ``gaps_contain`` — words the facts' gaps must hold (a node whose evidence is missing);
+* ``command`` — ``{"contains": [...], "lacks": [...]}``: words the report's corrected launch command (with the
+  configuration keys it names for a compose service or a manifest) must hold / must not hold.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pytest
 
 from forensics.detectors import run_all
 from forensics.model import SEVERITY_RANK
+from forensics.report.document import launch_fix, normalise_document
 from forensics.report.findings import dumps_document, to_document
 from forensics.timeline import build_timeline
 from parsers.units import parse_cli_size
@@ -126,6 +129,13 @@ def test_scenario(folder: Path) -> None:
             assert rule not in by_rule or w not in by_rule[rule].summary, (rule, w, by_rule[rule].summary)
     for rule, allowed in exp.get("confidence", {}).items():
         assert by_rule[rule].confidence in allowed, (rule, by_rule[rule].confidence, by_rule[rule].confidence_reason)
+    if "command" in exp:  # the corrected launch as the report shows it
+        fix = launch_fix(normalise_document(json.loads(dumps_document(to_document(findings, root, tl)))), tl)
+        said = "\n".join([fix.command or fix.flags_only, *fix.env_notes])
+        for w in exp["command"].get("contains", []):
+            assert w in said, (w, said)
+        for w in exp["command"].get("lacks", []):
+            assert w not in said, (w, said)
 
 
 def test_healthy_vllm_is_held_to_the_same_bar_as_healthy_sglang():

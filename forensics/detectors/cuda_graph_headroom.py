@@ -24,7 +24,7 @@ from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, fragmentation, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
-from forensics.facts.versions import sglang_version
+from forensics.facts.versions import fields_floor, sglang_version
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.elision import is_elision
 from parsers.failures import compiler_failure, reaches_model_forward, stage_of_frames, stops_at_allocation
@@ -493,6 +493,19 @@ PREFILL_TOKENS_FLAG_SINCE = (0, 5, 15)
 PREFILL_TOKENS_EXAMPLE = 512
 
 
+def phased_graph_flags(tl: Timeline) -> tuple[bool, str]:
+    """Whether the release names its graph flags by phase (0.5.15+: ``--cuda-graph-max-bs-decode``,
+    ``--cuda-graph-max-bs-prefill``), and what says so: the stated version, else a server_args field or launch
+    flag only those releases have (forensics/facts/versions.py::fields_floor); "" when nothing does."""
+    version, where = sglang_version(tl)
+    if version is not None:
+        return version >= DECODE_BS_FLAG_SINCE, f"SGLang {'.'.join(map(str, version))} ({where})"
+    floor, field = fields_floor(tl)
+    if floor is not None and floor >= DECODE_BS_FLAG_SINCE:
+        return True, f"the input names {field}, a setting of 0.5.15+"
+    return False, ""
+
+
 def prefill_graph_capture(run: list[Row], fails: list[Row]) -> bool:
     """Whether the capture that failed was of the prefill (piecewise) graphs: the failure says so, or the last
     capture that began before it in the same log was one."""
@@ -513,20 +526,22 @@ def prefill_tokens_flag(tl: Timeline, cfg: ServerConfig, run: list[Row]) -> Flag
     """Fewer tokens in the prefill graphs: their memory grows with the largest token count captured, which is
     bounded by its own flag (never --cuda-graph-max-bs, which sizes the decode graphs). Half the bound when the
     input gives it (the flag, else the prefill chunk it defaults to), else the engine's example value."""
-    version, _where = sglang_version(tl)
-    name = "--cuda-graph-max-bs-prefill" if version is not None and version >= PREFILL_TOKENS_FLAG_SINCE \
-        else "--piecewise-cuda-graph-max-tokens"
+    phased, said = phased_graph_flags(tl)
+    name = "--cuda-graph-max-bs-prefill" if phased else "--piecewise-cuda-graph-max-tokens"
+    named = f" ({name}: {said})" if said else " (0.5.15+ calls it --cuda-graph-max-bs-prefill)"
     bound = cfg.num("piecewise_cuda_graph_max_tokens") or cfg.num("cuda_graph_max_bs_prefill")
     how = "the flag"
     if not bound:
         bound, how = _chunk(cfg, run)
         how = f"the prefill chunk it defaults to ({how})"
     if bound and bound > 1:
-        return FlagChange(name, cfg.flag_text("piecewise_cuda_graph_max_tokens"), str(int(bound) // 2),
+        return FlagChange(name, cfg.flag_text("piecewise_cuda_graph_max_tokens" if not phased
+                                              else "cuda_graph_max_bs_prefill"), str(int(bound) // 2),
                           f"half of {int(bound)} tokens ({how}): the prefill graphs' memory grows with the largest "
-                          "token count captured; longer prefills run without graphs")
+                          f"token count captured; longer prefills run without graphs{named}")
     return FlagChange(name, None, str(PREFILL_TOKENS_EXAMPLE),
-                      "the engine's own example for the prefill graphs' bound; longer prefills run without graphs")
+                      f"the engine's own example for the prefill graphs' bound; longer prefills run without "
+                      f"graphs{named}")
 
 
 def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list[Row]) -> FlagChange | None:
@@ -536,8 +551,10 @@ def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     texts = " ".join(str(r.get("text") or "") + " " + str(attrs(r).get("message") or "") for r in fails)
     advice = _CAPTURE_BS_ADVICE.search(texts)
     version, _where = sglang_version(tl)
-    name = advice.group(1) if advice else (
-        "--cuda-graph-max-bs-decode" if version is not None and version >= DECODE_BS_FLAG_SINCE else "--cuda-graph-max-bs")
+    phased, said = phased_graph_flags(tl)
+    name = advice.group(1) if advice else "--cuda-graph-max-bs-decode" if phased else "--cuda-graph-max-bs"
+    named = ("" if advice else f" ({name}: {said})" if said
+             else " (0.5.15+ calls it --cuda-graph-max-bs-decode)")
     max_bs, how = graph_max_bs(run, cfg)
     if max_bs and max_bs > 1:
         new, why = max(max_bs // 2, 1), (f"half of bs {max_bs} ({how}): the captured graphs' memory shrinks with the "
@@ -551,8 +568,8 @@ def capture_bs_flag(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                                         "from this input); larger decode batches run without graphs")
     else:
         return None
-    old = cfg.flag_text("cuda_graph_max_bs")
-    return FlagChange(name, old, str(new), why)
+    old = cfg.flag_text("cuda_graph_max_bs") or cfg.flag_text("cuda_graph_max_bs_decode")
+    return FlagChange(name, old, str(new), why + named)
 
 
 def fragmentation_flag(frag: dict) -> FlagChange:
@@ -672,6 +689,9 @@ def graph_max_bs(run: list[Row], cfg: ServerConfig) -> tuple[int | None, str]:
     v = cfg.num("cuda_graph_max_bs")
     if v:
         return int(v), "--cuda-graph-max-bs"
+    v = cfg.num("cuda_graph_max_bs_decode")  # 0.5.15+'s name (sglang_formats.md flag table)
+    if v:
+        return int(v), "--cuda-graph-max-bs-decode"
     lists = [b for r in of_kind(run, "cuda_graph_bs") for b in (attrs(r).get("bs") or []) if isinstance(b, int)]
     if lists:
         return max(lists), "the captured bs list"

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 
-from forensics.facts.gpu import target_load_rows
-from forensics.facts.launch import server_config
+from forensics.facts.gpu import gpu_capacity, target_load_rows
+from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.oom import enclosing_traceback, oom_phase
 from forensics.facts.rows import Row, attrs, rank_of
 from forensics.facts.runs import has_kind, iter_runs, of_kind
+from forensics.facts.sglang_defaults import FROM_GPU_SINCE, default_fraction_for_gpu, default_fraction_for_tp
+from forensics.facts.versions import sglang_version, version_window
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import fmt_gib, make_finding, tag_run
@@ -46,6 +48,25 @@ def raised_blind(f: float) -> float | None:
     if f >= MAX_SENSIBLE_FRACTION:
         return None
     return min(MAX_SENSIBLE_FRACTION, math.floor(round((f + BLIND_RAISE) * 100, 6)) / 100)
+
+
+def sglang_default_fraction(tl: Timeline, run: list[Row], cfg: ServerConfig) -> tuple[float, str, float | None]:
+    """SGLang's own --mem-fraction-static for this GPU and TP (forensics/facts/sglang_defaults.py), how it was
+    found, and the reserve (bytes) it keeps outside the pool when the GPU's size gave it."""
+    tp, pp = int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1)
+    version, _where = sglang_version(tl)
+    below = version_window(tl)[1]  # the log's formats bound it from above: older than that release
+    older = version < FROM_GPU_SINCE if version else below is not None and below <= FROM_GPU_SINCE
+    capacity, capacity_how = gpu_capacity(tl, run)
+    if capacity and not older:
+        spec = cfg.get("speculative_algorithm")
+        value, reserve = default_fraction_for_gpu(
+            capacity, tp=tp, pp=pp, chunk=cfg.num("chunked_prefill_size"), graph_bs=cfg.num("cuda_graph_max_bs"),
+            dp_attention=cfg.enabled("enable_dp_attention"), dp=int(cfg.num("dp_size") or 1),
+            speculative=str(spec) if spec not in (None, "None", "") else None)
+        return value, f"its default for a {fmt_gib(capacity)} GPU at TP {tp}, {capacity_how}", reserve
+    said = "" if cfg.get("tp_size") is not None else " assumed"
+    return default_fraction_for_tp(tp), f"its default for TP {tp}{said}", None
 
 
 def _minimum_from_log(run: list[Row], rows_: list[Row]) -> tuple[float | None, str]:
@@ -94,15 +115,30 @@ def detect(tl: Timeline) -> list[Finding]:
             f = next((float(r["ratio"]) for r in hits if r.get("ratio") is not None), None)
         minimum, how = _minimum_from_log(run, hits)
         flags: list[FlagChange] = []
+        by_default = False  # raised to SGLang's own default, not by a step
         new = raised_fraction(minimum) if minimum is not None and hits else None
         if new is not None and (f is None or new > f):
             flags.append(FlagChange("--mem-fraction-static", f"{f:g}" if f is not None else None, f"{new:.2f}",
-                                    f"minimum viable {minimum:.4f} ({how}) + {RAISE_MARGIN} margin, rounded up → {new:.2f}"))
+                                    f"minimum viable {minimum:.4f} ({how}) + {RAISE_MARGIN} margin (a KV pool of "
+                                    f"{RAISE_MARGIN:.0%} of the memory before the load), rounded up → {new:.2f}"))
         elif minimum is None and f is not None and any(r.get("kind") == "not_enough_memory" for r in hits):
             # the message itself says "Please try to increase --mem-fraction-static" (sglang_formats.md §5); without
-            # the weight-load lines the step is blind, as SGL-GPU-001's is the other way
-            step = raised_blind(f)
-            if step is not None:
+            # the weight-load lines how far is unknown. The fraction must hold the weights and a KV pool
+            # (model_runner.py::profile_max_num_token: the pool is what is left after the weights of fraction × the
+            # memory before the load), so a fraction set far below SGLang's own default is raised to that default
+            # (what SGLang picks itself to hold both); one above it by a blind step, as SGL-GPU-001's is the other way
+            default, default_how, reserve = sglang_default_fraction(tl, run, cfg)
+            if default > f and default - f > BLIND_RAISE:
+                step = math.floor(round(min(default, MAX_SENSIBLE_FRACTION) * 100, 6)) / 100  # keep its reserve
+                by_default = True
+                kept = f", keeping SGLang's {fmt_gib(reserve)} for activations and graphs" if reserve else ""
+                flags.append(FlagChange("--mem-fraction-static", f"{f:g}", f"{step:.2f}",
+                                        f"SGLang's own advice ('Please try to increase --mem-fraction-static') and its "
+                                        f"own default, {step:.2f} ({default_how}): the fraction SGLang picks itself "
+                                        f"to hold the weights and a KV pool{kept}; a small step from {f:g} may still "
+                                        "leave no pool. The weight-load lines (`Load weight end … avail mem … mem "
+                                        "usage`) give the exact minimum"))
+            elif (step := raised_blind(f)) is not None:
                 flags.append(FlagChange("--mem-fraction-static", f"{f:g}", f"{step:.2f}",
                                         f"SGLang's own advice ('Please try to increase --mem-fraction-static'): {f:g} + "
                                         f"{BLIND_RAISE} → {step:.2f}; the weight-load lines (`Load weight end … avail "
@@ -132,7 +168,9 @@ def detect(tl: Timeline) -> list[Finding]:
             summary=("The weights leave no GPU memory for the KV cache"
                      + (f" under --mem-fraction-static {f:g}" if f is not None else "")
                      + ((f"; raise it to {flags[0].new}" if f is not None else f"; raise --mem-fraction-static to {flags[0].new}")
-                        + (" as SGLang advises (how far is not in the log: no weight-load memory lines)"
+                        + ((", SGLang's own default (how far is not in the log: no weight-load memory lines)"
+                            if by_default else
+                            " as SGLang advises (how far is not in the log: no weight-load memory lines)")
                            if minimum is None else "")
                         if flags
                         else ("; raise it" if f is not None else "; raise --mem-fraction-static")

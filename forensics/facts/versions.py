@@ -17,6 +17,7 @@ import polars as pl
 from forensics.facts.launch import launch_rows
 from forensics.facts.rows import attrs, kinds_present, rows, timeline_memo
 from forensics.model import Timeline
+from parsers.launch import vocab
 
 
 def parse_version(text: str | None) -> tuple[int, int, int] | None:
@@ -71,6 +72,39 @@ _VERSION_MARKERS: tuple[tuple[str, str, tuple[int, int, int] | None, tuple[int, 
 
 
 
+#: the graph settings SGLang split by phase in 0.5.15 (sglang python/sglang/srt/server_args.py: ``cuda_graph_max_bs``
+#: became the deprecated alias of ``--cuda-graph-max-bs-decode`` with ``dest="cuda_graph_max_bs_decode"``,
+#: ``cuda_graph_bs`` of ``cuda_graph_bs_decode``, the piecewise ones of ``cuda_graph_{max_,}bs_prefill``, and
+#: ``--disable-cuda-graph`` of ``--cuda-graph-backend-{decode,prefill}``): a server_args dump or a launch that
+#: names one is of a release that has it; the first such release is the option's in parsers/launch/vocab.py
+PHASED_GRAPH_FIELDS = ("cuda_graph_max_bs_decode", "cuda_graph_bs_decode", "cuda_graph_max_bs_prefill",
+                       "cuda_graph_bs_prefill", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
+                       "cuda_graph_config")
+
+
+def _field_floor(names: set[str]) -> tuple[int, int, int] | None:
+    """The first release that has every one of ``names`` among :data:`PHASED_GRAPH_FIELDS`, if any is."""
+    options = vocab.engine_options("sglang")
+    firsts = [parse_version(options.get("--" + n.replace("_", "-"), (None,))[0])
+              for n in names if n in PHASED_GRAPH_FIELDS]
+    return max((v for v in firsts if v), default=None)
+
+
+def fields_floor(tl: Timeline) -> tuple[tuple[int, int, int] | None, str | None]:
+    """The lowest release the server_args fields or launch flags of the input imply, and the field that says so
+    (``cuda_graph_max_bs_decode`` in a dump is 0.5.15+)."""
+    best: tuple[tuple[int, int, int] | None, str | None] = (None, None)
+    for row in [*rows(tl, "server_args"), *launch_rows(tl)]:
+        a = attrs(row)
+        named = a.get("args") if row.get("kind") == "server_args" else a.get("flags")
+        names = {str(k).lstrip("-").replace("-", "_") for k in (named or {})} if isinstance(named, dict) else set()
+        floor = _field_floor(names)
+        if floor and (best[0] is None or floor > best[0]):
+            field = next(n for n in PHASED_GRAPH_FIELDS if n in names)
+            best = (floor, field)
+    return best
+
+
 def version_window(tl: Timeline) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """Lower and upper bounds on the SGLang version implied by the log's line formats."""
     memo = timeline_memo(tl)
@@ -81,6 +115,9 @@ def version_window(tl: Timeline) -> tuple[tuple[int, int, int] | None, tuple[int
     for row in rows(tl, "server_args"):
         if attrs(row).get("form") == "dict":
             lo = max(lo or (0, 0, 0), (0, 5, 19))
+    floor, _field = fields_floor(tl)
+    if floor:
+        lo = max(lo or (0, 0, 0), floor)
     frame = tl.events
     present = kinds_present(tl) if not frame.is_empty() else frozenset()
     bodies: dict[str, pl.Series] = {}

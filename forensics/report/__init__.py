@@ -260,9 +260,8 @@ def report_steps(doc: dict[str, Any], fix: LaunchFix, limit: int = MAX_NEXT_STEP
     """The grouped next steps: relaunching with the corrected flags comes first when there are any."""
     steps = next_steps(doc, limit - 1 if fix.flags else limit)
     if fix.flags:
-        # an environment variable is set as NAME=value, a flag as --flag value
-        shown = ", ".join((f"`{r.flag}={r.new}`" if not r.flag.startswith("-") else f"`{r.flag} {r.new}`")
-                          if r.new else f"without `{r.flag}`" for r in fix.flags[:3])
+        # a flag as --flag value, an environment variable as the launch sets it (NAME=value, -e NAME=value)
+        shown = ", ".join(fix.setting(r) for r in fix.flags[:3])
         more = f" and {len(fix.flags) - 3} more" if len(fix.flags) > 3 else ""
         what = "the corrected command" if fix.new_argv else "these flags changed"
         steps.insert(0, {"group": "fix", "text": f"Relaunch with {what}: {shown}{more} — see What to change.",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.model import SEVERITY_RANK, Timeline
+from forensics.report.launch_env import CONFIG_LAUNCHERS, env_note, env_style, env_word, set_docker_env
 from parsers.launch.frameworks import override_key
 
 _FINDING_DEFAULTS: dict[str, Any] = {
@@ -76,6 +77,8 @@ class LaunchFix:
     changed_tokens: set[int] = field(default_factory=set)  # indices into new_argv
     old_changed_tokens: set[int] = field(default_factory=set)  # indices into old_argv
     source: str | None = None  # "file:line" of the launch command or server_args used
+    env_style: str = "shell"  # where an environment setting goes: forensics/report/launch_env.py::env_style
+    env_notes: list[str] = field(default_factory=list)  # the configuration keys to change (compose, k8s)
 
     @property
     def command(self) -> str | None:
@@ -83,8 +86,24 @@ class LaunchFix:
 
     @property
     def flags_only(self) -> str:
-        return " ".join(f"{r.flag}={shlex.quote(r.new)}" if r.new and override_key(r.flag)
-                        else f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag for r in self.flags)
+        env = [env_word(self.env_style, r.flag, shlex.quote(r.new)) for r in self.flags
+               if is_env_setting(r.flag) and r.new]
+        rest = [f"{r.flag}={shlex.quote(r.new)}" if r.new and override_key(r.flag)
+                else f"{r.flag} {shlex.quote(r.new)}" if r.new else r.flag
+                for r in self.flags if not is_env_setting(r.flag)]
+        return " ".join(env + rest)
+
+    def setting(self, r: FlagRow) -> str:
+        """One change as the launch writes it: ``--flag value``, ``NAME=value``, ``-e NAME=value``."""
+        if not r.new:
+            return f"without `{r.flag}`"
+        if is_env_setting(r.flag) and self.env_style == "compose":
+            return f'`{r.flag}: "{r.new}"` under `environment:`'
+        if is_env_setting(r.flag) and self.env_style == "kubernetes":
+            return f'`{r.flag}` set to `"{r.new}"` in `env:`'
+        if is_env_setting(r.flag):
+            return f"`{env_word(self.env_style, r.flag, r.new)}`"
+        return f"`{r.flag}={r.new}`" if override_key(r.flag) else f"`{r.flag} {r.new}`"
 
 
 def flag_key(flag: str) -> str:
@@ -389,12 +408,55 @@ def launch_fix(doc: dict[str, Any], tl: Timeline | None) -> LaunchFix:
         return fix
     row, values, argv = chosen
     fix.source = f"{row.get('file') or '?'}:{row.get('line') or '?'}"
+    attrs = _row_attrs(row)
+    env = {str(k): str(v) for k, v in (attrs.get("env") or {}).items() if v is not None} \
+        if isinstance(attrs.get("env"), dict) else {}
     for r in flags:
-        if r.old is None and flag_key(r.flag) in values:
+        if r.old is None and is_env_setting(r.flag) and r.flag in env:
+            r.old, r.old_source = env[r.flag], fix.source
+        elif r.old is None and flag_key(r.flag) in values:
             r.old, r.old_source = values[flag_key(r.flag)], fix.source
+    fix.env_style = env_style(attrs) if row.get("kind") == "launch_command" else "shell"
+    in_command = [r for r in flags if fix.env_style == "shell" or not is_env_setting(r.flag)]
+    if fix.env_style in CONFIG_LAUNCHERS:
+        fix.env_notes = [n for r in flags if is_env_setting(r.flag) and (n := env_note(fix.env_style, r.flag, r.new))]
+    if argv and fix.env_style == "shell" and attrs.get("env_argv"):
+        argv = [str(w) for w in attrs["env_argv"]] + argv  # the command's own VAR=value words stay with it
     if argv:
         fix.old_argv = argv
-        fix.new_argv, fix.changed_tokens, fix.old_changed_tokens = corrected_argv(argv, flags)
+        fix.new_argv, fix.changed_tokens, fix.old_changed_tokens = corrected_argv(argv, in_command)
+        if fix.env_style == "docker":
+            _prepend_container(fix, [str(w) for w in attrs["container_argv"]],
+                               [r for r in flags if is_env_setting(r.flag)])
     return fix
+
+
+def _row_attrs(row: dict[str, Any]) -> dict[str, Any]:
+    try:
+        attrs = Timeline.attrs(row)
+    except (ValueError, TypeError):
+        return {}
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def _prepend_container(fix: LaunchFix, words: list[str], env_rows: list[FlagRow]) -> None:
+    """The whole ``docker run … image command`` with the environment settings as ``-e`` options of the
+    container (forensics/report/launch_env.py), the command's changes shifted after them."""
+    new_words, changed, old_marks = list(words), set(), set()
+    for r in env_rows:
+        before = len(new_words)
+        new_words, ch, old = set_docker_env(new_words, r.flag, r.new)
+        shift = len(new_words) - before
+        if shift:  # words after an insertion (or a removal) move; earlier marks before it stay
+            at = min(ch | old) if ch | old else len(new_words)
+            changed = {i + shift if i >= at else i for i in changed}
+        changed |= ch
+        old_marks |= set_docker_env(words, r.flag, r.new)[2]  # as the original words number them
+    assert fix.old_argv is not None and fix.new_argv is not None
+    n_old, n_new = len(words), len(new_words)
+    fix.old_changed_tokens = old_marks | {i + n_old for i in fix.old_changed_tokens}
+    fix.changed_tokens = changed | {i + n_new for i in fix.changed_tokens}
+    fix.old_argv = words + fix.old_argv
+    fix.new_argv = new_words + fix.new_argv
 
 

@@ -423,6 +423,12 @@ def commands_in_tokens(tokens: list[str], line: int, line_end: int, text: str) -
         if any(_basename(t) in ("srun", "mpirun", "torchrun") for t in rest[:exe]):
             cmd.extra["wrapper"] = next(_basename(t) for t in rest[:exe] if _basename(t) in ("srun", "mpirun", "torchrun"))
         apply_docker(cmd, docker_context(rest[:exe]))
+        words = container_words(rest[:exe])
+        if words:
+            cmd.extra["container_argv"] = words
+        assigned = _assignments_before(rest[:exe])
+        if assigned and not words:
+            cmd.extra["env_argv"] = assigned
         found.append(cmd)
         start += end
     return found
@@ -452,6 +458,37 @@ def docker_context(before: list[str]) -> dict[str, Any] | None:
             if j < len(before) and before[j] == "run":
                 return _docker_options(before[j + 1:])
     return None
+
+
+def _assignments_before(before: list[str]) -> list[str]:
+    """The ``VAR=value`` words right before the program, as written: the shell sets them for it alone
+    (bash(1), "SIMPLE COMMAND EXPANSION"), so a corrected command keeps them.
+
+    >>> _assignments_before(["srun", "A=1", "B=2"])
+    ['A=1', 'B=2']
+    """
+    at = len(before)
+    while at > 0 and _ENV_RE.match(before[at - 1]):
+        at -= 1
+    return before[at:]
+
+
+def container_words(before: list[str]) -> list[str] | None:
+    """The ``docker run …`` words (a ``sudo`` before them too) that start the container the command runs in,
+    through the image: an environment setting of this launch is a ``-e`` option among them (docker-run(1)), not
+    a ``VAR=value`` word after the image, which docker would run as the program.
+
+    >>> container_words(["sudo", "docker", "run", "--gpus", "all", "-e", "A=1", "img:1"])
+    ['sudo', 'docker', 'run', '--gpus', 'all', '-e', 'A=1', 'img:1']
+    >>> container_words(["NCCL_DEBUG=INFO"]) is None
+    True
+    """
+    if docker_context(before) is None:
+        return None
+    at = next(i for i, t in enumerate(before) if _basename(t) in _DOCKER_BINS)
+    if at > 0 and _basename(before[at - 1]) == "sudo":
+        at -= 1
+    return before[at:]
 
 
 def apply_docker(cmd: LaunchCommand, docker: dict[str, Any] | None) -> None:
