@@ -340,8 +340,20 @@ HICACHE_HOST_SMALLER = re.compile(r"The host memory should be larger than the de
 #: NCCL starting a communicator (nccl src/init.cc (v2.18-2.27) ``ncclCommInitRank comm %p rank %d nranks %d cudaDev %d
 #: nvmlDev %d busId %lx commId 0x%llx - Init START``; its ``Init COMPLETE`` follows once every rank joined)
 _NCCL_INIT_START = re.compile(r"NCCL INFO ncclCommInitRank(?:Config)? comm \S+ rank (\d+) nranks (\d+) [^\n]{0,200}- Init START")
-_NCCL_IFACE = re.compile(r"NCCL INFO (?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
+_NCCL_IFACE = re.compile(r"(?:NCCL INFO |^\s*(?=NET/Socket : Using \[))"
+                         r"(?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
                          r"(?:\[\d+\])?([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
+#: every interface of the socket transport's list: nccl src/transport/net_socket.cc (v2.18-2.27) prints all the
+#: interfaces it found (up to MAX_IFS) as ``NET/Socket : Using [0]eth0:10.1.2.3<0> [1]eth1:10.2.2.3<0>``, and
+#: each is one NCCL network device its channels can use; a paste may drop the ``host:pid:tid [dev] NCCL INFO``
+#: prefix, which the ``[i]`` entries still identify
+_NCCL_IFACE_ENTRY = re.compile(r"\[(\d{1,2})\]([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
+#: NCCL's own connect attempts to a peer's socket (nccl src/misc/socket.cc ``socketConnectCheck`` (v2.23-2.27):
+#: INFO ``%s: connect to %s returned %s, retrying (%d/%d) after sleep for %u msec``, WARN ``%s: connect to %s
+#: returned %s, exceeded error retry count after %d attempts`` and ``%s: connect to %s failed : %s``, %s being
+#: socketStartConnect or socketPollConnect; v2.19-2.22 capitalise ``Connect to``), also where a paste dropped the
+#: ``NCCL INFO``/``NCCL WARN`` prefix
+NCCL_CONNECT = re.compile(r"\bsocket(?:Start|Poll)Connect: [Cc]onnect to (\S+) (?:returned |failed : ?)([^,\n]{1,120})")
 
 # --- process death (§5) ---
 _SHM = re.compile(
@@ -397,9 +409,25 @@ def ray_oom_killed(text: str) -> bool:
 
 
 def nccl_interface(line: str) -> tuple[str, str] | None:
-    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None."""
+    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None.
+
+    >>> nccl_interface("NET/Socket : Using [0]enp7s0:10.1.2.3<0> [1]pod-link0:169.254.1.2<0>")
+    ('enp7s0', '10.1.2.3')
+    """
     m = _NCCL_IFACE.search(line)
     return (m.group(1), m.group(2)) if m else None
+
+
+def nccl_socket_interfaces(line: str) -> list[tuple[str, str]]:
+    """Every (interface, address) of NCCL's ``NET/Socket : Using [0]… [1]…`` list, in its order; [] for any other line.
+
+    >>> nccl_socket_interfaces("NCCL INFO NET/Socket : Using [0]enp7s0:10.1.2.3<0> [1]pod-link0:169.254.1.2<0>")
+    [('enp7s0', '10.1.2.3'), ('pod-link0', '169.254.1.2')]
+    """
+    at = line.find("NET/Socket : Using [")
+    if at < 0:
+        return []
+    return [(m.group(2), m.group(3)) for m in _NCCL_IFACE_ENTRY.finditer(line, at)]
 
 
 def register_refusal(exc_line: str, frames: str = "") -> int | None:
@@ -729,6 +757,7 @@ _TRIGGER = re.compile(
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
     r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
     r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity|"
+    r"NET/Socket : Using|Connect: [Cc]onnect to|"  # NCCL's socket interfaces and connects, pasted without "NCCL"
     r"psm_[0-9a-f]|vllm_offload_"  # a listing of /dev/shm (parsers/shm_listing.py); nccl-* segments match NCCL's "nccl"
 )
 
@@ -929,7 +958,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "nccl_info", {}, {"level": "INFO", "event": "init_start", "nccl_rank": int(start.group(1)),
                                  "nranks": int(start.group(2)), "message": msg[:500]}
     if (iface := nccl_interface(head)) is not None:
-        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
+        listed = nccl_socket_interfaces(head)
+        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500],
+                                 **({"net_ifs": [list(x) for x in listed]} if len(listed) > 1 else {})}
     if DEEPEP_DISPATCH_CAP.search(head):
         return "failure", {}, {"failure": "dispatch_cap", "engine": "deepep", "message": msg[:2000]}
     if HICACHE_HOST_SMALLER.search(head):
@@ -958,6 +989,13 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "dist_transport", {}, {**gloo, "message": msg[:2000]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
+    if (conn := NCCL_CONNECT.search(head)) is not None:
+        # a retry is NCCL's INFO (it tries again); the give-up and the hard failure are its WARNs
+        if "retrying" in head:
+            return "nccl_info", {}, {"level": "INFO", "event": "connect_retry", "peer": conn.group(1),
+                                     "error": conn.group(2).strip(), "message": msg[:500]}
+        return "failure", {}, {"failure": "nccl_error", "peer": conn.group(1), "error": conn.group(2).strip(),
+                               "message": msg[:2000]}
     if _PEER_EXITED.search(head):
         return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
     # the store's server side that cannot bind (``The server socket has failed to listen … name: EADDRINUSE``,
@@ -1480,5 +1518,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MEMORY_RESUME_FAILED", "MEMORY_SAVER_OOM", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "NCCL_CONNECT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MEMORY_RESUME_FAILED", "MEMORY_SAVER_OOM", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault", "nccl_interface", "nccl_socket_interfaces",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]
