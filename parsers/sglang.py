@@ -41,7 +41,13 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import gloo_transport, nccl_interface, nccl_socket_interfaces, oom_figures, register_refusal
+from parsers.failures import (
+    gloo_transport,
+    nccl_interface,
+    nccl_socket_interfaces,
+    oom_figures,
+    register_refusal,
+)
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
