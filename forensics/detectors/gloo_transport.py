@@ -86,8 +86,10 @@ def _unreached(env: dict[str, str], fallback: list[Row]) -> tuple[str, str] | No
     launch = env.get("GLOO_SOCKET_IFNAME")
     if not launch or not fallback:
         return None
-    ray = [r for r in fallback if r.get("envelope") == "ray" or str(r.get("container") or "").startswith("Ray")]
-    where = next((str(r.get("host")) for r in ray if r.get("host")), None)
+    ray = [r for r in fallback if r.get("envelope") == "ray" or str(r.get("container") or "").startswith("Ray")
+           or str(attrs(r).get("process") or "").startswith("Ray")]
+    # the worker's node: Ray's ``(RayWorkerWrapper pid=…, ip=…)`` tag, kept as the row's host or its attrs' ip
+    where = next((str(w) for r in ray if (w := r.get("host") or attrs(r).get("ip"))), None)
     if ray:
         said = (f"The launch sets GLOO_SOCKET_IFNAME={launch}, yet a Ray worker{f' on {where}' if where else ''} fell "
                 "back — the variable never reached it: vLLM copies to its Ray workers only its own variables and the "
