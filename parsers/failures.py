@@ -59,6 +59,9 @@ CLASSES = {
     "collective_timeout": "a rank waited past the process-group timeout in a collective",
     "store_timeout": "rendezvous (TCPStore/Gloo) did not complete: a peer never joined",
     "peer_exited": "a peer's socket reached end-of-file (Gloo, TCPStore): the process at the other end had exited",
+    "probe_failed": "a Kubernetes startup, liveness or readiness probe of the container failed (kubelet event)",
+    "probe_restart": "the kubelet killed the container for a failed startup or liveness probe (it will be restarted)",
+    "crash_backoff": "Kubernetes backing off restarting a container that keeps exiting (CrashLoopBackOff)",
     "shm_exhausted": "/dev/shm could not back a segment (too small or full)",
     "signal": "a process died of a signal (SIGBUS, SIGSEGV, SIGABRT, SIGKILL)",
     "process_exit": "a process exited or died with a code",
@@ -236,6 +239,55 @@ _WORKSPACE = re.compile(
 )
 _WS_NEED = re.compile(r"(?:with size|need) (\d+)")
 
+# --- Kubernetes' kubelet restarting a container (its events, as ``kubectl describe pod`` / ``kubectl get events`` print
+# them) ---
+#: a probe that failed: kubernetes pkg/kubelet/prober/prober.go (1.2x) records ``%s probe failed: %s`` (probe type
+#: Startup/Liveness/Readiness, then the probe's output: ``Get "http://…/health": dial tcp …: connect: connection
+#: refused``, ``HTTP probe failed with statuscode: 503``, ``context deadline exceeded``); describe aggregates repeats
+#: as ``(x3 over 13s)`` in the Age column
+PROBE_FAILED = re.compile(r"\b(Startup|Liveness|Readiness) probe failed: ?(.{0,300})")
+_EVENT_REPEATS = re.compile(r"\(x(\d{1,6}) over ")
+#: the kubelet killing the container for it: pkg/kubelet/kuberuntime/kuberuntime_manager.go (1.2x)
+#: ``computePodActions``: ``Container %s failed %s probe`` + ``, will be restarted`` (the Killing event); only
+#: startup and liveness probes restart a container (Kubernetes docs, "Configure Liveness, Readiness and Startup
+#: Probes": a readiness failure only takes the pod out of its Service's endpoints)
+PROBE_RESTART = re.compile(r"Container (\S{1,253}) failed (startup|liveness) probe, will be restarted")
+#: the restart loop: pkg/kubelet/kuberuntime/kuberuntime_manager.go (1.2x) ``doBackOff``: ``Back-off restarting
+#: failed container %s in pod %s`` (the BackOff event), the container's waiting reason ``CrashLoopBackOff`` in
+#: ``kubectl get pods``' STATUS column (``NAME  READY  STATUS  RESTARTS  AGE``) or describe's ``Reason:``
+_BACKOFF = re.compile(r"Back-off restarting failed container(?: (\S{1,253}))?|\bCrashLoopBackOff\b")
+_GET_PODS_RESTARTS = re.compile(r"^\s*\S+\s+\d+/\d+\s+CrashLoopBackOff\s+(\d{1,6})\b")
+
+
+def kubelet_restart(text: str) -> dict[str, Any] | None:
+    """The facts of a kubelet event or pod status line that says a container's probe failed or that it was restarted:
+    ``event`` (``probe_failed``, ``probe_restart``, ``crash_backoff``), ``probe``, ``probe_output``, ``refused``,
+    ``count``, ``container``, ``restarts``; None for any other text.
+
+    >>> kubelet_restart('Warning  Unhealthy  3s (x3 over 13s)  kubelet  Startup probe failed: Get "http://10.1.0.7:8000/health": '
+    ...                 'dial tcp 10.1.0.7:8000: connect: connection refused')["count"]
+    3
+    >>> kubelet_restart("Normal  Killing  2m  kubelet  Container vllm failed liveness probe, will be restarted")["probe"]
+    'liveness'
+    >>> kubelet_restart("vllm-0   0/1   CrashLoopBackOff   5 (2m30s ago)   13m")["restarts"]
+    5
+    """
+    head = text[:4000]
+    if (k := PROBE_RESTART.search(head)) is not None:
+        return {"event": "probe_restart", "container": k.group(1), "probe": k.group(2),
+                **({"count": int(c.group(1))} if (c := _EVENT_REPEATS.search(head)) else {})}
+    if (p := PROBE_FAILED.search(head)) is not None:
+        out = p.group(2).strip()
+        return {"event": "probe_failed", "probe": p.group(1).lower(), "probe_output": out[:300],
+                "refused": "connection refused" in out,
+                **({"count": int(c.group(1))} if (c := _EVENT_REPEATS.search(head)) else {})}
+    if (b := _BACKOFF.search(head)) is not None:
+        r = _GET_PODS_RESTARTS.search(head)
+        return {"event": "crash_backoff", **({"container": b.group(1)} if b.group(1) else {}),
+                **({"restarts": int(r.group(1))} if r else {})}
+    return None
+
+
 # --- NCCL / c10d (§4) ---
 _NCCL = re.compile(
     r"NCCL error in: |ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError|ncclInvalidUsage|"
@@ -351,8 +403,20 @@ HICACHE_HOST_SMALLER = re.compile(r"The host memory should be larger than the de
 #: NCCL starting a communicator (nccl src/init.cc (v2.18-2.27) ``ncclCommInitRank comm %p rank %d nranks %d cudaDev %d
 #: nvmlDev %d busId %lx commId 0x%llx - Init START``; its ``Init COMPLETE`` follows once every rank joined)
 _NCCL_INIT_START = re.compile(r"NCCL INFO ncclCommInitRank(?:Config)? comm \S+ rank (\d+) nranks (\d+) [^\n]{0,200}- Init START")
-_NCCL_IFACE = re.compile(r"NCCL INFO (?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
+_NCCL_IFACE = re.compile(r"(?:NCCL INFO |^\s*(?=NET/Socket : Using \[))"
+                         r"(?:NET/Socket : Using|Bootstrap : Using|NET/IB : Using [^;\n]{0,2000}; OOB) "
                          r"(?:\[\d+\])?([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
+#: every interface of the socket transport's list: nccl src/transport/net_socket.cc (v2.18-2.27) prints all the
+#: interfaces it found (up to MAX_IFS) as ``NET/Socket : Using [0]eth0:10.1.2.3<0> [1]eth1:10.2.2.3<0>``, and
+#: each is one NCCL network device its channels can use; a paste may drop the ``host:pid:tid [dev] NCCL INFO``
+#: prefix, which the ``[i]`` entries still identify
+_NCCL_IFACE_ENTRY = re.compile(r"\[(\d{1,2})\]([\w.-]{1,40}):([0-9A-Fa-f.:%\w-]{2,60})<")
+#: NCCL's own connect attempts to a peer's socket (nccl src/misc/socket.cc ``socketConnectCheck`` (v2.23-2.27):
+#: INFO ``%s: connect to %s returned %s, retrying (%d/%d) after sleep for %u msec``, WARN ``%s: connect to %s
+#: returned %s, exceeded error retry count after %d attempts`` and ``%s: connect to %s failed : %s``, %s being
+#: socketStartConnect or socketPollConnect; v2.19-2.22 capitalise ``Connect to``), also where a paste dropped the
+#: ``NCCL INFO``/``NCCL WARN`` prefix
+NCCL_CONNECT = re.compile(r"\bsocket(?:Start|Poll)Connect: [Cc]onnect to (\S+) (?:returned |failed : ?)([^,\n]{1,120})")
 
 # --- process death (§5) ---
 _SHM = re.compile(
@@ -408,9 +472,25 @@ def ray_oom_killed(text: str) -> bool:
 
 
 def nccl_interface(line: str) -> tuple[str, str] | None:
-    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None."""
+    """(interface, address) of an NCCL INFO line naming the interface it uses for its sockets, else None.
+
+    >>> nccl_interface("NET/Socket : Using [0]enp7s0:10.1.2.3<0> [1]pod-link0:169.254.1.2<0>")
+    ('enp7s0', '10.1.2.3')
+    """
     m = _NCCL_IFACE.search(line)
     return (m.group(1), m.group(2)) if m else None
+
+
+def nccl_socket_interfaces(line: str) -> list[tuple[str, str]]:
+    """Every (interface, address) of NCCL's ``NET/Socket : Using [0]… [1]…`` list, in its order; [] for any other line.
+
+    >>> nccl_socket_interfaces("NCCL INFO NET/Socket : Using [0]enp7s0:10.1.2.3<0> [1]pod-link0:169.254.1.2<0>")
+    [('enp7s0', '10.1.2.3'), ('pod-link0', '169.254.1.2')]
+    """
+    at = line.find("NET/Socket : Using [")
+    if at < 0:
+        return []
+    return [(m.group(2), m.group(3)) for m in _NCCL_IFACE_ENTRY.finditer(line, at)]
 
 
 def register_refusal(exc_line: str, frames: str = "") -> int | None:
@@ -740,6 +820,7 @@ _TRIGGER = re.compile(
     r"device handle|No devices|not supported in this architecture|not supported on CUDA arch|no kernel image|"
     r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
     r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity|"
+    r"NET/Socket : Using|Connect: [Cc]onnect to|CrashLoopBackOff|"  # NCCL's socket interfaces and connects, pasted without "NCCL"
     r"psm_[0-9a-f]|vllm_offload_"  # a listing of /dev/shm (parsers/shm_listing.py); nccl-* segments match NCCL's "nccl"
 )
 
@@ -945,7 +1026,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "nccl_info", {}, {"level": "INFO", "event": "init_start", "nccl_rank": int(start.group(1)),
                                  "nranks": int(start.group(2)), "message": msg[:500]}
     if (iface := nccl_interface(head)) is not None:
-        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500]}
+        listed = nccl_socket_interfaces(head)
+        return "nccl_info", {}, {"level": "INFO", "net_if": iface[0], "net_ip": iface[1], "message": msg[:500],
+                                 **({"net_ifs": [list(x) for x in listed]} if len(listed) > 1 else {})}
     if DEEPEP_DISPATCH_CAP.search(head):
         return "failure", {}, {"failure": "dispatch_cap", "engine": "deepep", "message": msg[:2000]}
     if HICACHE_HOST_SMALLER.search(head):
@@ -970,10 +1053,20 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
     if (df := _DF_SHM_FULL.match(head)) is not None:
         return "failure", {"ratio": int(df.group(1)) / 100}, {"failure": "shm_exhausted", "df_use_pct": int(df.group(1)),
                                                              "message": msg[:500]}
+    if (kube := kubelet_restart(head)) is not None:  # before the refused-connection wordings below
+        return "failure", {"count": kube.get("count") or kube.get("restarts")}, {
+            "failure": kube.pop("event"), **kube, "message": msg[:2000]}
     if (gloo := gloo_transport(head)) is not None:  # before Gloo's own wording of a refused or closed peer
         return "dist_transport", {}, {**gloo, "message": msg[:2000]}
     if _NCCL.search(head):
         return "failure", {}, {"failure": "nccl_error", "message": msg[:2000]}
+    if (conn := NCCL_CONNECT.search(head)) is not None:
+        # a retry is NCCL's INFO (it tries again); the give-up and the hard failure are its WARNs
+        if "retrying" in head:
+            return "nccl_info", {}, {"level": "INFO", "event": "connect_retry", "peer": conn.group(1),
+                                     "error": conn.group(2).strip(), "message": msg[:500]}
+        return "failure", {}, {"failure": "nccl_error", "peer": conn.group(1), "error": conn.group(2).strip(),
+                               "message": msg[:2000]}
     if _PEER_EXITED.search(head):
         return "failure", {}, {"failure": "peer_exited", "message": msg[:2000]}
     # the store's server side that cannot bind (``The server socket has failed to listen … name: EADDRINUSE``,
@@ -1506,5 +1599,5 @@ def _parse(text: str, path: str, candidates: Iterable[int] | None) -> ParseResul
 #: The gate of the scan, public for ``parsers.routing`` (which runs it with every other reader's at once).
 TRIGGER = _TRIGGER
 
-__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MEMORY_RESUME_FAILED", "MEMORY_SAVER_OOM", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault",
+__all__ = ["CLASSES", "DEEPEP_DISPATCH_CAP", "FORMAT", "NCCL_CONNECT", "HEARTBEAT_MONITOR", "HICACHE_HOST_SMALLER", "KV_POOL_LEAK", "MEMORY_RESUME_FAILED", "MEMORY_SAVER_OOM", "MIB", "NUMACTL_REFUSED", "NUMACTL_REFUSED_IN_TEXT", "TRIGGER", "classify", "compiler_failure", "gloo_transport", "hardware_fault", "kubelet_restart", "nccl_interface", "nccl_socket_interfaces",
            "oom_figures", "parse", "pinned_host_oom", "populate_fault", "process_tag", "ray_oom_killed", "strip_prefix"]

@@ -41,7 +41,13 @@ from datetime import datetime
 from typing import Any
 
 from parsers.failures import classify as classify_failure
-from parsers.failures import gloo_transport, nccl_interface, oom_figures, register_refusal
+from parsers.failures import (
+    gloo_transport,
+    nccl_interface,
+    nccl_socket_interfaces,
+    oom_figures,
+    register_refusal,
+)
 from parsers.schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 from parsers.units import gb_decimal, gib, parse_size
 
@@ -1196,7 +1202,9 @@ class _Scanner:
                 iface = nccl_interface(seg) if m.group("level") == "INFO" else None
                 # a communicator's start (failures.py reads its rank and nranks): a set-up begun, not yet complete
                 start = classify_failure(seg) if m.group("level") == "INFO" and "Init START" in msg else None
-                extra = {"net_if": iface[0], "net_ip": iface[1]} if iface else \
+                listed = nccl_socket_interfaces(seg) if iface else []
+                extra = {"net_if": iface[0], "net_ip": iface[1],
+                         **({"net_ifs": [list(x) for x in listed]} if len(listed) > 1 else {})} if iface else \
                     {k: v for k, v in start[2].items() if k in ("event", "nccl_rank", "nranks")} if start else {}
                 if m.group("level") != "INFO" or "Init COMPLETE" in msg or extra:
                     self._emit("nccl_info", {"host": m.group("host"), "pid": _int(m.group("pid")),

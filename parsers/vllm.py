@@ -231,6 +231,11 @@ _INIT_FAILED = re.compile(
     r"(EngineCore failed to start|Timed out waiting for engines? ?\w*|Timed out waiting for engine core processes to start|Engine core initialization failed|EngineCore initialization failed"
     r"|WorkerProc failed to start|WorkerProc initialization failed|Engine process failed to start)"
 )
+#: vllm vllm/v1/engine/core.py (0.8-0.11+) ``run_engine_core``: "Either SIGTERM or SIGINT will terminate the
+#: engine_core" — its signal handler raises SystemExit, caught as ``logger.debug("EngineCore exiting.")`` (an error
+#: is ``EngineCore failed to start`` / ``encountered a fatal error`` instead); the front-end sends the same SIGTERM to
+#: its engine cores when it is itself stopped
+_CORE_EXITING = re.compile(r"\bEngineCore exiting\.")
 _RPC_TIMEOUT = re.compile(r"RPC call to (\w+) timed out")
 _SHM_WAIT = re.compile(r"No available (?:shared memory broadcast )?block found in " + _NUM + r" seconds?")
 # vllm vllm/executor/ray_utils.py (0.4-0.11) ``_wait_until_pg_ready``: the engine asking Ray for one GPU bundle per
@@ -1134,6 +1139,10 @@ class _Parser:
             return True
         if _RAY_WORKER_EXITED.search(s):
             emit("rank_dead", base, {"cause": "ray_worker_exited", "message": s[:500]})
+            return True
+        if _CORE_EXITING.search(s):
+            # the engine core's SIGTERM/SIGINT handler raised SystemExit (see _CORE_EXITING): a signal, not an error
+            emit("sigterm", base, {"phase": "engine_core_exiting", "signal": "SIGTERM or SIGINT", "message": s[:500]})
             return True
         m = _INIT_FAILED.search(s)
         if m:

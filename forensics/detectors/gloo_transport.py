@@ -73,6 +73,37 @@ def _interface(tl: Timeline, env: dict[str, str]) -> tuple[str, str]:
                                "addresses (`ip -o -4 addr show`), the same on every node")
 
 
+def _unreached(env: dict[str, str], fallback: list[Row]) -> tuple[str, str] | None:
+    """The launch sets GLOO_SOCKET_IFNAME, yet a rank fell back to loopback: the variable never reached that process.
+
+    torch binds the interface GLOO_SOCKET_IFNAME names when the variable is in its environment and only otherwise
+    resolves the host name, whose failure is the fallback warning (pytorch torch/csrc/distributed/c10d/
+    ProcessGroupGloo.cpp (2.x) ``createDefaultDevice``), so the warning proves the rank ran without it. A Ray worker
+    (vLLM's Ray executor) does not inherit the driver's shell: vLLM copies to its Ray actors only its own variables
+    and, in recent releases, names with the prefixes VLLM_, LMCACHE_, NCCL_, UCX_, HF_, HUGGING_FACE_ (vllm
+    vllm/ray/ray_env.py ``get_env_vars_to_copy``; VLLM_RAY_EXTRA_ENV_VARS_TO_COPY adds more); a worker on another
+    node otherwise runs with the environment its node's ``ray start`` had."""
+    launch = env.get("GLOO_SOCKET_IFNAME")
+    if not launch or not fallback:
+        return None
+    ray = [r for r in fallback if r.get("envelope") == "ray" or str(r.get("container") or "").startswith("Ray")
+           or str(attrs(r).get("process") or "").startswith("Ray")]
+    # the worker's node: Ray's ``(RayWorkerWrapper pid=…, ip=…)`` tag, kept as the row's host or its attrs' ip
+    where = next((str(w) for r in ray if (w := r.get("host") or attrs(r).get("ip"))), None)
+    if ray:
+        said = (f"The launch sets GLOO_SOCKET_IFNAME={launch}, yet a Ray worker{f' on {where}' if where else ''} fell "
+                "back — the variable never reached it: vLLM copies to its Ray workers only its own variables and the "
+                "VLLM_/NCCL_/UCX_/HF_ prefixes, not GLOO_SOCKET_IFNAME, and a worker on another node runs with the "
+                "environment its node's `ray start` had.")
+    else:
+        said = (f"The launch sets GLOO_SOCKET_IFNAME={launch}, yet this rank fell back — torch falls back only when "
+                "the variable is not in the process's environment, so it never reached that rank.")
+    return said, ("Export GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) in the environment every node's workers start "
+                  "from — before `ray start` on each node, or in the pod spec of every leader and worker — or list "
+                  "it in VLLM_RAY_EXTRA_ENV_VARS_TO_COPY where the vLLM release has it; on the `vllm serve` command "
+                  "line it reaches the head node's processes only.")
+
+
 def detect(tl: Timeline) -> list[Finding]:
     transport = rows(tl, "dist_transport")
     fails = [r for r in transport if _facts(r).get("event") == "connect_full_mesh_failed"]
@@ -132,6 +163,10 @@ def detect(tl: Timeline) -> list[Finding]:
         "Read the first failing rank's log on the other node: a rank that died first closes its connections, and "
         "this error is then its echo.",
     ]
+    unreached = _unreached(env, fallback)
+    if unreached:
+        summary += " " + unreached[0]
+        actions.insert(0, unreached[1])
     reasons = []
     if not loopback and not errors:
         reasons.append("the message's reason (refused, timed out, closed) is not in the input")

@@ -38,7 +38,11 @@ _VENDOR = re.compile(r"vendor err (\d+)")
 _CONNECT = re.compile(r"socketStartConnect: Connect to (\S+) failed : ([^\n]{1,120})|"
                       r"Call to connect (?:failed|returned) ?: ?([^\n]{1,120})|"
                       # NCCL 2.19+ misc/socket.cc ``socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)``
-                      r"socketPollConnect: Connect to (\S+) returned (\d{1,4}\([^)\n]{1,80}\))")
+                      r"socketPollConnect: Connect to (\S+) returned (\d{1,4}\([^)\n]{1,80}\))|"
+                      # NCCL 2.23+ misc/socket.cc ``socketConnectCheck``: ``%s: connect to %s returned %s, retrying
+                      # (%d/%d) after sleep for %u msec`` (INFO), ``… exceeded error retry count …`` and ``%s: connect
+                      # to %s failed : %s`` (WARN), %s = socketStartConnect / socketPollConnect
+                      r"socket(?:Start|Poll)Connect: connect to (\S+) (?:returned |failed : ?)([^,\n]{1,120})")
 
 #: the other documented transport failures (failure_messages.md §4.1, §4.2 code 6)
 _TRANSPORT = re.compile(r"NET/IB : Got async event : (.+)|NET/IB : Unable to open device|"
@@ -73,6 +77,8 @@ def _connect_parts(m: re.Match[str]) -> tuple[str | None, str]:
         return m.group(1), m.group(2)
     if m.group(4):
         return m.group(4), m.group(5)
+    if m.group(6):
+        return m.group(6), m.group(7)
     return None, m.group(3)
 
 
@@ -94,6 +100,23 @@ def routable_interface(tl: Timeline) -> str | None:
         if a.get("net_if") and a.get("net_ip") and not unroutable(str(a["net_ip"])):
             return str(a["net_if"])
     return None
+
+
+def unroutable_interfaces(tl: Timeline) -> list[tuple[str, str]]:
+    """The (interface, address) pairs of NCCL's own socket-interface lists that no other host can reach.
+
+    NCCL's socket transport makes one network device of every interface it lists (nccl src/transport/net_socket.cc
+    (v2.18-2.27) ``NET/Socket : Using [0]… [1]…``) and its channels use them all, so a link-local or loopback entry
+    (a per-node link such as a cloud's metadata or pod-identity link) is an address this node hands its peers for
+    some connections; NCCL_SOCKET_IFNAME selects the interfaces (NCCL's documentation, Environment Variables:
+    a prefix list, ``^`` to exclude; by default ``lo`` and ``docker*`` are excluded and nothing else).
+    """
+    seen: dict[tuple[str, str], None] = {}
+    for r in rows(tl, "nccl_info"):
+        for pair in attrs(r).get("net_ifs") or []:
+            if isinstance(pair, list | tuple) and len(pair) == 2 and unroutable(str(pair[1])):
+                seen[(str(pair[0]), str(pair[1]))] = None
+    return list(seen)
 
 
 def status_of(text: str) -> int | None:
@@ -135,17 +158,31 @@ def detect(tl: Timeline) -> list[Finding]:
                    "process exiting): the collectives over that link cannot complete.")
     flags: list[FlagChange] = []
     local = sorted({w.split("<", 1)[0] for m in connects if (w := _connect_parts(m)[0]) and unroutable(w)})
+    listed = [] if statuses else unroutable_interfaces(tl)
     if local and not statuses:
-        iface = routable_interface(tl)
-        where, why = _connect_parts(connects[0])
+        m = next((c for c in connects if (w := _connect_parts(c)[0]) and unroutable(w)), connects[0])
+        where, why = _connect_parts(m)
         summary = (f"NCCL could not connect to a peer's socket at {where} ({why.strip()}): "
                    f"{', '.join(local)} is a link-local or loopback address, which no other host can reach — the peer "
                    "that advertised it bound NCCL to an interface that does not route between the nodes, so "
                    "NCCL_SOCKET_IFNAME must name the one that does, on every node.")
-        if iface:
-            flags.append(FlagChange("NCCL_SOCKET_IFNAME", None, iface,
-                                    f"NCCL's own lines show {iface} with a routable address on this node; the peer's "
-                                    "advertised address was link-local/loopback (set GLOO_SOCKET_IFNAME the same)"))
+        if listed:
+            summary += (" NCCL's own interface list here has it too ("
+                        + ", ".join(f"{i}:{a}" for i, a in listed[:3]) + "): its socket transport uses every "
+                        "interface it lists, so the link-local one must be left out.")
+    elif listed and (connects or hits):
+        local = sorted({a for _, a in listed})
+        summary = ("NCCL's socket transport lists an interface no other host can reach ("
+                   + ", ".join(f"{i}:{a}" for i, a in listed[:3]) + ", link-local or loopback) beside the routable "
+                   "one; it uses every interface it lists, so connections over that one fail and the collectives "
+                   "between the nodes cannot complete — NCCL_SOCKET_IFNAME must leave it out, on every node.")
+    if local and not statuses and (iface := routable_interface(tl)):
+        why = ("the peer's advertised address was link-local/loopback" if not listed else
+               "NCCL listed " + ", ".join(i for i, _ in listed[:3]) + " beside it, which no other host reaches "
+               "(or exclude just those: ^lo,docker," + ",".join(i for i, _ in listed[:3]) + ")")
+        flags.append(FlagChange("NCCL_SOCKET_IFNAME", None, iface,
+                                f"NCCL's own lines show {iface} with a routable address on this node; {why} "
+                                "(set GLOO_SOCKET_IFNAME the same)"))
     if died:
         summary += " A rank also failed on its own in the input; if it failed first, this is its echo."
     reasons = []
@@ -165,7 +202,7 @@ def detect(tl: Timeline) -> list[Finding]:
                "port, the same MTU end to end; NCCL_IB_HCA naming the adapters that are cabled.",
                "Read the peer's log for the moment of the first error: a peer that crashed or was killed first is "
                "the cause, and this error its echo."]
-    if connects and not statuses:
+    if (connects or listed) and not statuses:
         actions[:2] = ["From each node to the other: `nc -zv <peer> <port>` on the port the WARN names; open the "
                        "ports between the nodes or stop the host firewall there (`iptables -S`, `firewall-cmd "
                        "--list-all`, `ufw status`) — pinging proves nothing, NCCL's ports are TCP.",
