@@ -226,6 +226,15 @@ _ARCH_UNSUPPORTED = re.compile(
     r"quantization method (\w{1,40}) is not supported[ ]{1,4}for the current GPU\. Minimum capability: (\d{2,3})\. "
     r"Current capability: (\d{2,3})"
 )
+#: a dtype or an attention backend the GPU's architecture cannot run, as vLLM checks it before loading: bf16 below
+#: compute capability 8.0 (vllm vllm/platforms/cuda.py ``check_if_supports_dtype``, 0.7+; vllm/worker/worker.py
+#: ``_check_if_gpu_supports_dtype`` before: ``Bfloat16 is only supported on GPUs with compute capability of at least
+#: 8.0. Your {name} GPU has compute capability {c}. You can use float16 instead by explicitly setting the `dtype`
+#: flag in CLI, for example: --dtype=half.``) and FlashAttention-2 on Volta/Turing (vllm
+#: vllm/attention/backends/flash_attn.py, V0: ``Cannot use FlashAttention-2 backend for Volta and Turing GPUs.``)
+_DTYPE_ARCH = re.compile(r"Bfloat16 is only supported on GPUs with compute capability of at least (\d)\.(\d)"
+                         r"(?:\. Your ([^\n]{1,60}?) GPU has compute capability (\d\.\d))?")
+_BACKEND_ARCH = re.compile(r"Cannot use FlashAttention-2 backend for Volta and Turing GPUs")
 #: dlopen(3)'s error for a shared object that needs a symbol no loaded library defines (``ImportError: {path}.so:
 #: undefined symbol: {name}``): the extension was built against another version of the library that should define
 #: it; its mangled namespace names that library (``c10``/``at``/``torch``: PyTorch; ``cu…``: the CUDA driver API)
@@ -997,6 +1006,14 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         return "failure", {}, {"failure": "launch_failure", "message": msg[:2000]}
     if _DEVICE_ASSERT.search(head):
         return "failure", {}, {"failure": "device_assert", "message": msg[:2000]}
+    if (arch := _DTYPE_ARCH.search(head)) is not None:
+        return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120], "dtype": "bfloat16",
+                               "min_arch": int(arch.group(1)) * 10 + int(arch.group(2)), "gpu_name": arch.group(3),
+                               "current_arch": int(float(arch.group(4)) * 10) if arch.group(4) else None,
+                               "message": msg[:2000]}
+    if (arch := _BACKEND_ARCH.search(head)) is not None:
+        return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120], "backend": "FLASH_ATTN",
+                               "min_arch": 80, "message": msg[:2000]}
     if (arch := _ARCH_UNSUPPORTED.search(head)) is not None:
         need = arch.group(1) or arch.group(2) or arch.group(4)
         return "failure", {}, {"failure": "arch_unsupported", "needs": arch.group(0)[:120],

@@ -92,7 +92,19 @@ def _arch(tl: Timeline, found: list[tuple[Row, dict]]) -> Finding:
     needs = str(a.get("needs") or "")
     cfg = server_config(tl)
     flags: list[FlagChange] = []
-    if a.get("quant_method"):
+    if a.get("dtype") == "bfloat16":
+        gpu = f"the {a['gpu_name']}" if a.get("gpu_name") else "this GPU"
+        what = ("bfloat16, which needs compute capability 8.0 or newer (Ampere and later): "
+                + (f"{gpu} has {_capability(a['current_arch'])}" if a.get("current_arch") else f"{gpu} is older"))
+        flags.append(FlagChange("--dtype", cfg.flag_text("dtype"), "half",
+                                "float16 runs on this GPU, as the engine's own message says; a model trained in bf16 "
+                                "may overflow in fp16 on some layers — check its outputs"))
+        actions = ["Launch with --dtype half (float16), or run on a GPU of compute capability 8.0+."]
+    elif a.get("backend") == "FLASH_ATTN":
+        what = "FlashAttention-2, which needs compute capability 8.0 or newer: Volta and Turing GPUs cannot run it"
+        actions = ["Select another attention backend for this GPU: VLLM_ATTENTION_BACKEND=XFORMERS (vLLM V0), or a "
+                   "release that picks a supported backend itself; nothing about memory changes it."]
+    elif a.get("quant_method"):
         method, has = str(a["quant_method"]), a.get("current_arch")
         what = (f"the {method} quantization's kernels: they need compute capability "
                 f"{_capability(a.get('min_arch'))} or newer and this GPU has {_capability(has)}")
