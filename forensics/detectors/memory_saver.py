@@ -39,6 +39,21 @@ def _resume_seen(tl: Timeline) -> bool:
     return not tl.events.filter(pl.col("text").str.contains("resume_memory_occupation", literal=True)).is_empty()
 
 
+def handover_share(flag: str, old: float | None, engine: str, frameworks: str, retried: str) -> FlagChange:
+    """The engine's share of a GPU it hands back and forth with a colocated trainer: one step down from what the
+    launch set, else half each when the launch is not in the input (the trainer's peak decides the exact split)."""
+    if old is not None and old > _STEP:
+        new = round(old - _STEP, 2)
+        why = (f"{engine} share ({old:g} of each GPU) left too little for the trainer at the handover; one step "
+               "down, then size it as 1 − (trainer peak + margin) ÷ GPU memory")
+    else:
+        new = _SPLIT
+        why = ("the colocated trainer needs the rest of each GPU; with no figure for its peak, half each is the "
+               f"starting split (set it through the framework: {frameworks}); lower it further if {retried} fails "
+               "again")
+    return FlagChange(flag, f"{old:g}" if old is not None else None, f"{new:g}", why)
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") == "memory_saver_oom"
             and attrs(r).get("allocator") != "vllm_cumem"]  # vLLM's own allocator: vllm_sleep_mode
@@ -57,16 +72,8 @@ def detect(tl: Timeline) -> list[Finding]:
                "--mem-fraction-static, is more than the GPU has.")
     if len(hits) > 1:
         summary += f" The check printed {len(hits)} such lines."
-    if old is not None and old > _STEP:
-        new = round(old - _STEP, 2)
-        why = (f"SGLang's share ({old:g} of each GPU) left too little for the trainer; one step down, then size it "
-               "as 1 − (trainer peak + margin) ÷ GPU memory")
-    else:
-        new = _SPLIT
-        why = ("the colocated trainer needs the rest of each GPU; with no figure for its peak, half each is the "
-               "starting split (set it through the framework: verl's rollout gpu_memory_utilization, slime's "
-               "--sglang-mem-fraction-static); lower it further if the resume fails again")
-    flags = [FlagChange("--mem-fraction-static", f"{old:g}" if old is not None else None, f"{new:g}", why)]
+    flags = [handover_share("--mem-fraction-static", old, "SGLang's", "verl's rollout gpu_memory_utilization, "
+                            "slime's --sglang-mem-fraction-static", "the resume")]
     actions = [
         "Or free the trainer's memory before SGLang resumes: offload its parameters and optimizer state "
         "(FSDP/Megatron offload options of the framework) and empty its allocator cache first.",

@@ -18,14 +18,11 @@ import polars as pl
 
 from forensics.facts.launch import server_config
 from forensics.facts.rows import attrs, rows
-from forensics.model import Finding, FlagChange, Timeline
+from forensics.model import Finding, Timeline
 
 from ._common import make_finding
+from .memory_saver import handover_share
 
-#: with no figure for the trainer's peak, half of each GPU to each tenant is the starting split
-_SPLIT = 0.5
-#: one step down from a stated fraction that proved too large
-_STEP = 0.1
 #: what in a log says the engine was waking up: the allocator's and the executor's frames and vLLM's
 #: "It took … seconds to wake up" (vllm/executor/executor_base.py, v1/engine/core.py)
 _WAKE = r"\bwake_up\b|\bto wake up\b"
@@ -52,16 +49,8 @@ def detect(tl: Timeline) -> list[Finding]:
                "KV cache its --gpu-memory-utilization reserved — is more than the GPU has.")
     if len(hits) > 1:
         summary += f" The allocator reported it {len(hits)} times (one line per engine or rank)."
-    if old is not None and old > _STEP:
-        new = round(old - _STEP, 2)
-        why = (f"vLLM's share ({old:g} of each GPU) left too little for the trainer at the handover; one step "
-               "down, then size it as 1 − (trainer peak + margin) ÷ GPU memory")
-    else:
-        new = _SPLIT
-        why = ("the colocated trainer needs the rest of each GPU; with no figure for its peak, half each is the "
-               "starting split (set it through the framework: OpenRLHF --vllm_gpu_memory_utilization, verl's "
-               "rollout gpu_memory_utilization); lower it further if the wake-up fails again")
-    flags = [FlagChange("--gpu-memory-utilization", f"{old:g}" if old is not None else None, f"{new:g}", why)]
+    flags = [handover_share("--gpu-memory-utilization", old, "vLLM's", "OpenRLHF --vllm_gpu_memory_utilization, "
+                            "verl's rollout gpu_memory_utilization", "the wake-up")]
     actions = [
         "Or free the trainer's memory before vLLM wakes up: offload its parameters and optimizer state and empty "
         "its allocator cache (torch.cuda.empty_cache()) first; waking the weights before the KV cache "
