@@ -413,3 +413,19 @@ def test_a_chart_needs_enough_samples_to_show_a_course():
     assert any("Only 2 time-stamped host memory sample(s)" in n for n in few.notes)
     enough = plots.timeline_plots(Timeline(events=rows_to_frame(host_rows(3), source="free", path="free.txt")))
     assert "host-memory" in [f.key for f in enough.figures]
+
+
+def test_a_consequences_fixes_are_answered_by_its_cause_but_its_clean_up_stays():
+    """Beside the cause it follows, a consequence's own fixes (find the rank that failed first) are no step; what it
+    left behind (a GPU still held) is still to clean up. Without a cause, its fixes are the steps."""
+    from forensics.report.document import next_steps
+
+    cause = {"rule_id": "SGL-GPU-001", "severity": "critical", "remediation": {"actions": ["Lower the fraction."]}}
+    echo = {"rule_id": "SGL-NCCL-002", "severity": "high", "consequence_of": "SGL-GPU-001",
+            "remediation": {"actions": ["Find the first rank that failed (its traceback, an OOM kill) and fix that.",
+                                        "Kill the holders: `kill -9 4242`."]}}
+    doc = {"root_cause": "SGL-GPU-001", "findings": [cause, echo]}
+    steps = [(s["rule_id"], s["group"]) for s in next_steps(doc)]
+    assert steps == [("SGL-GPU-001", "fix"), ("SGL-NCCL-002", "clean")], steps
+    alone = {"root_cause": None, "findings": [{**echo, "consequence_of": None}]}
+    assert [s["group"] for s in next_steps(alone)] == ["fix", "clean"]

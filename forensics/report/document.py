@@ -147,7 +147,7 @@ def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
 MAX_NEXT_STEPS = 8
 #: The groups of next steps, in the order they are done.
 STEP_GROUPS = (("fix", "Fix"), ("confirm", "Confirm first"), ("clean", "Clean up"))
-_CLEANUP_RE = re.compile(r"\b(?:kill|pkill|killall|fuser\s+-k|gpu-reset|reboot|ipcrm|rm\s|umount|holders?|"
+_CLEANUP_RE = re.compile(r"\b(?<!OOM )(?<!oom )(?:kill|pkill|killall|fuser\s+-k|gpu-reset|reboot|ipcrm|rm\s|umount|holders?|"
                          r"stop the container|release|free the|still hold)", re.I)
 _CONFIRM_RE = re.compile(r"^\s*(?:before (?:relaunching|restarting),?\s*)?(?:to confirm|confirm|check|verify|look for|"
                          r"find (?:out|what)|read|see whether)\b", re.I)
@@ -220,13 +220,16 @@ def next_steps(doc: dict[str, Any], limit: int = MAX_NEXT_STEPS) -> list[dict[st
     """
     picked: list[dict[str, Any]] = []
     findings = ordered_findings(doc)
-    # an info finding's advice (how to read the failure lines it lists) is no step beside a finding that explains
+    # an info finding's advice (how to read the failure lines it lists) is no step beside a finding that explains;
+    # a consequence's own fixes (find the rank that failed first) are answered by the cause it follows, but what it
+    # left behind (memory still held) is still to clean up
     informative = [f for f in findings if f.get("severity") != "info"]
+    explained = any(not f.get("consequence_of") for f in informative)
     for f in informative or findings:
         for action in (f.get("remediation") or {}).get("actions") or []:
             text = str(action)
             group = step_group(text)
-            if group is None:
+            if group is None or (explained and f.get("consequence_of") and group != "clean"):
                 continue
             step = {"group": group, "text": text, "rule_id": f.get("rule_id"), "commands": complete_commands(text)}
             step["_all"] = action_commands(text)
