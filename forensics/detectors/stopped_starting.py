@@ -23,6 +23,7 @@ because the server is dead, and the rule that explains the death is the cause. N
 
 from __future__ import annotations
 
+from forensics.facts.probes import startup_probe_failures
 from forensics.facts.rows import Row, attrs, rows
 from forensics.facts.stages import furthest_in, served
 from forensics.model import Finding, Timeline
@@ -64,8 +65,9 @@ def _own_failures(tl: Timeline) -> list[Row]:
 def detect(tl: Timeline) -> list[Finding]:
     kube = [r for r in rows(tl, "failure") if attrs(r).get("failure") in _KUBE]
     kills = [r for r in kube if attrs(r).get("failure") == "probe_restart"]
+    noise = {(r.get("file"), r.get("line")) for r in startup_probe_failures(tl)}  # a start that then came up
     probes = [r for r in kube if attrs(r).get("failure") == "probe_failed" and attrs(r).get("probe") in
-              ("startup", "liveness")]
+              ("startup", "liveness") and (r.get("file"), r.get("line")) not in noise]
     backoff = [r for r in kube if attrs(r).get("failure") == "crash_backoff"]
     init_stops = [r for r in rows(tl, "exception", "failure") if _sigterm_in_init(r)]
     core_exits = [r for r in rows(tl, "sigterm") if attrs(r).get("phase") == "engine_core_exiting"]
