@@ -35,6 +35,7 @@ from forensics.detectors.reconcile import reconcile_flags
 from forensics.facts.launch import ranks_per_host, server_config
 from forensics.facts.versions import IMAGE_TAG_RE, parse_version, version_text
 from forensics.model import SEVERITY_RANK, Facts, Finding, Timeline
+from forensics.report.launch_env import CONFIG_LAUNCHERS, LaunchWords, env_style, is_env_setting, place_env
 from parsers import free as free_parser
 from parsers import launch as launch_parser
 from parsers.launch.config import describe_commands
@@ -620,14 +621,40 @@ def run_check(opts: CheckOptions) -> CheckResult:
 
 
 def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
-    """The user's own argv with the flag values changed (``--flag v`` and ``--flag=v``; aliases too);
-    a flag the command did not have is appended.
+    """The user's own launch words with the flag values changed (``--flag v`` and ``--flag=v``; aliases too;
+    a flag the command did not have is appended) and its environment settings where its launcher reads them:
+    ``-e NAME=value`` of a ``docker run``, ``NAME=value`` before a shell's command; a compose service's or a
+    Kubernetes container's are keys of its file, said by :func:`env_notes` (as report's corrected command,
+    forensics/report/launch_env.py::place_env).
 
     >>> l = Launch("x", 1, 1, "", ["python", "-m", "sglang.launch_server", "--tp", "8", "--hicache-size=300"],
     ...            {}, {"--tp-size": "--tp"}, {})
     >>> corrected_argv(l, {"--hicache-size": "48", "--tp-size": "4", "--context-length": "8192"})[3:]
     ['--tp', '4', '--hicache-size=48', '--context-length', '8192']
+    >>> d = Launch("x", 1, 1, "", ["img", "--tp", "8"], {}, {}, {"container_argv": ["docker", "run", "-e", "A=1"]})
+    >>> corrected_argv(d, {"A": "2"})
+    ['docker', 'run', '-e', 'A=2', 'img', '--tp', '8']
     """
+    style = env_style(launch.attrs)
+    argv = _command_with_flags(launch, {k: v for k, v in changes.items() if not is_env_setting(k)})
+    before = [str(w) for w in launch.attrs.get("env_argv") or []] if style == "shell" else []
+    container = [str(w) for w in launch.attrs["container_argv"]] if style == "docker" else None
+    words = before + argv
+    placed, _notes = place_env(style, LaunchWords(words, words), _env_changes(changes), container)
+    return placed.new if placed is not None else words
+
+
+def env_notes(launch: Launch, changes: dict[str, str]) -> list[str]:
+    """Which key of a compose service's ``environment:`` or a Kubernetes container's ``env:`` to set for each
+    environment setting of the corrections; none for a shell or docker launch (its command carries them)."""
+    return place_env(env_style(launch.attrs), None, _env_changes(changes))[1]
+
+
+def _env_changes(changes: dict[str, str]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in changes.items() if is_env_setting(k)]
+
+
+def _command_with_flags(launch: Launch, changes: dict[str, str]) -> list[str]:
     argv = list(launch.argv)
     for flag, new in changes.items():
         if " " in flag:  # a key inside a JSON-valued flag: ``--kv-transfer-config kv_connector_extra_config.cpu_…``
@@ -648,8 +675,6 @@ def corrected_argv(launch: Launch, changes: dict[str, str]) -> list[str]:
                 done = True
         if not done and flag.startswith("--"):
             argv += [flag, new]
-        elif not done and flag.isupper():  # an environment variable: set before the program
-            argv.insert(0, f"{flag}={new}")
     return argv
 
 
@@ -733,7 +758,12 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
     for flag, new in container.items():
         out.append("")
         out.append(f"Container: add {flag} {new} to the docker run ({launch.file}:{launch.line}).")
-    if changes:
+    notes = env_notes(launch, changes)
+    if notes:
+        out.append("")
+        out.append(f"Environment ({launch.file}):")
+        out += [f"  {n}" for n in notes]
+    if changes and not (notes and launch.argv and not _command_changes(launch, changes)):
         out.append("")
         if launch.argv:
             out.append("Corrected command:" if launch.attrs.get("launcher") != "compose" else
@@ -765,6 +795,13 @@ def render_text(res: CheckResult, fail_on: str | None) -> str:
                     "is 0 whatever is found.")
     out.append("Next: " + _next_step(res, changes, container, bool(steps), bool(worst), fail_on))
     return "\n".join(out) + "\n"
+
+
+def _command_changes(launch: Launch, changes: dict[str, str]) -> dict[str, str]:
+    """The corrections that are words of the command: all but the environment of a compose or Kubernetes launch."""
+    if env_style(launch.attrs) not in CONFIG_LAUNCHERS:
+        return changes
+    return {k: v for k, v in changes.items() if not is_env_setting(k)}
 
 
 def _size_word(n: int) -> str:
@@ -807,7 +844,7 @@ def _next_step(res: CheckResult, changes: dict[str, str], container: dict[str, s
         return f"check the corrected command before launching it: `{check_again(res, fixed, fail_on)}`"
     if changes or container:
         what = ("the changes above" if not launch.argv or container and not changes
-                else "the corrected command")
+                or changes and not _command_changes(launch, changes) else "the corrected command")
         where = (f"{launch.file} (lines {launch.line}–{launch.line_end})" if launch.line_end > launch.line
                  else f"{launch.file}:{launch.line}")
         return f"put {what} in {where}, then check it again: `{check_again(res, fail_on=fail_on)}`"

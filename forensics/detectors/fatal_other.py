@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from forensics.facts.engines import engine_of, flag_for
 from forensics.facts.launch import server_config
 from forensics.facts.oom import phase_of_frames
+from forensics.facts.probes import startup_probe_failures
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
@@ -171,7 +172,9 @@ def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
         if SEVERITY_RANK[f.severity] <= SEVERITY_RANK["high"] and f.rule_id != "SGL-RUN-002":
             for e in f.evidence:
                 first_cited[e.file] = min(first_cited.get(e.file, e.line), e.line)
-    all_rows = rows(tl, *FAILURE_LINE_KINDS)
+    # the kubelet probing a server that then came up: every start's own noise, counted, not listed
+    noise = {(r.get("file"), r.get("line")) for r in startup_probe_failures(tl)}
+    all_rows = [r for r in rows(tl, *FAILURE_LINE_KINDS) if (r.get("file"), r.get("line")) not in noise]
     by_pos = {(r.get("file"), r.get("line")): r for r in all_rows}
     explained_kinds = {(r.get("file"), r.get("kind"), failure_class(r))
                        for pos in cited if (r := by_pos.get(pos)) is not None}
@@ -199,6 +202,7 @@ def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
         confidence="high",
         confidence_reason=None,
         figures={"unexplained_lines": where[:500], "unexplained_count": len(left),
+                 "startup_probe_failures": len(noise) or None,
                  "kinds": sorted({r["kind"] if r["kind"] != "failure" else f"failure:{failure_class(r)}" for r in left})},
         actions=["Each line is listed as file:line; the first one in time on the first rank that failed is usually the "
                  "one to read. If it explains the incident, `forensics explain SGL-RUN-002` says how to report it."],

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.model import SEVERITY_RANK, Timeline
-from forensics.report.launch_env import CONFIG_LAUNCHERS, env_note, env_style, env_word, set_docker_env
+from forensics.report.launch_env import LaunchWords, env_style, env_word, is_env_setting, place_env
 from parsers.launch.frameworks import override_key
 
 _FINDING_DEFAULTS: dict[str, Any] = {
@@ -111,12 +111,7 @@ def flag_key(flag: str) -> str:
     return flag.strip().lstrip("-").replace("_", "-").lower()
 
 
-_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
-
-
-def is_env_setting(flag: str) -> bool:
-    """An environment variable (``SGLANG_WAIT_PORT_TIMEOUT``), set before the command, not a flag of it."""
-    return bool(_ENV_NAME.match(flag))
+__all__ = ["is_env_setting"]  # forensics/report/launch_env.py: shared with `forensics check`
 
 
 def flag_changes(doc: dict[str, Any]) -> list[FlagRow]:
@@ -334,22 +329,16 @@ def corrected_argv(argv: list[str], flags: list[FlagRow]) -> tuple[list[str], se
     >>> new, sorted(changed)
     (['sglang', '--tp-size', '8', '--hicache-size=48'], [3])
     """
+    env = [(ch.flag, ch.new) for ch in flags if is_env_setting(ch.flag)]
+    if env:  # VAR=value before the program, replacing the one the command set (forensics/report/launch_env.py)
+        placed, _notes = place_env("shell", LaunchWords(list(argv), *corrected_argv(
+            argv, [ch for ch in flags if not is_env_setting(ch.flag)])), env)
+        assert placed is not None
+        return placed.new, placed.changed, placed.old_changed
     new = list(argv)
     old_marks: set[int] = set()
     origin = list(range(len(argv)))  # new index → old index (None for appended tokens)
     for ch in flags:
-        if is_env_setting(ch.flag):  # VAR=value before the program, replacing the one the command set
-            at = next((i for i, t in enumerate(new) if t.startswith(ch.flag + "=")), None)
-            if at is not None:
-                if origin[at] is not None:
-                    old_marks.add(origin[at])
-                new[at], origin[at] = f"{ch.flag}={ch.new}", None
-                if not ch.new:
-                    del new[at], origin[at]
-            elif ch.new:
-                new.insert(0, f"{ch.flag}={ch.new}")
-                origin.insert(0, None)
-            continue
         if override_key(ch.flag):  # a Hydra override word: key=value, set in place or appended
             at = next((i for i, t in enumerate(new) if t.lstrip("+~").split("=", 1)[0] == ch.flag), None)
             if at is not None:
@@ -420,17 +409,16 @@ def launch_fix(doc: dict[str, Any], tl: Timeline | None) -> LaunchFix:
         elif r.old is None and flag_key(r.flag) in values:
             r.old, r.old_source = values[flag_key(r.flag)], fix.source
     fix.env_style = env_style(attrs) if row.get("kind") == "launch_command" else "shell"
-    in_command = [r for r in flags if fix.env_style == "shell" or not is_env_setting(r.flag)]
-    if fix.env_style in CONFIG_LAUNCHERS:
-        fix.env_notes = [n for r in flags if is_env_setting(r.flag) and (n := env_note(fix.env_style, r.flag, r.new))]
     if argv and fix.env_style == "shell" and attrs.get("env_argv"):
         argv = [str(w) for w in attrs["env_argv"]] + argv  # the command's own VAR=value words stay with it
-    if argv:
-        fix.old_argv = argv
-        fix.new_argv, fix.changed_tokens, fix.old_changed_tokens = corrected_argv(argv, in_command)
-        if fix.env_style == "docker":
-            _prepend_container(fix, [str(w) for w in attrs["container_argv"]],
-                               [r for r in flags if is_env_setting(r.flag)])
+    command = LaunchWords(argv, *corrected_argv(argv, [r for r in flags if not is_env_setting(r.flag)])) \
+        if argv else None
+    container = [str(w) for w in attrs["container_argv"]] if fix.env_style == "docker" else None
+    placed, fix.env_notes = place_env(fix.env_style, command, [(r.flag, r.new) for r in flags
+                                                               if is_env_setting(r.flag)], container)
+    if placed is not None:
+        fix.old_argv, fix.new_argv = placed.old, placed.new
+        fix.changed_tokens, fix.old_changed_tokens = placed.changed, placed.old_changed
     return fix
 
 
@@ -440,26 +428,5 @@ def _row_attrs(row: dict[str, Any]) -> dict[str, Any]:
     except (ValueError, TypeError):
         return {}
     return attrs if isinstance(attrs, dict) else {}
-
-
-def _prepend_container(fix: LaunchFix, words: list[str], env_rows: list[FlagRow]) -> None:
-    """The whole ``docker run … image command`` with the environment settings as ``-e`` options of the
-    container (forensics/report/launch_env.py), the command's changes shifted after them."""
-    new_words, changed, old_marks = list(words), set(), set()
-    for r in env_rows:
-        before = len(new_words)
-        new_words, ch, old = set_docker_env(new_words, r.flag, r.new)
-        shift = len(new_words) - before
-        if shift:  # words after an insertion (or a removal) move; earlier marks before it stay
-            at = min(ch | old) if ch | old else len(new_words)
-            changed = {i + shift if i >= at else i for i in changed}
-        changed |= ch
-        old_marks |= set_docker_env(words, r.flag, r.new)[2]  # as the original words number them
-    assert fix.old_argv is not None and fix.new_argv is not None
-    n_old, n_new = len(words), len(new_words)
-    fix.old_changed_tokens = old_marks | {i + n_old for i in fix.old_changed_tokens}
-    fix.changed_tokens = changed | {i + n_new for i in fix.changed_tokens}
-    fix.old_argv = words + fix.old_argv
-    fix.new_argv = new_words + fix.new_argv
 
 
