@@ -491,6 +491,23 @@ def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> Fl
 _WORKAROUND_RE = re.compile(r"To work around this error, add (--[a-z0-9][a-z0-9-]{2,60}) to your launch command")
 
 
+#: an engine failure that prescribes its own environment setting, ``Try SGLANG_X=v``: sglang
+#: python/sglang/srt/layers/moe/moe_runner/flashinfer_cutedsl.py (2026 main) raises ``AssertionError("NVFP4 dispatch scale has stride(-1)=…; .view(float8_e4m3fn)
+#: requires stride(-1)==1. Try SGLANG_MOE_NVFP4_DISPATCH=0 or check DeepEP version.")``; only SGLANG_* names, the
+#: engine's own switches, are taken
+_PRESCRIBED_ENV_RE = re.compile(r"\bTry (SGLANG_[A-Z0-9_]{3,60})=([A-Za-z0-9_.-]{1,20})\b")
+
+
+def _prescribed_env(fatal: list[Row]) -> FlagChange | None:
+    """The environment setting the failure's own message prescribes, as a change."""
+    for r in fatal:
+        m = _PRESCRIBED_ENV_RE.search(str(r.get("text") or "")[:4000])
+        if m:
+            return FlagChange(m.group(1), None, m.group(2).rstrip("."),
+                              f"the failure's own message prescribes {m.group(1)}={m.group(2).rstrip('.')}")
+    return None
+
+
 #: the other failure lines of the same death, as a reader names them
 _KIND_WORDS = {
     "sigquit": "the launcher's SIGQUIT (its teardown after a child failed)",
@@ -538,6 +555,8 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
         # peer access, not the model — NCCL does the all-reduce without them
         words += " (a CUDA call inside the engine's custom all-reduce, which shares buffers between the GPUs over CUDA IPC)"
         flags.append(ar)
+    if not flags and (env := _prescribed_env(fatal)) is not None:
+        flags.append(env)
     others = sorted({_KIND_WORDS.get(r["kind"], r["kind"].replace("_", " ")) for r in fatal if r["kind"] != lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None
