@@ -134,6 +134,24 @@ def test_disaggregated_recipe_is_one_launch_per_role_in_file_order() -> None:
     assert [(c["line"], c["line_end"]) for c in cmds] == [(4, 7), (9, 12)]
 
 
+def test_recipe_environment_sections_feed_each_role() -> None:
+    """srt-slurm's ``environment`` (every server) and ``<role>_environment`` sections are the workers' variables."""
+    text = ("environment:\n  NCCL_DEBUG: WARN\n  HOME_DIR: /x\ndecode_environment:\n"
+            "  SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK: \"512\"\n"
+            "prefill:\n  tp-size: 4\n  mem-fraction-static: 0.8\ndecode:\n  tp-size: 8\n  mem-fraction-static: 0.9\n")
+    prefill, decode = launch_config.recipe_commands(text)
+    assert prefill.env == {"NCCL_DEBUG": "WARN"}
+    assert decode.env == {"NCCL_DEBUG": "WARN", "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "512"}
+
+
+def test_recipe_of_environment_sections_only() -> None:
+    text = "decode_environment:\n  SGLANG_MOE_NVFP4_DISPATCH: \"1\"\n"
+    assert launch_config.looks_like_recipe(text)
+    (cmd,) = launch_config.recipe_commands(text)
+    assert cmd.env == {"SGLANG_MOE_NVFP4_DISPATCH": "1"} and cmd.flags == {"--disaggregation-mode": "decode"}
+    assert not launch_config.looks_like_recipe("environment:\n  HOME: /root\n")
+
+
 def test_yaml_that_is_not_a_recipe() -> None:
     text = "name: ci\non: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    port: 8000\n"
     assert launch.sniff(text) < 0.5

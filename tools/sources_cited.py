@@ -53,7 +53,9 @@ PROJECTS = ("sglang", "vllm", "pytorch", "nccl", "linux", "nvidia-open", "procps
             "ray", "rocm", "flashinfer", "triton", "docker", "kubernetes", "systemd", "compose-spec",
             "cpython", "lmcache", "deepgemm", "deepep", "py-spy", "dynamo", "torch_npu", "torch_memory_saver",
             # the RL frameworks that start the engines as rollout engines, and the formats they read
-            "verl", "slime", "openrlhf", "areal", "hydra", "safetensors")
+            "verl", "slime", "openrlhf", "areal", "hydra", "safetensors",
+            # the Slurm launcher of SGLang disaggregated deployments (NVIDIA/srt-slurm), whose recipes name the env
+            "srt-slurm")
 #: one citation in a module docstring or a section banner covers at most this many patterns
 COVERS = 6
 

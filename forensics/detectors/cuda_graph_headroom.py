@@ -33,6 +33,7 @@ from parsers.units import parse_size
 from ._common import GIB, fmt_binary, fmt_gib, make_finding, tag_run
 from .batch_flags import prefill_chunk_flag, running_requests_flag
 from .held_at_start import foreign_processes
+from .kv_cache_capacity import raised_in_kv_allocator
 from .model_fit import weights_overflow
 
 MARGIN_FRACTION = 0.03  # margin over the measured need: max(1 GiB, 3% of the GPU's memory)
@@ -294,6 +295,10 @@ def lost_message_stage(row: Row) -> str | None:
     # the engine's own ``raise`` in the last frame (a KV allocator, a check) is its error, not the allocator's OOM;
     # nor is a failure of the PyTorch compiler (dynamo's frames, its ``from user code:`` trailer) the model's memory
     if _LAST_RAISE_RE.search(_drop_elisions(text)) or compiler_failure(text):
+        return None
+    # cut inside a call to SGLang's KV-slot allocator: what it raises is the pool's logical exhaustion (SGL-KV-002),
+    # not the CUDA allocator's OOM
+    if raised_in_kv_allocator(_drop_elisions(text)):
         return None
     # capture fails for reasons of its own (a backend's plan, a stream-capture error: failure_messages.md §2.2):
     # there the cut must stop where memory was being allocated

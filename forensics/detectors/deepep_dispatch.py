@@ -147,6 +147,17 @@ def detect(tl: Timeline) -> list[Finding]:
                                 + f" requests at once; {new // dp} requests{tokens_note} fit the cap of {cap}"))
         said.append(f"up to {int(running) // dp} running requests per {'DP rank' if dp > 1 else 'rank'} can be "
                     f"decoded in one batch")
+    if not flags:
+        # nothing in the input says how large the refused batch was: the one setting that lifts the refusal is the
+        # cap itself, doubled (SGLang asserts at most 1024 unless DeepEP v2 is in use: sglang
+        # python/sglang/srt/layers/moe/token_dispatcher/deepep.py (2026 main) skips the assert under
+        # ``have_deepep_v2`` / SGLANG_DEEPEP_USE_V2)
+        raised = min(2 * cap, MAX_CAP) if cap < MAX_CAP else 2 * cap
+        flags.append(FlagChange(ENV, str(cap) if cap_text else None, str(raised),
+                                f"the refused batch carried more than {cap} tokens per rank; the input does not say "
+                                f"how many, so the cap is doubled" + ("" if cap < MAX_CAP else
+                                f" (above {MAX_CAP} SGLang asserts unless DeepEP v2 is in use; else keep "
+                                f"--cuda-graph-max-bs and the decode batch at most {fits})")))
     mode_flag, mode_said, in_prefill = _mode_change(cfg, tl, hits, cap, dp, capture)
     if mode_flag is not None:
         flags.insert(0, mode_flag)

@@ -421,6 +421,28 @@ def _torch_compile_flag(tl: Timeline | None, run: list[Row], fatal: list[Row] = 
                                         "instead)"))
 
 
+def _deepep_normal_flag(tl: Timeline | None, run: list[Row]) -> FlagChange | None:
+    """``--deepep-mode auto`` for a CUDA-graph capture that failed in a launch with DeepEP in normal mode and graphs on.
+
+    DeepEP's normal mode (CPU-synchronised dispatch) cannot be captured in a CUDA graph: SGLang added a hint saying
+    so (sglang PR #5014, April 2025) and later turns the graphs off for that mode itself, sglang
+    python/sglang/srt/server_args.py (0.5.x) ``_handle_a2a_moe``: "Cuda graph is disabled because
+    deepep_mode=`normal`". A build that still captures runs its decode graphs through the normal dispatch and fails
+    there. ``auto`` sends decode batches through the low-latency mode, which captures, and prefill through normal.
+    """
+    if tl is None:
+        return None
+    cfg = server_config(tl, run)
+    mode = str(cfg.get("deepep_mode") or "").strip().lower()
+    deepep = cfg.enabled("enable_deepep_moe") or str(cfg.get("moe_a2a_backend") or "").strip().lower() == "deepep"
+    if mode != "normal" or not deepep or cfg.enabled("disable_cuda_graph"):
+        return None
+    return FlagChange("--deepep-mode", "normal", "auto",
+                      "DeepEP's normal mode cannot be captured in a CUDA graph (newer SGLang disables the graphs for "
+                      "it); auto decodes through the low-latency mode, which captures, and keeps normal for prefill "
+                      "(a build that refuses auto with DP attention: low_latency)")
+
+
 #: rows whose text may carry the compiler's failure (a traceback, a capture failure, a loose failure line)
 _COMPILER_KINDS = ("scheduler_exception", "cuda_graph_failed", "failure", "exception")
 
@@ -495,6 +517,23 @@ def _piecewise_flag(lead: Row, tl: Timeline | None, run: list[Row] | None) -> Fl
 _WORKAROUND_RE = re.compile(r"To work around this error, add (--[a-z0-9][a-z0-9-]{2,60}) to your launch command")
 
 
+#: an engine failure that prescribes its own environment setting, ``Try SGLANG_X=v``: sglang
+#: python/sglang/srt/layers/moe/moe_runner/flashinfer_cutedsl.py (2026 main) raises ``AssertionError("NVFP4 dispatch scale has stride(-1)=…; .view(float8_e4m3fn)
+#: requires stride(-1)==1. Try SGLANG_MOE_NVFP4_DISPATCH=0 or check DeepEP version.")``; only SGLANG_* names, the
+#: engine's own switches, are taken
+_PRESCRIBED_ENV_RE = re.compile(r"\bTry (SGLANG_[A-Z0-9_]{3,60})=([A-Za-z0-9_.-]{1,20})\b")
+
+
+def _prescribed_env(fatal: list[Row]) -> FlagChange | None:
+    """The environment setting the failure's own message prescribes, as a change."""
+    for r in fatal:
+        m = _PRESCRIBED_ENV_RE.search(str(r.get("text") or "")[:4000])
+        if m:
+            return FlagChange(m.group(1), None, m.group(2).rstrip("."),
+                              f"the failure's own message prescribes {m.group(1)}={m.group(2).rstrip('.')}")
+    return None
+
+
 #: the other failure lines of the same death, as a reader names them
 _KIND_WORDS = {
     "sigquit": "the launcher's SIGQUIT (its teardown after a child failed)",
@@ -525,7 +564,12 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
     elif run is not None and lead.get("kind") not in ("cuda_oom", "cuda_error_oom") and during_capture(lead, run):
         if lead.get("kind") != "cuda_graph_failed":  # its own words already say so
             words += " while CUDA graphs were being captured"
-        if (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
+        if (normal := _deepep_normal_flag(tl, run)) is not None:
+            # a capture through DeepEP's normal mode is the launch's own contradiction: the mode, not the kernel
+            flags.append(normal)
+            actions = ["Or keep --deepep-mode normal and run without CUDA graphs (--disable-cuda-graph), as SGLang "
+                       "later does on its own for that mode.", *actions]
+        elif (ar_flag := _custom_all_reduce_flag(lead, run, tl)) is not None:
             flags.append(ar_flag)
             actions = ["If the capture still fails with NCCL doing the all-reduce, one run with --disable-cuda-graph "
                        "confirms the capture path is what fails (slower decode).", *actions]
@@ -542,6 +586,8 @@ def _finding(fatal: list[Row], run: list[Row] | None = None, tl: Timeline | None
         # peer access, not the model — NCCL does the all-reduce without them
         words += " (a CUDA call inside the engine's custom all-reduce, which shares buffers between the GPUs over CUDA IPC)"
         flags.append(ar)
+    if not flags and (env := _prescribed_env(fatal)) is not None:
+        flags.append(env)
     others = sorted({_KIND_WORDS.get(r["kind"], r["kind"].replace("_", " ")) for r in fatal if r["kind"] != lead["kind"]})
     # the stage the run had reached when it died (forensics/facts/stages.py): where it failed, when not what
     reached = furthest([r for r in run if before(r, lead) is True]) if run is not None else None

@@ -65,6 +65,8 @@ _TRIED_RE = re.compile(r"Try to allocate (\d+) tokens")
 _FRAME_RE = re.compile(r'File "[^"]*", line \d+, in (\w+)[ \t]*\n[ \t]*([^\n]*)')
 # SGLang's KV-slot allocators (mem_cache/common.py, schedule_batch.py): a raise there is KV exhaustion
 _KV_ALLOC_FUNC_RE = re.compile(r"^alloc_(?:\w*token_slots\w*|for_(?:extend|decode))$")
+#: a source line calling one of those allocators (``batch.out_cache_loc = alloc_token_slots(``)
+_KV_ALLOC_CALL_RE = re.compile(r"\balloc_(?:\w*token_slots\w*|for_(?:extend|decode))\(")
 
 
 def raised_in_kv_allocator(text: str) -> bool:
@@ -74,12 +76,25 @@ def raised_in_kv_allocator(text: str) -> bool:
     True
     >>> raised_in_kv_allocator('File "x/mem_cache/common.py", line 4, in alloc_for_extend\\n    t = torch.empty(n)')
     False
+
+    A traceback cut right after a frame that calls into one (the allocator's own frame lost) says the same: sglang
+    python/sglang/srt/mem_cache/common.py ``alloc_token_slots`` (0.5.x) does no GPU allocation of its own, it evicts
+    from the radix cache, asks the pool allocator, and raises ``RuntimeError("Out of memory. Try to lower your batch
+    size. …")`` when the pool returns None:
+
+    >>> raised_in_kv_allocator('File "x/eagle_info.py", line 111, in prepare_for_verify\\n    b.loc = alloc_token_slots(')
+    True
     """
     if "OutOfMemoryError" in text or "CUDA out of memory" in text:
         return False
     start = text.rfind('File "')
     m = _FRAME_RE.match(text, start) if start >= 0 else None
-    return bool(m and _KV_ALLOC_FUNC_RE.match(m.group(1)) and m.group(2).startswith("raise"))
+    if m is None:
+        return False
+    if _KV_ALLOC_FUNC_RE.match(m.group(1)):
+        return m.group(2).startswith("raise")
+    # the innermost frame shown calls the allocator and nothing follows it: the traceback was cut inside the call
+    return bool(_KV_ALLOC_CALL_RE.search(m.group(2))) and not text[m.end():].strip(" \t\n^~").strip()
 
 
 # reference/sglang_formats.md §6 (``Avaliable tokens`` 0.3.6-0.4.6, ``Available tokens`` later)
@@ -180,7 +195,9 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
         hits = _retract_assertions(run)
         retract_assert = bool(hits)
     if not hits:  # a traceback cut before its message: the KV allocator's own raise says it
-        hits = [r for r in of_kind(run, "scheduler_exception") if raised_in_kv_allocator(r.get("text") or "")]
+        # (a paste that starts inside the traceback keeps no "Scheduler hit an exception" header: a bare failure)
+        hits = [r for r in of_kind(run, "scheduler_exception", "exception", "failure")
+                if raised_in_kv_allocator(r.get("text") or "")]
         inferred = bool(hits)
     if not hits:
         return []
@@ -197,7 +214,10 @@ def _exhausted(run: list[Row], cfg) -> list[Finding]:
         first = {**first, "tokens": int(_TRIED_RE.search(text).group(1))}
     phase = attrs(first).get("phase")
     if phase is None and inferred:
-        phase = "decode" if "decode" in text.rsplit('File "', 1)[-1].split("\n", 1)[0] else "prefill"
+        # speculative decoding's draft and verify steps run on decode batches (sglang python/sglang/srt/speculative/
+        # eagle_worker.py ``forward_batch_generation``: a decode batch is drafted, then verified)
+        last = text.rsplit('File "', 1)[-1].split("\n", 1)[0]
+        phase = "decode" if re.search(r"decode|verify|draft", last) else "prefill"
     tried = first.get("tokens")
     # free without evicting: the message's own breakdown when it prints one (0.4.7+: available_size, the hybrid
     # pools' full_available_size), else the one count it prints; evictable tokens are the radix cache's, freed

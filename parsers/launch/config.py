@@ -219,6 +219,44 @@ def recipe_flags(doc: launch_yaml.Node, mappings: list[launch_yaml.Node] | None 
     return None
 
 
+#: the environment sections of a launcher's recipe, for every server or for one disaggregation role: srt-slurm
+#: recipes/gb200-fp4/1k1k/mid-curve.yaml (main, 2026) ``environment:``, ``prefill_environment:``,
+#: ``decode_environment:`` mappings of variable → value exported to the workers of that role
+_ENV_SECTION_RE = re.compile(r"^(?:(prefill|decode)_)?environment$")
+
+
+def recipe_env(doc: launch_yaml.Node) -> dict[str | None, tuple[dict[str, str | None], int, int]]:
+    """Role (None for every server) → (engine-relevant variables, first line, last line) of the recipe's environment
+    sections."""
+    out: dict[str | None, tuple[dict[str, str | None], int, int]] = {}
+    if not isinstance(doc.value, dict):
+        return out
+    for key, node in doc.value.items():
+        m = _ENV_SECTION_RE.match(key) if isinstance(key, str) else None
+        if m is None or not isinstance(node.value, dict):
+            continue
+        env = {k: v.text() for k, v in node.value.items() if isinstance(k, str) and k.startswith(EXPORT_PREFIXES)}
+        if env:
+            out[m.group(1)] = (dict(sorted(env.items())), node.line, node.line_end)
+    return out
+
+
+def _env_only_commands(doc: launch_yaml.Node, lines: list[str]) -> list[Any]:
+    """A recipe that holds only environment sections: one launch per section, its variables and no flags (what the
+    workers of that role ran with; their arguments are elsewhere)."""
+    launch = _launch()
+    out = []
+    for role, (env, first, last) in sorted(recipe_env(doc).items(), key=lambda kv: kv[1][1]):
+        flags: dict[str, str | bool] = {"--disaggregation-mode": role} if role else {}
+        extra: dict[str, Any] = {"engine_assumed": True, "env_only": True}
+        if role:
+            extra["disaggregation_role"] = role
+        out.append(launch.LaunchCommand(line=first, line_end=last, argv=[], launcher="config",
+                                        text="\n".join(lines[first - 1:last]), scan=launch.FlagScan(flags=flags),
+                                        env=env, engine="sglang", confidence="config", extra=extra))
+    return out
+
+
 def recipe_commands(text: str) -> list[Any]:
     """One launch per recipe; a disaggregated recipe (``prefill:`` / ``decode:`` sections) is one launch per role,
     in file order, each with the ``--disaggregation-mode`` its section names."""
@@ -228,6 +266,10 @@ def recipe_commands(text: str) -> list[Any]:
     for doc in launch_yaml.load(text):
         roles = [(role, got) for role, mapping in launch_yaml.role_mappings(doc)
                  if (got := recipe_flags(doc, [mapping]))]
+        envs = recipe_env(doc)
+        if not roles and not recipe_flags(doc):
+            out += _env_only_commands(doc, lines)
+            continue
         for role, got in roles or [(None, recipe_flags(doc))]:
             if not got:
                 continue
@@ -238,8 +280,9 @@ def recipe_commands(text: str) -> list[Any]:
             extra: dict[str, Any] = {} if engine else {"engine_assumed": True}
             if role:
                 extra["disaggregation_role"] = role
+            env = {**(envs.get(None) or ({},))[0], **((envs.get(role) or ({},))[0] if role else {})}
             out.append(launch.LaunchCommand(line=first, line_end=last, argv=[], launcher="config",
-                                            text="\n".join(lines[first - 1:last]), scan=scan,
+                                            text="\n".join(lines[first - 1:last]), scan=scan, env=dict(sorted(env.items())),
                                             engine=engine or "sglang", confidence="config", extra=extra))
     return out
 
@@ -252,7 +295,11 @@ def looks_like_recipe(text: str) -> bool:
     keys = [k for k in re.findall(r"^\s{0,4}([A-Za-z][\w-]*)\s*:(?:\s|$)", text, re.MULTILINE)
             if k not in launch_yaml.ROLE_SECTIONS]
     known = [k for k in keys if vocab.known(k)]
-    return len(known) >= 2 and len(known) * 2 >= len(keys)
+    if len(known) >= 2 and len(known) * 2 >= len(keys):
+        return True
+    # a recipe of environment sections only, holding the engine's variables
+    return bool(re.search(r"^(?:(?:prefill|decode)_)?environment\s*:\s*$", text, re.MULTILINE)
+                and re.search(r"^\s+(?:" + "|".join(EXPORT_PREFIXES) + r")\w*\s*:", text, re.MULTILINE))
 
 
 # ---------------------------------------------------------------------------------------------
