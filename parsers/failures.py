@@ -195,7 +195,14 @@ MEMORY_RESUME_FAILED = re.compile(r"\bresume_memory_occupation\b[^\n]{0,160}?\b(
 #: csrc/custom_all_reduce.cuh (0.3-0.11) ``Failed: Cuda error %s:%d '%s'``, older builds without "Cuda error"; sglang
 #: sgl-kernel/csrc/allreduce/custom_all_reduce.cuh (0.4-0.5) the same macro)
 _NATIVE_CHECK = re.compile(r"^Failed: (?:Cuda error )?(\S{1,300}?\.(?:cuh|cu|cpp|cc|h|hpp)):(\d{1,6}) '([^'\n]{1,160})'")
-_ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
+#: ROCm's HSA runtime reports a kernel's bad GPU virtual address through the queue callback of ROCclr
+#: (rocclr/device/rocm/rocdevice.cpp ``callbackQueue``: ``Callback: Queue 0x… aborting with error : {status}``) with the
+#: status string of ROCR-Runtime's hsa_status_string (``HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted
+#: to access memory beyond the largest legal address. code: 0x29``; ``HSA_STATUS_ERROR_MEMORY_FAULT``): an address
+#: fault like CUDA's illegal address, despite "MEMORY" in the name, not an out-of-memory (failure_messages.md §3 lists
+#: the OUT_OF_RESOURCES status of the same callback and ROCr's ``Memory access fault by GPU``)
+_ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress"
+                      r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_MEMORY_FAULT")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
 _NVLINK = re.compile(r"uncorrectable NVLink error|cudaErrorNvlinkUncorrectable")
 _LAUNCH = re.compile(r"unspecified launch failure|cudaErrorLaunchFailure")
