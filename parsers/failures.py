@@ -233,6 +233,12 @@ _ARCH_UNSUPPORTED = re.compile(
     r"quantization method (\w{1,40}) is not supported[ ]{1,4}for the current GPU\. Minimum capability: (\d{2,3})\. "
     r"Current capability: (\d{2,3})"
 )
+#: AMD's Composable Kernel refusing a problem none of its compiled instances covers (rocm composable_kernel
+#: include/ck/tensor_operation/gpu/device/impl/ (6.x): a device op whose ``IsSupportedArgument`` is false throws
+#: ``wrong! {op} with the specified compilation parameters does not support this GEMM problem``), reached through
+#: AITER's fused MoE and GEMMs in vLLM (``VLLM_ROCM_USE_AITER*``) and SGLang (``SGLANG_USE_AITER``): a kernel-coverage
+#: gap for this shape on this GPU, not memory
+_CK_NO_INSTANCE = re.compile(r"with the specified compilation parameters does not support this (?:GEMM|Gemm) problem")
 #: a dtype or an attention backend the GPU's architecture cannot run, as vLLM checks it before loading: bf16 below
 #: compute capability 8.0 (vllm vllm/platforms/cuda.py ``check_if_supports_dtype``, 0.7+; vllm/worker/worker.py
 #: ``_check_if_gpu_supports_dtype`` before: ``Bfloat16 is only supported on GPUs with compute capability of at least
@@ -1027,6 +1033,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                "min_arch": _int(need) if need else None, "message": msg[:2000],
                                **({"quant_method": arch.group(3), "current_arch": _int(arch.group(5))}
                                   if arch.group(3) else {})}
+    if _CK_NO_INSTANCE.search(head):
+        return "failure", {}, {"failure": "arch_unsupported", "needs": "a Composable Kernel instance for this shape",
+                               "kernel_library": "ck", "message": msg[:2000]}
     if (sym := _UNDEFINED_SYMBOL.search(head)) is not None:
         pkg = _PACKAGE_DIR.search(sym.group(1))
         return "failure", {}, {"failure": "abi_mismatch", "object": sym.group(1).rsplit("/", 1)[-1],
