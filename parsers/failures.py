@@ -202,7 +202,9 @@ _NATIVE_CHECK = re.compile(r"^Failed: (?:Cuda error )?(\S{1,300}?\.(?:cuh|cu|cpp
 #: fault like CUDA's illegal address, despite "MEMORY" in the name, not an out-of-memory (failure_messages.md §3 lists
 #: the OUT_OF_RESOURCES status of the same callback and ROCr's ``Memory access fault by GPU``)
 _ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress"
-                      r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_MEMORY_FAULT")
+                      r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_MEMORY_FAULT"
+                      # the status's own text, which a terminal's wrap may leave on a line of its own
+                      r"|agent attempted to access memory beyond the largest legal address")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
 _NVLINK = re.compile(r"uncorrectable NVLink error|cudaErrorNvlinkUncorrectable")
 _LAUNCH = re.compile(r"unspecified launch failure|cudaErrorLaunchFailure")
@@ -843,6 +845,7 @@ _TRIGGER = re.compile(
     r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
     r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity|"
     r"NET/Socket : Using|Connect: [Cc]onnect to|CrashLoopBackOff|"  # NCCL's socket interfaces and connects, pasted without "NCCL"
+    r"legal address|GEMM problem|"  # ROCm's aperture status and CK's refusal, when a wrap cut their heads off
     r"psm_[0-9a-f]|vllm_offload_"  # a listing of /dev/shm (parsers/shm_listing.py); nccl-* segments match NCCL's "nccl"
 )
 
