@@ -195,7 +195,16 @@ MEMORY_RESUME_FAILED = re.compile(r"\bresume_memory_occupation\b[^\n]{0,160}?\b(
 #: csrc/custom_all_reduce.cuh (0.3-0.11) ``Failed: Cuda error %s:%d '%s'``, older builds without "Cuda error"; sglang
 #: sgl-kernel/csrc/allreduce/custom_all_reduce.cuh (0.4-0.5) the same macro)
 _NATIVE_CHECK = re.compile(r"^Failed: (?:Cuda error )?(\S{1,300}?\.(?:cuh|cu|cpp|cc|h|hpp)):(\d{1,6}) '([^'\n]{1,160})'")
-_ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress")
+#: ROCm's HSA runtime reports a kernel's bad GPU virtual address through the queue callback of ROCclr
+#: (rocclr/device/rocm/rocdevice.cpp ``callbackQueue``: ``Callback: Queue 0x… aborting with error : {status}``) with the
+#: status string of ROCR-Runtime's hsa_status_string (``HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted
+#: to access memory beyond the largest legal address. code: 0x29``; ``HSA_STATUS_ERROR_MEMORY_FAULT``): an address
+#: fault like CUDA's illegal address, despite "MEMORY" in the name, not an out-of-memory (failure_messages.md §3 lists
+#: the OUT_OF_RESOURCES status of the same callback and ROCr's ``Memory access fault by GPU``)
+_ILLEGAL = re.compile(r"illegal memory access|Memory access fault by GPU|cudaErrorIllegalAddress|hipErrorIllegalAddress"
+                      r"|HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION|HSA_STATUS_ERROR_MEMORY_FAULT"
+                      # the status's own text, which a terminal's wrap may leave on a line of its own
+                      r"|agent attempted to access memory beyond the largest legal address")
 _ECC = re.compile(r"uncorrectable ECC error|cudaErrorECCUncorrectable")
 _NVLINK = re.compile(r"uncorrectable NVLink error|cudaErrorNvlinkUncorrectable")
 _LAUNCH = re.compile(r"unspecified launch failure|cudaErrorLaunchFailure")
@@ -226,6 +235,12 @@ _ARCH_UNSUPPORTED = re.compile(
     r"quantization method (\w{1,40}) is not supported[ ]{1,4}for the current GPU\. Minimum capability: (\d{2,3})\. "
     r"Current capability: (\d{2,3})"
 )
+#: AMD's Composable Kernel refusing a problem none of its compiled instances covers (rocm composable_kernel
+#: include/ck/tensor_operation/gpu/device/impl/ (6.x): a device op whose ``IsSupportedArgument`` is false throws
+#: ``wrong! {op} with the specified compilation parameters does not support this GEMM problem``), reached through
+#: AITER's fused MoE and GEMMs in vLLM (``VLLM_ROCM_USE_AITER*``) and SGLang (``SGLANG_USE_AITER``): a kernel-coverage
+#: gap for this shape on this GPU, not memory
+_CK_NO_INSTANCE = re.compile(r"with the specified compilation parameters does not support this (?:GEMM|Gemm) problem")
 #: a dtype or an attention backend the GPU's architecture cannot run, as vLLM checks it before loading: bf16 below
 #: compute capability 8.0 (vllm vllm/platforms/cuda.py ``check_if_supports_dtype``, 0.7+; vllm/worker/worker.py
 #: ``_check_if_gpu_supports_dtype`` before: ``Bfloat16 is only supported on GPUs with compute capability of at least
@@ -830,6 +845,7 @@ _TRIGGER = re.compile(
     r"only supported on SM|undefined symbol|Assertion|assert triggered|resolve hostname|setting membind|"
     r"setting preferred node|setting interleave mask|setting local allocation|sched_setaffinity|"
     r"NET/Socket : Using|Connect: [Cc]onnect to|CrashLoopBackOff|"  # NCCL's socket interfaces and connects, pasted without "NCCL"
+    r"legal address|GEMM problem|"  # ROCm's aperture status and CK's refusal, when a wrap cut their heads off
     r"psm_[0-9a-f]|vllm_offload_"  # a listing of /dev/shm (parsers/shm_listing.py); nccl-* segments match NCCL's "nccl"
 )
 
@@ -1020,6 +1036,9 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
                                "min_arch": _int(need) if need else None, "message": msg[:2000],
                                **({"quant_method": arch.group(3), "current_arch": _int(arch.group(5))}
                                   if arch.group(3) else {})}
+    if _CK_NO_INSTANCE.search(head):
+        return "failure", {}, {"failure": "arch_unsupported", "needs": "a Composable Kernel instance for this shape",
+                               "kernel_library": "ck", "message": msg[:2000]}
     if (sym := _UNDEFINED_SYMBOL.search(head)) is not None:
         pkg = _PACKAGE_DIR.search(sym.group(1))
         return "failure", {}, {"failure": "abi_mismatch", "object": sym.group(1).rsplit("/", 1)[-1],

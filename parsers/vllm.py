@@ -132,6 +132,9 @@ _BLOCKS = re.compile(r"(?:^|# )(GPU|CUDA|cuda|[A-Za-z]{1,12}) blocks: (\d+)(?:, 
 _KV_TOKENS = re.compile(r"(\b[A-Za-z]{1,12}(?: \+ [A-Za-z]{1,12})?) KV cache size: " + _NUM + r" tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r"x")
 _KV_AVAIL = re.compile(r"^Available KV cache memory: " + _NUM + r" ?GiB")
+#: sleep mode's own account (vllm vllm/v1/worker/gpu_worker.py and vllm/worker/worker.py ``Worker.sleep``, 0.7.3+):
+#: what torch.cuda.mem_get_info says was freed by the sleep and what the whole device still has in use after it
+_SLEEP_FREED = re.compile(r"^Sleep mode freed " + _NUM + r" GiB memory, " + _NUM + r" GiB memory is still in use")
 _KV_RESERVED = re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
 # vllm_formats.md §2.7 (CUDA graph capture); tqdm bars of §1.5; NCCL INFO lines of failure_messages.md §4.1
 _GRAPH_BEGIN = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)")
@@ -928,6 +931,12 @@ class _Parser:
                          "block_size_assumed": DEFAULT_BLOCK_SIZE, "kv_tokens": gpu_blocks * DEFAULT_BLOCK_SIZE}
                 emit("kv_sizing", base, attrs, tokens=gpu_blocks * DEFAULT_BLOCK_SIZE, count=gpu_blocks)
                 return True
+            m = _SLEEP_FREED.match(s)
+            if m:
+                freed, in_use = _gib(m.group(1)), _gib(m.group(2))
+                emit("sleep_report", base, {"freed_bytes": freed, "in_use_bytes": in_use}, bytes=freed,
+                     used_bytes=in_use)
+                return True
             m = _KV_AVAIL.match(s)
             if m:
                 b = _gib(m.group(1))
@@ -1312,6 +1321,7 @@ _SNIFF_STRONG = (
     "CUDA out of memory occurred when warming up", "on startup is less than desired GPU memory utilization",
     # CacheConfig.verify_with_parallel_config's refusal and warning (vllm_formats.md §3.7, vllm/config.py 0.2–0.17)
     "Too large swap space. ", "Possibly too large swap space. ",
+    "Sleep mode freed ",  # Worker.sleep's account (vllm/v1/worker/gpu_worker.py 0.7.3+), pasted on its own
     "on startup is less than the engine's budget after excluding",  # 0.32+ (vllm_formats.md §3.3)
     "GiB) on startup is less than",  # §3.3 either wording, when a paste wrapped the rest onto the next line
     # the start-up check's head alone, when a paste wrapped the line after it (vllm_formats.md §3.3; 0.14+ names cuda:N)

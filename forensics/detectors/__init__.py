@@ -67,6 +67,7 @@ from . import (
     vllm_launch_refusals,
     vllm_ray_placement,
     vllm_sleep_mode,
+    vllm_sleep_release,
     vllm_start_memory,
     weights_do_not_fit,
     weights_mmap,
@@ -117,6 +118,7 @@ DETECTORS = (
     start_settings,
     memory_saver,
     vllm_sleep_mode,
+    vllm_sleep_release,
     weights_mmap,
     multimodal_tokens,
 )

@@ -9,7 +9,11 @@
   (``cudaErrorNoKernelImageForDevice``, failure_messages.md §2.1's ``CUDA error: {str}``): the build holds no code
   for this compute capability. An attention kernel's own check (flash-attention flash_attn/cute/interface.py (FA4,
   2025+) ``FP8 is only supported on SM100 (compute capability 10.x) for FA4 CuTe``): that backend does not run this
-  GPU. None of them is memory: lowering a memory fraction changes nothing.
+  GPU. AMD's Composable Kernel refusing a problem no compiled instance covers (rocm composable_kernel
+  include/ck/tensor_operation/gpu/device/impl/ (6.x) ``… with the specified compilation parameters does not support
+  this GEMM problem``), met through AITER's fused MoE: vLLM's ``VLLM_ROCM_USE_AITER_MOE=0`` (vllm vllm/envs.py (0.9+))
+  and SGLang's ``--moe-runner-backend triton`` (sglang python/sglang/srt/server_args.py (0.5+)) run that MoE with
+  Triton instead. None of them is memory: lowering a memory fraction changes nothing.
 * SGL-ARCH-002: ``ImportError: {object}.so: undefined symbol: {name}`` (dlopen(3)): a compiled extension (sgl-kernel,
   flashinfer, vLLM's ``_C``) was built against another version of the library that should define ``name`` — its
   mangled namespace says which (``c10``/``at``/``torch``: PyTorch; ``cu…``: the CUDA driver). The server cannot
@@ -25,6 +29,7 @@ import re
 
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.vllm import vllm_files
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import classify
 
@@ -36,9 +41,11 @@ _CLASSES = ("arch_unsupported", "abi_mismatch")
 _NAMESPACES = ((re.compile(r"^_ZN?K?\d*(?:3c10|2at|5torch)"), "PyTorch"),
                (re.compile(r"^cu[A-Z]\w+$"), "the CUDA driver"),
                (re.compile(r"^_ZN?K?\d*4nccl|^nccl[A-Z]"), "NCCL"))
-_WORTH_CLASSIFYING = re.compile(r"supported|kernel image|undefined symbol")
+_WORTH_CLASSIFYING = re.compile(r"supported|kernel image|undefined symbol|support this (?:GEMM|Gemm) problem")
 #: attention backends whose own check names the architecture it needs (flash-attention's FA3/FA4, FlashInfer)
 _NAMED_BACKEND = re.compile(r"\bFA[34]\b|flash_attn|FlashAttention|flashinfer", re.I)
+#: a fused-MoE frame or module in the traceback (vLLM's rocm_aiter_fused_experts, AITER's fused_moe / moe_ck2stages)
+_MOE_FRAMES = re.compile(r"fused_experts|fused_moe|moe_ck|ck_moe", re.I)
 
 
 def symbol_library(symbol: str) -> str | None:
@@ -104,6 +111,21 @@ def _arch(tl: Timeline, found: list[tuple[Row, dict]]) -> Finding:
         what = "FlashAttention-2, which needs compute capability 8.0 or newer: Volta and Turing GPUs cannot run it"
         actions = ["Select another attention backend for this GPU: VLLM_ATTENTION_BACKEND=XFORMERS (vLLM V0), or a "
                    "release that picks a supported backend itself; nothing about memory changes it."]
+    elif a.get("kernel_library") == "ck":
+        moe = _MOE_FRAMES.search(" ".join(r.get("text") or "" for r in rows(tl, "failure", "scheduler_exception",
+                                                                            "exception")))
+        what = ("a GEMM shape that none of the Composable Kernel instances AMD's AITER ships covers on this GPU"
+                + (" (its fused-MoE kernel, for this model's per-rank expert size)" if moe else ""))
+        vllm = row.get("file") in vllm_files(tl)
+        if moe and vllm:
+            flags.append(FlagChange("VLLM_ROCM_USE_AITER_MOE", None, "0",
+                                    "vLLM then runs the MoE with its Triton kernels; AITER's other kernels stay on"))
+        elif moe:
+            flags.append(FlagChange("--moe-runner-backend", cfg.flag_text("moe_runner_backend"), "triton",
+                                    "SGLang's Triton MoE runner covers the shape AITER's CK kernel refuses"))
+        actions = ["Run the failing operation with another kernel (the MoE with Triton, or without AITER), or change "
+                   "the tensor-parallel size so the per-rank shape is one the library covers; an AITER release with "
+                   "the shape tuned fixes it for good. No memory flag changes it."]
     elif a.get("quant_method"):
         method, has = str(a["quant_method"]), a.get("current_arch")
         what = (f"the {method} quantization's kernels: they need compute capability "

@@ -29,6 +29,7 @@ from forensics.facts.launch import server_config
 from forensics.facts.oom import enclosing_traceback, place_ooms
 from forensics.facts.rows import Row, attrs
 from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.vllm import vllm_files
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import stage_of_frames
 
@@ -75,14 +76,18 @@ def _in_setup(row: Row) -> bool:
 
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
+    vfiles = vllm_files(tl)
     for ref, run in iter_runs(tl):
         if of_kind(run, "cuda_graph_end", "decode_batch", "prefill_batch", "server_ready"):
             continue  # it started: whatever failed later is no start-up table
         cfg = server_config(tl, run)
         ctx = cfg.num("context_length")
         requests = cfg.num("max_running_requests")
+        # the request table is SGLang's (ReqToTokenPool); vLLM sizes no table by the context length at start-up, its
+        # KV cache is what the profile left (vllm/v1/worker/gpu_worker.py determine_available_memory), so a vLLM
+        # allocation larger than its GPU is another buffer's (SGL-GPU-012)
         huge = [r for r in of_kind(run, "cuda_oom") if r.get("bytes") and r.get("total_bytes")
-                and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"]]
+                and r["bytes"] >= HUGE_ALLOCATION_SHARE * r["total_bytes"] and r.get("file") not in vfiles]
         failed = _startup_failures(run)
         # an OOM whose frames are the memory pool's set-up (failure_messages.md §2.2 "look at the frames")
         # or, without frames, SGLang's start-up order: after "Load weight end" the pool is being set up (facts/oom.py)

@@ -13,7 +13,15 @@ Three documented failures read like an OOM and are not the GPU running out of me
   memory, Required: {n}, Hardware limit: {m}`` and Inductor's ``out of resource: {kernel} Required: …`` (raised as
   ``torch.OutOfMemoryError``): a kernel configuration that does not fit this GPU's architecture;
 * a **nonsense size**: ``CUDA out of memory. Tried to allocate more than 1EB memory.`` — a negative or overflowed
-  size computed by the caller, a bug.
+  size computed by the caller, a bug;
+* in vLLM, **one request larger than the whole GPU** (``Tried to allocate 256.00 GiB. GPU 0 has a total capacity of
+  15.98 GiB``, CUDA's or HIP's wording): no ``--gpu-memory-utilization`` fits it. vLLM sizes its KV cache from what
+  its profile left, so such a request is a kernel materialising a tensor whose size comes from the input it was
+  given — typically the multimodal encoder's attention over its profiling or request images, which falls back to
+  ``torch.nn.functional.scaled_dot_product_attention`` per item where no flash kernel serves the platform (vllm
+  vllm/v1/attention/ops/vit_attn_wrappers.py ``torch_sdpa_wrapper``); the input's size or the kernel is the fix (vllm
+  vllm/config/model.py ``mm_encoder_attn_backend``, ``--mm-encoder-attn-backend``).
+  (SGLang's start-up request table, sized by the context length, is SGL-KV-004's.)
 
 >>> workspace_for(566231040, 402653184)
 1073741824
@@ -23,13 +31,13 @@ from __future__ import annotations
 
 import re
 
-from forensics.facts.oom import memory_kind
+from forensics.facts.oom import exceeds_device, memory_kind
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.vllm import vllm_files
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.failures import classify
 
-from ._common import evidence_list, make_finding
+from ._common import evidence_list, fmt_gib, make_finding
 
 _FLASHINFER = re.compile(r"AlignedAl\w{0,4}tor|Out of workspace memory")
 _NEED = re.compile(r"(?:with size|need) (\d+)")
@@ -67,6 +75,8 @@ def detect(tl: Timeline) -> list[Finding]:
     # the same message as an engine's exception row (its traceback kept whole by the engine's parser)
     bogus += [r for r in rows(tl, "exception", "scheduler_exception") if memory_kind(r) == "bogus"]
     vfiles = vllm_files(tl)
+    oversize = [r for r in rows(tl, "cuda_oom") if r.get("file") in vfiles and exceeds_device(r)
+                and not attrs(r).get("bogus_size")]
     if flash:
         out.append(_workspace(flash, any(r.get("file") in vfiles for r in flash)))
         # the engine's death notice and the parent's SIGQUIT are this failure's teardown
@@ -85,7 +95,43 @@ def detect(tl: Timeline) -> list[Finding]:
                      "length from an empty or oversized request); report it with the engine version.",
                      "No memory flag helps: lowering fractions only moves the crash."],
         ))
+    if oversize:
+        out.append(_larger_than_gpu(oversize, _encoder_frames(tl)))
     return out
+
+
+#: the multimodal encoder's frames in a vLLM traceback: the ViT attention wrappers and the vision towers
+_ENCODER = re.compile(r"vit_attn_wrappers|/(?:\w+_)?vl\.py|vision|visual|encoder", re.I)
+
+
+def _encoder_frames(tl: Timeline) -> bool:
+    return any(_ENCODER.search(r.get("text") or "") for r in rows(tl, "exception", "scheduler_exception", "failure"))
+
+
+def _larger_than_gpu(hits: list[Row], encoder: bool) -> Finding:
+    r = max(hits, key=lambda x: x.get("bytes") or 0)
+    tried, total = int(r["bytes"]), int(r["total_bytes"])
+    actions = ["No --gpu-memory-utilization value helps: the one request is larger than the GPU itself.",
+               "Read the traceback's innermost frames for the tensor being built; make its input smaller "
+               "(fewer or smaller images per prompt: --limit-mm-per-prompt, the processor's max_pixels; a lower "
+               "--max-num-batched-tokens) or run that operation with another kernel."]
+    if encoder:
+        actions.insert(0, "The frames are the multimodal encoder's attention: choose an encoder attention backend "
+                          "with a flash kernel for this GPU (--mm-encoder-attn-backend), or start text-only "
+                          "(--limit-mm-per-prompt with 0 images and videos) to confirm.")
+    return make_finding(
+        "SGL-GPU-012",
+        summary=(f"One allocation asked for {fmt_gib(tried)} on a GPU of {fmt_gib(total)} in all: no memory budget "
+                 "makes a request larger than the device fit. The size comes from the input of the operation that "
+                 "asked" + (" (the multimodal encoder's attention, in the frames)" if encoder else "")
+                 + ", not from vLLM's memory settings."),
+        evidence=hits[:3], confidence="high" if encoder else "medium",
+        confidence_reason=None if encoder else "which operation asked is not in the input (no frames around the OOM)",
+        ranks=[x for x in (rank_of(x) for x in hits) if x is not None],
+        gpus=[r["gpu"]] if r.get("gpu") is not None else [],
+        figures={"kind": "larger_than_gpu", "failed_allocation_bytes": tried, "gpu_total_bytes": total},
+        actions=actions,
+    )
 
 
 def _workspace(hits: list[Row], vllm: bool) -> Finding:

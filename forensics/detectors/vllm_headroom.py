@@ -17,7 +17,13 @@ from __future__ import annotations
 import math
 
 from forensics.facts import engines
-from forensics.facts.oom import fragmentation, memory_kind, startup_phase_of_frames, traceback_frames
+from forensics.facts.oom import (
+    exceeds_device,
+    fragmentation,
+    memory_kind,
+    startup_phase_of_frames,
+    traceback_frames,
+)
 from forensics.facts.rows import attrs, rank_of
 from forensics.facts.stages import served
 from forensics.facts.vllm import gpu_total_bytes, of_kind, settings, vllm_runs
@@ -96,8 +102,10 @@ def _during(run: list, row: dict) -> str | None:
 def detect(tl: Timeline) -> list[Finding]:
     out: list[Finding] = []
     for run in vllm_runs(tl):
+        # host memory that could not be pinned is not the GPU's; one request larger than the whole GPU no
+        # utilization fits (SGL-GPU-012)
         ooms = [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _placed(run, r) in HEADROOM_PHASES
-                and not attrs(r).get("host_pinned")]  # host memory that could not be pinned is not the GPU's
+                and not attrs(r).get("host_pinned") and not exceeds_device(r)]
         unplaced = not ooms and _fragment_ooms(tl, run)
         if unplaced:
             ooms = unplaced
@@ -350,7 +358,7 @@ def _fragment_ooms(tl: Timeline, run: list) -> list:
     if of_kind(run, *_START_KINDS) or weights_overflow_vllm(tl, run):
         return []
     return [r for r in of_kind(run, "cuda_oom", "cuda_error_oom") if _during(run, r) is None
-            and memory_kind(r) == "device"]
+            and memory_kind(r) == "device" and not exceeds_device(r)]
 
 
 def _negative_accounting(run: list) -> bool:

@@ -115,6 +115,20 @@ def _kind_of(found: tuple | None, a: dict) -> str | None:
     return "device" if fkind in ("cuda_oom", "cuda_error_oom") else None
 
 
+def exceeds_device(row: Row) -> bool:
+    """The allocator's one request is larger than the whole device (``Tried to allocate X. GPU n has a total capacity
+    of Y``, X > Y; failure_messages.md §1.1, the same words in PyTorch's HIP build): no memory fraction, utilization
+    or freed neighbour makes it fit, so the size itself is what a fix must change.
+
+    >>> exceeds_device({"bytes": 256 * 2**30, "total_bytes": 16 * 2**30})
+    True
+    >>> exceeds_device({"bytes": 2**30, "total_bytes": 16 * 2**30})
+    False
+    """
+    tried, total = row.get("bytes"), row.get("total_bytes")
+    return bool(tried and total and tried > total)
+
+
 def memory_kind(row: Row) -> str | None:
     """What ran out according to an OOM-shaped row: ``device`` (the GPU's memory), ``host_pinned`` (host memory
     being pinned), ``workspace`` (a kernel's shared-memory or workspace limit: not the GPU's memory), ``bogus``
