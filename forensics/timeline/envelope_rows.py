@@ -149,7 +149,11 @@ class EnvelopeChunks:
         self.orig = 0  # original lines read
         self.map_inner: list[int] = [1]  # from inner line map_inner[i] on, orig = line + map_delta[i]
         self.map_delta: list[int] = [0]
-        self.metas: list[pl.DataFrame] = []  # the last two chunks' envelope metadata
+        # the envelope metadata of the chunks whose lines a row still to come may start on: a parser holds a row
+        # whose record spans chunks (a traceback) until it ends, so a chunk's metadata is kept until rows past it
+        # have come back (low_water: the first line of the last rows remapped)
+        self.metas: list[pl.DataFrame] = []
+        self.low_water = 0
         self.unread = 0  # kernel lines set aside
         self.envelopes: set[str] = set()  # the envelopes peeled (the inventory's label names them)
         self.year = facts.collected_at.year if facts.collected_at else None
@@ -205,7 +209,8 @@ class EnvelopeChunks:
             self.year = int(m.group(1)) if m else None
         if st.lines:
             meta = envelopes.meta_frame(st, self.inner + 1)
-            self.metas = [*self.metas[-1:], _env_utc(meta, self.facts, self.tz, self.year)]
+            kept = [m for m in self.metas[:-1] if m.height and m.get_column("line").max() >= self.low_water]
+            self.metas = [*kept, *self.metas[-1:], _env_utc(meta, self.facts, self.tz, self.year)]
         self.inner += len(st.lines)
         self.orig += n_orig
         return st.text.encode("utf-8", errors="surrogatepass")
@@ -228,6 +233,7 @@ class EnvelopeChunks:
             return out
         meta = pl.concat([m.select("line", "env_host", "env_pid", "env_ts", *_ENV_COLUMNS) for m in self.metas])
         m = fr.select("line").join(meta, on="line", how="left", maintain_order="left")
+        self.low_water = max(self.low_water, int(fr.get_column("line").min() or 0))
         return out.with_columns(
             host=pl.col("host").fill_null(m.get_column("env_host")),
             pid=pl.col("pid").fill_null(m.get_column("env_pid")),
