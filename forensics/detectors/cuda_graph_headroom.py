@@ -24,6 +24,7 @@ from forensics.facts.launch import ServerConfig, server_config
 from forensics.facts.oom import STARTUP_PHASES, enclosing_traceback, fragmentation, memory_kind, place_ooms
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import has_kind, iter_runs, of_kind
+from forensics.facts.sglang_defaults import default_fraction_for_tp
 from forensics.facts.versions import fields_floor, sglang_version
 from forensics.model import Finding, FlagChange, Timeline
 from parsers.elision import is_elision
@@ -31,7 +32,7 @@ from parsers.failures import compiler_failure, reaches_model_forward, stage_of_f
 from parsers.units import parse_size
 
 from ._common import GIB, fmt_binary, fmt_gib, make_finding, tag_run
-from .batch_flags import prefill_chunk_flag, running_requests_flag
+from .batch_flags import MIN_PREFILL_CHUNK, prefill_chunk_flag, running_requests_flag
 from .held_at_start import foreign_processes
 from .kv_cache_capacity import raised_in_kv_allocator
 from .model_fit import weights_overflow
@@ -115,10 +116,7 @@ def assumed_mem_fraction(cfg: ServerConfig) -> tuple[float, str]:
     """SGLang's automatic --mem-fraction-static when the flag is absent: by TP size in the releases that
     pick it so (newer ones derive it from the GPU's memory; the finding says it assumed)."""
     tp = int(cfg.num("tp_size") or 1)
-    for at_least, value in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
-        if tp >= at_least:
-            return value, f"TP {tp}"
-    return 0.88, f"TP {tp}" if cfg.get("tp_size") is not None else "TP 1 assumed"
+    return default_fraction_for_tp(tp), f"TP {tp}" if tp > 1 or cfg.get("tp_size") is not None else "TP 1 assumed"
 
 
 def _flag(cfg: ServerConfig, new: float, why: str) -> list[FlagChange]:
@@ -673,7 +671,7 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
 #: hold the rest.
 RESERVE_BASE_MIB = 512
 RESERVE_PER_PREFILL_TOKEN_MIB = 1.5
-RESERVE_MIN_CHUNK = 2048
+RESERVE_MIN_CHUNK = MIN_PREFILL_CHUNK
 
 
 def activation_reserve(chunk: float | None, tp: int = 1, pp: int = 1) -> float:
