@@ -110,7 +110,9 @@ _PREFIXES = (
 
 # a traceback as cpython Lib/traceback.py (3.x) prints it: header, File/line frames, the exception line; §4.3
 _EXC_LINE = re.compile(
-    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|AssertionError))(?::\s?(.*))?$"
+    r"^((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)|AssertionError)"
+    # a class of a module named errors/exceptions, whatever its name (triton.runtime.errors.OutOfResources)
+    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)(?::\s?(.*))?$"
 )
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')

@@ -137,7 +137,9 @@ _CALL_EQ = re.compile(r"(available_size|evictable_size)\(\)=(\d+)")
 # sglang_formats.md §7 (failure lines), §5 (the --mem-fraction-static errors)
 _EXC_HEAD = re.compile(r"^(\w+) hit an exception")
 _EXC_LINE = re.compile(
-    r"^((?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception))(?:: ?(.*))?$"
+    r"^((?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception)"
+    # a class of a module named errors/exceptions, whatever its name (triton.runtime.errors.OutOfResources)
+    r"|(?:[A-Za-z_]\w*\.)*(?:errors|exceptions)\.[A-Z]\w*)(?:: ?(.*))?$"
 )
 _MEM_FRACTION = re.compile(r"mem_fraction_static=" + _N)
 _NO_KV_ROOM = re.compile(r"--mem-fraction-static=" + _N)

@@ -301,6 +301,7 @@ _TB_TAIL = re.compile(r"^(?:CUDA kernel errors might be asynchronously reported|
 #: ``Name: message`` / ``pkg.Name(…)``: the name is checked apart (a regex over a long name backtracks).
 _EXC_HEAD = re.compile(r"^([A-Za-z_][\w.]*+)(?:[:(] ?(.*))?$")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt")
+_EXC_MODULES = {"errors", "exceptions"}
 
 
 
@@ -328,6 +329,10 @@ class _ExcLine:
     'torch.OutOfMemoryError'
     >>> _EXC_LINE.match("Errors happen: x") is None
     True
+    >>> _EXC_LINE.match("triton.runtime.errors.OutOfResources: out of resource").group(1)
+    'triton.runtime.errors.OutOfResources'
+    >>> _EXC_LINE.match("errors.note: x") is None
+    True
     """
 
     @staticmethod
@@ -337,7 +342,10 @@ class _ExcLine:
             return None
         name = m.group(1)
         last = name.rsplit(".", 1)[-1]
-        if not last or not (last[0].isalpha() or last[0] == "_") or not last.endswith(_EXC_SUFFIXES):
+        if not last or not (last[0].isalpha() or last[0] == "_"):
+            return None
+        # a class of a module named errors/exceptions, whatever its name (triton.runtime.errors.OutOfResources)
+        if not last.endswith(_EXC_SUFFIXES) and not (last[0].isupper() and _EXC_MODULES & set(name.split(".")[:-1])):
             return None
         return _ExcMatch(name, m.group(2))
 
