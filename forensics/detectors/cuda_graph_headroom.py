@@ -59,12 +59,47 @@ def _is_oom_exception(row: Row) -> bool:
     return memory_kind(row) == "device"
 
 
+#: NCCL's WARN when its own cudaMalloc failed (failure_messages.md §4.1 ``Cuda failure 2 'out of memory'``)
 _NCCL_OOM_RE = re.compile(r"Cuda failure (?:\d+ )?'out of memory'")
+#: NCCL's ``ncclUnhandledCudaError`` as PyTorch and the engines' pynccl wrappers print it (failure_messages.md §4.1:
+#: ``unhandled cuda error (run with NCCL_DEBUG=INFO for details)``); ``Last error:`` (§4.2) names the CUDA call's own error
+_NCCL_UNHANDLED_CUDA_RE = re.compile(r"unhandled cuda error", re.IGNORECASE)
+_NCCL_LAST_ERROR_RE = re.compile(r"Last error:\s*([^\n]{0,200})")
+#: an all-reduce that shares its buffers over CUDA IPC fails for reasons of its own, not memory
+#: (sglang python/sglang/srt/distributed/device_communicators/custom_all_reduce.py, 0.4-0.5)
+_IPC_FRAME_RE = re.compile(r"custom_all_reduce|register_graph_buffers|cudaIpc", re.IGNORECASE)
 
 
 def _is_oom_failure(row: Row) -> bool:
     text = f"{attrs(row).get('message', '')} {row.get('text') or ''}".lower()
     return "out of memory" in text or "outofmemory" in text
+
+
+def nccl_cuda_failure_on_thin_capture(cfg: ServerConfig, run: list[Row], row: Row) -> bool:
+    """An NCCL ``unhandled cuda error`` while CUDA graphs were captured, with less free before the capture than SGLang
+    budgets outside the pool for activations: most likely NCCL's buffers not fitting.
+
+    NCCL allocates its buffers with cudaMalloc, outside PyTorch's pool, at a communicator's first collective — inside
+    the capture for the graphs' all-reduces; a failed allocation there is ``Cuda failure 'out of memory'`` under
+    NCCL_DEBUG=INFO and only ``unhandled cuda error`` without it (failure_messages.md §4.1, §8; vllm_formats.md
+    ``--gpu-memory-utilization``: too high ⇒ "NCCL 'unhandled cuda error'"). A ``Last error:`` naming another CUDA
+    error, or frames in the CUDA-IPC all-reduce, say it was not memory.
+    """
+    a = attrs(row)
+    text = f"{a.get('exception_message') or ''}\n{(row.get('text') or '')[:20000]}"
+    if row.get("kind") != "scheduler_exception" or not _NCCL_UNHANDLED_CUDA_RE.search(text):
+        return False
+    last = _NCCL_LAST_ERROR_RE.search(text)
+    if (last and last.group(1).strip() and "out of memory" not in last.group(1).lower()) or _IPC_FRAME_RE.search(text):
+        return False
+    begun = [r for r in of_kind(run, "cuda_graph_begin") if before(r, row)]
+    if not begun or any(before(b, e) and before(e, row) for e in of_kind(run, "cuda_graph_end") for b in begun[-1:]):
+        return False  # not inside a capture
+    free = [r["avail_bytes"] for r in begun if r.get("avail_bytes")]
+    if not free:
+        return False
+    chunk, _how = _chunk(cfg, run)
+    return min(free) < activation_reserve(chunk, int(cfg.num("tp_size") or 1), int(cfg.num("pp_size") or 1))
 
 
 def _sizes_from_text(text: str) -> tuple[int | None, int | None]:
@@ -145,6 +180,8 @@ def _detect_run(tl: Timeline, run: list[Row]) -> Finding | None:
                 or (placeable and lost_message_stage(r) in ("graph_capture", "forward")))
             and not attrs(r).get("host_pinned")]  # pinning host memory failed: SGL-HOST-007's, not the GPU's
     cfg = server_config(tl, run)
+    ooms += [r for r in of_kind(run, "scheduler_exception") if r not in ooms
+             and nccl_cuda_failure_on_thin_capture(cfg, run, r)]
     # a fragment that starts mid-run still shows batches: the start-up (and capture) succeeded
     serving = has_kind(run, "prefill_batch", "decode_batch", "server_ready")
     captured = serving or has_kind(run, "cuda_graph_end")
@@ -250,6 +287,7 @@ def target_rows_excluded(run: list[Row]) -> list[Row]:
     return [r for r in of_kind(run, "weight_load_begin", "weight_load_end") if id(r) not in kept]
 
 
+#: a traceback's frames and its exception line, as cpython Lib/traceback.py (3.x) prints them
 _FRAME_RE = re.compile(r'File "([^"]*)", line \d+, in (\w+)')
 #: the exception line that ends a Python traceback (``torch.OutOfMemoryError: …``, ``AssertionError``)
 _EXC_END_RE = re.compile(r"^\s*(?:\[rank\d+\]: )?(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
@@ -309,6 +347,7 @@ def lost_message_stage(row: Row) -> str | None:
     return stage
 
 
+#: the last frame's source line a ``raise`` (cpython Lib/traceback.py (3.x) prints each frame's line under it)
 _LAST_RAISE_RE = re.compile(r'File "[^"]*", line \d+, in \w+[ \t]*\n[ \t]*raise\b[^\n]*\s*$')
 
 
@@ -598,8 +637,10 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     new = None
     if f is not None and gpu is not None:
         new, freed = corrected_fraction(f, shortfall=shortfall, gpu_bytes=gpu)
-        flags = _flag(cfg, new, f"{f:g} − ({fmt_gib(shortfall)} the capture lacked + {fmt_gib(margin_bytes(gpu))} "
-                                f"margin) ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
+        lacked = f"{fmt_gib(shortfall)} the capture lacked + " if tried is not None else ""
+        flags = _flag(cfg, new, f"{f:g} − ({lacked}{fmt_gib(margin_bytes(gpu))} margin"
+                                + ("" if lacked else "; what the capture lacked is not in the input")
+                                + f") ÷ {fmt_gib(gpu)} ({gpu_how}) → {new:.2f}")
     elif gpu is None and f is not None and f > BLIND_STEP:
         # the fraction but not the GPU's size: SGLang's own remedy under a capture failure ("set
         # --mem-fraction-static to a smaller value"), one step; the exact step needs the GPU's memory
@@ -630,6 +671,14 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     reasons = [m for m, bad in (("--mem-fraction-static unknown", f is None), ("GPU memory unknown", gpu is None),
                                 ("the failure does not say what it tried to allocate", tried is None)) if bad]
     lost = all(lost_message_stage(r) == "graph_capture" for r in fails)
+    unhandled = not lost and all(nccl_cuda_failure_on_thin_capture(cfg, run, r) for r in fails)
+    if unhandled:
+        begun = [r["avail_bytes"] for r in of_kind(run, "cuda_graph_begin") if r.get("avail_bytes")]
+        chunk, chunk_how = _chunk(cfg, run)
+        reasons.append(f"NCCL said only 'unhandled cuda error': with {fmt_gib(min(begun))} free before the capture, "
+                       f"less than the {fmt_gib(activation_reserve(chunk, int(cfg.num('tp_size') or 1), int(cfg.num('pp_size') or 1)))} "
+                       "SGLang budgets outside the pool, its buffers' allocation is the likely call; under NCCL_DEBUG=INFO "
+                       "NCCL's WARN says \"Cuda failure 'out of memory'\" if so")
     if lost:
         reasons.append("the traceback's exception line is not in the input: its frames place it in CUDA-graph capture, "
                        "where the usual failure is the allocator's OOM; a kernel or backend error on that line would "
@@ -641,7 +690,8 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
     return make_finding(
         "SGL-GPU-002",
         summary=(("A rank died in CUDA-graph capture (its error line is cut from the input; most likely out of GPU "
-                  "memory)" if lost else "CUDA-graph capture ran out of GPU memory: NCCL could not allocate its "
+                  "memory)" if lost else "A rank died in CUDA-graph capture of an NCCL 'unhandled cuda error' (a CUDA "
+                  "call inside NCCL failed; with this little free, most likely its buffers' allocation)" if unhandled else "CUDA-graph capture ran out of GPU memory: NCCL could not allocate its "
                   "buffers ('Cuda failure … out of memory'), which live outside the static pool"
                   if nccl else "CUDA-graph capture ran out of GPU memory")
                  + f"{f' on GPU {gpus[0]}' if gpus else ''}"
@@ -651,8 +701,8 @@ def _capture_failed(tl: Timeline, cfg: ServerConfig, run: list[Row], fails: list
                     if new else "")),
         evidence=[*nccl[:1], *fails[:3], *cfg.evidence_rows("mem_fraction_static"),
                   *[tb for r in fails[:2] if (tb := enclosing_traceback(run, r)) is not None]],
-        severity="high" if lost else None,
-        confidence="low" if lost else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
+        severity="high" if lost or unhandled else None,
+        confidence="low" if lost or unhandled else "high" if not reasons else ("medium" if len(reasons) == 1 else "low"),
         confidence_reason="; ".join(reasons) or None,
         ranks=[x for x in (rank_of(oom),) if x is not None],
         gpus=gpus,
