@@ -29,10 +29,10 @@ from __future__ import annotations
 import polars as pl
 
 from forensics.facts.launch import server_config
-from forensics.facts.lifecycle import is_sglang_process, kill_commands
+from forensics.facts.lifecycle import is_sglang_process, kill_commands, same_moment
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
-from forensics.facts.stages import furthest, served, spans_nodes_said
+from forensics.facts.stages import Reached, furthest, served, spans_nodes_said
 from forensics.model import Finding, Timeline
 
 from ._common import fmt_gib, make_finding, tag_run
@@ -94,6 +94,13 @@ def detect(tl: Timeline) -> list[Finding]:
                   if sglang else "vLLM's processes were among the victims: the engine died without a Python "
                   "traceback (its parent only sees the child vanish: 'died unexpectedly')."
                   if vllm else "No SGLang or vLLM process was a victim."))
+    # the engine's own line for the same death (its parent saw the child vanish: exit code -9) is this kill, and
+    # where its start-up had got to is what was filling host memory (loading the weights, building host pools)
+    deaths = [d for d in _sigkill_deaths(tl) if any(same_moment(d, k) for k in kills)] if sglang or vllm else []
+    reached = _start_up_stage(tl) if deaths else None
+    if reached is not None:
+        summary += (f" The server had not started: its last start-up stage was {reached.stage} "
+                    f"({reached.row.get('file')}:{reached.row.get('line')}).")
     actions = ["Find what filled host memory before the kill (HiCache pools: SGL-HOST-001; other tenants) and size it "
                "to fit; `dmesg -T | grep -i -B2 -A8 'invoked oom-killer'` shows the whole report."]
     if vllm:
@@ -105,7 +112,7 @@ def detect(tl: Timeline) -> list[Finding]:
     return [make_finding(
         "SGL-HOST-004",
         summary=summary,
-        evidence=[r for r, _, _ in victims],
+        evidence=[*(r for r, _, _ in victims), *deaths[:4], *([reached.row] if reached is not None else [])],
         confidence="high",
         severity="critical" if sglang else "high",
         figures={"victims": names, "victim_count": len(victims), "sglang_victims": len(sglang),
@@ -113,6 +120,24 @@ def detect(tl: Timeline) -> list[Finding]:
                  "victim_rss_bytes": rss, "victim_shmem_rss_bytes": shmem, "constraints": memcg},
         actions=actions,
     )]
+
+
+def _sigkill_deaths(tl: Timeline) -> list[Row]:
+    """The engine's lines for a child that died of SIGKILL (sglang engine.py ``Rank {i} scheduler died during
+    initialization (exit code: -9)`` / ``is dead``, multiprocessing's -signal; vLLM's supervisor's exit code)."""
+    return [r for r in rows(tl, "rank_dead", "subprocess_crashed", "failure") if r.get("code") in SIGKILL_CODES
+            and (r.get("kind") != "failure" or attrs(r).get("failure") in ("process_exit", "startup_failed"))
+            and not (r.get("text") or "").lstrip().startswith("#")]
+
+
+def _start_up_stage(tl: Timeline) -> Reached | None:
+    """Where the start-up was when the kill came, when it had not finished (facts/stages.py's stage order)."""
+    for _ref, run in iter_runs(tl):
+        if not served(run):
+            reached = furthest(run)
+            if reached is not None:
+                return reached
+    return None
 
 
 def _recorded_oom_kill(tl: Timeline, death: Row) -> Row | None:
