@@ -122,11 +122,16 @@ def detect(tl: Timeline) -> list[Finding]:
     )]
 
 
+#: a process's death by SIGKILL as its parent saw it: an exit code, a failed start, or the shell's own ``Killed``
+#: (bash's strsignal(SIGKILL) for a foreground job, the same -9 a supervisor reports)
+_DEATH_CLASSES = ("process_exit", "startup_failed", "signal")
+
+
 def _sigkill_deaths(tl: Timeline) -> list[Row]:
     """The engine's lines for a child that died of SIGKILL (sglang engine.py ``Rank {i} scheduler died during
     initialization (exit code: -9)`` / ``is dead``, multiprocessing's -signal; vLLM's supervisor's exit code)."""
     return [r for r in rows(tl, "rank_dead", "subprocess_crashed", "failure") if r.get("code") in SIGKILL_CODES
-            and (r.get("kind") != "failure" or attrs(r).get("failure") in ("process_exit", "startup_failed"))
+            and (r.get("kind") != "failure" or attrs(r).get("failure") in _DEATH_CLASSES)
             and not (r.get("text") or "").lstrip().startswith("#")]
 
 
@@ -163,7 +168,7 @@ def _sigkilled_without_kernel_log(tl: Timeline) -> list[Finding]:
     out = []
     for ref, run in iter_runs(tl):
         dead = [r for r in of_kind(run, "rank_dead", "subprocess_crashed", "failure") if r.get("code") in SIGKILL_CODES
-                and (r.get("kind") != "failure" or attrs(r).get("failure") in ("process_exit", "startup_failed"))
+                and (r.get("kind") != "failure" or attrs(r).get("failure") in _DEATH_CLASSES)
                 and not (r.get("text") or "").lstrip().startswith("#")]
         dead = [r for r in dead if not any(before(k.as_row(), r) for k in kills)]
         if not dead:
