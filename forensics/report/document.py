@@ -144,8 +144,10 @@ MAX_NEXT_STEPS = 8
 STEP_GROUPS = (("fix", "Fix"), ("confirm", "Confirm first"), ("clean", "Clean up"))
 _CLEANUP_RE = re.compile(r"\b(?<!OOM )(?<!oom )(?:kill|pkill|killall|fuser\s+-k|gpu-reset|reboot|ipcrm|rm\s|umount|holders?|"
                          r"stop the container|release|free the|still hold)", re.I)
+#: a step that gathers the fact which decides (a measurement, a stack dump, a debug rerun) is not a fix either
 _CONFIRM_RE = re.compile(r"^\s*(?:before (?:relaunching|restarting),?\s*)?(?:to confirm|confirm|check|verify|look for|"
-                         r"find (?:out|what)|read|see whether)\b", re.I)
+                         r"find (?:out|what)|read|see whether|measure|inspect|compare|ask for|`?py-spy dump|"
+                         r"(?:re)?run (?:once )?with NCCL_DEBUG)\b", re.I)
 #: an alternative ("Or lower …") or a caution that rules a reading out ("Not the opposite problem: …"): both stay
 #: under their finding, the short list says what to do
 _ALTERNATIVE_RE = re.compile(r"^\s*(?:or|alternatively|otherwise|not)\b", re.I)
@@ -162,8 +164,9 @@ def step_group(text: str) -> str | None:
 
     >>> [step_group(t) for t in ("Set --hicache-size per rank.", "To confirm: host RAM — `free -g`",
     ...                          "Kill the holders with SIGKILL", "Or lower --max-running-requests",
-    ...                          "Not the opposite problem: the weights fit")]
-    ['fix', 'confirm', 'clean', None, None]
+    ...                          "Not the opposite problem: the weights fit", "Measure the silence on the host",
+    ...                          "Rerun with NCCL_DEBUG=INFO: the last line", "Rerun with --disable-cuda-graph")]
+    ['fix', 'confirm', 'clean', None, None, 'confirm', 'confirm', 'fix']
     """
     if _ALTERNATIVE_RE.match(text):
         return None
