@@ -187,6 +187,10 @@ def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
             continue
         if (r.get("line") or 0) > first_cited.get(r.get("file"), 1 << 62):
             continue
+        # the engine's own header for the traceback on the next line ("EngineCore encountered a fatal error.",
+        # vllm_formats.md §3) says the same death as the traceback a finding cites
+        if r.get("kind") == "engine_dead" and (r.get("file"), (r.get("line") or 0) + 1) in cited:
+            continue
         if r.get("kind") in ("xid", "oom_kill", "hung_task", "gpu_error") and (r.get("kind"), None) in explained_any_file:
             continue
         left.append(r)
