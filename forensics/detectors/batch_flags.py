@@ -12,7 +12,7 @@ bounds, so half of what last ran is the step taken; a bound already below that i
 from __future__ import annotations
 
 from forensics.facts.launch import ServerConfig
-from forensics.facts.rows import Row, before
+from forensics.facts.rows import Row, attrs, before
 from forensics.facts.runs import of_kind
 from forensics.model import FlagChange
 
@@ -27,16 +27,21 @@ def halved_running(running: int, cap: float | None) -> int | None:
 
 
 def running_requests_flag(cfg: ServerConfig, run: list[Row], failure: Row, what: str) -> FlagChange | None:
-    """``--max-running-requests`` at half the last decode batch's ``#running-req`` before ``failure``."""
-    decodes = [r for r in of_kind(run, "decode_batch") if before(r, failure) and r.get("count")]
-    if not decodes:
+    """``--max-running-requests`` at half the last decode batch's ``#running-req`` before ``failure`` (a prefill
+    batch line's ``#running-req`` counts the same decoding requests when no decode line came after it,
+    sglang_formats.md §6)."""
+    batches = [r for r in of_kind(run, "decode_batch", "prefill_batch") if before(r, failure)
+               and (r.get("count") if r.get("kind") == "decode_batch" else attrs(r).get("running_req"))]
+    if not batches:
         return None
-    running = int(decodes[-1]["count"])
+    last = batches[-1]
+    running = int(last["count"] if last.get("kind") == "decode_batch" else attrs(last)["running_req"])
     new = halved_running(running, cfg.num("max_running_requests"))
     if new is None:
         return None
     return FlagChange("--max-running-requests", cfg.flag_text("max_running_requests"), str(new),
-                      f"half the {running} requests the last decode batch before the failure ran: {what}")
+                      f"half the {running} requests the last {last['kind'].split('_')[0]} batch before the failure "
+                      f"ran: {what}")
 
 
 def prefill_chunk_flag(cfg: ServerConfig, last_prefill: Row | None, what: str) -> FlagChange | None:

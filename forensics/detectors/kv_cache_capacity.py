@@ -18,7 +18,7 @@ import re
 from forensics.facts.crash_artifacts import longest_unfinished, snapshot_pool
 from forensics.facts.launch import server_config
 from forensics.facts.rows import Row, attrs, before, field, rank_of
-from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.runs import has_kind, iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import make_finding, tag_run
@@ -135,7 +135,8 @@ def _raised_in_retraction(row: Row) -> str | None:
     if _NO_SPACE_RE.search(text) or not _RETRACT_FRAME_RE.search(row.get("text") or ""):
         return None
     etype = a.get("exception_type")
-    return f"{etype}: {str(a.get('exception_message') or '').strip()[:160]}" if etype else "an exception"
+    msg = str(a.get("exception_message") or "").strip()[:160]
+    return (f"{etype}: {msg}" if msg else str(etype)) if etype else "an exception"
 
 
 #: sglang python/sglang/srt/mem_cache/common.py::alloc_req_slots (0.5.x; schedule_batch.py's ScheduleBatch method in
@@ -390,12 +391,15 @@ def _pressure(run: list[Row], cfg) -> list[Finding]:
     retracted = sum(int(r.get("count") or 0) for r in retracts if rank_of(r) in (0, None))
     peak = max((r["ratio"] for r in decodes), default=None)
     running = cfg.num("max_running_requests")
+    # a run that then died is not "healthy", whatever its retractions say
+    died = has_kind(run, "scheduler_exception", "sigquit", "rank_dead")
     return [make_finding(
         "SGL-KV-001",
         summary=(f"The KV pool is under pressure: {events} retraction event(s)" if retracts else "The KV pool is full")
         + (f", decode token usage up to {peak:.2f}" if peak is not None else "")
         + (f" with the queue growing to {queues[-1]} requests" if growing else "")
-        + ". Throughput suffers (retracted requests are recomputed); the server itself is healthy.",
+        + ". Throughput suffers (retracted requests are recomputed)"
+        + ("." if died else "; the server itself is healthy."),
         evidence=[*retracts[:4], *full[-3:]],
         severity=pressure_severity(retract_events=events, growing_queue=growing),
         ranks=sorted({x for x in (rank_of(r) for r in retracts) if x is not None}),
