@@ -55,6 +55,7 @@ CLASSES = {
     "launch_failure": "a kernel crashed or timed out (unspecified launch failure)",
     "cuda_error": "another CUDA/HIP runtime error",
     "device_unavailable": "no usable GPU (busy, not detected, driver mismatch)",
+    "cuda_forked": "CUDA used in a process forked after its parent had initialised CUDA",
     "nccl_error": "a NCCL call failed (unhandled CUDA/system/remote error)",
     "collective_timeout": "a rank waited past the process-group timeout in a collective",
     "store_timeout": "rendezvous (TCPStore/Gloo) did not complete: a peer never joined",
@@ -192,6 +193,11 @@ VLLM_CUMEM_OOM = re.compile(r"\bCUDA Error: out of memory at \S{0,200}?cumem_all
 #: python/sglang/srt/entrypoints/http_server.py (0.4.6-0.5.x) ``/resume_memory_occupation``), e.g. a colocated
 #: trainer's ``Async request to resume_memory_occupation timed out (attempt 1)``
 MEMORY_RESUME_FAILED = re.compile(r"\bresume_memory_occupation\b[^\n]{0,160}?\b(timed out|failed|[Ee]rror)\b")
+
+#: CUDA used in a child forked from a parent that had already initialised it: pytorch torch/cuda/__init__.py::_lazy_init
+#: (2.x) ``Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn'
+#: start method``; vLLM forces spawn itself when it sees CUDA initialised (vllm_formats.md §5 VLLM_WORKER_MULTIPROC_METHOD)
+_CUDA_FORKED = re.compile(r"Cannot re-initialize CUDA in forked subprocess")
 
 #: a native check that prints and exits with no Python traceback: the custom all-reduce's CUDACHECK (vllm
 #: csrc/custom_all_reduce.cuh (0.3-0.11) ``Failed: Cuda error %s:%d '%s'``, older builds without "Cuda error"; sglang
@@ -1049,6 +1055,8 @@ def classify(msg: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:  # 
         # nvidia-smi's own failure output pasted anywhere (system_formats.md §2.5): the GPU listing's row kind
         return "gpu_error", {"gpu": smi.get("gpu")} if smi.get("gpu") is not None else {}, {
             **{k: v for k, v in smi.items() if v is not None and k != "gpu"}, "message": msg[:500]}
+    if _CUDA_FORKED.search(head):
+        return "failure", {}, {"failure": "cuda_forked", "message": msg[:2000]}
     if _NO_DEVICE.search(head):
         return "failure", {}, {"failure": "device_unavailable", "message": msg[:2000]}
     if _WATCHDOG.search(head):

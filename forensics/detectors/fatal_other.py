@@ -328,10 +328,13 @@ def _words(row: Row) -> tuple[str, bool, list[str]]:
         return "the health check failed: the server stopped answering", False, generic
     if kind == "exception":  # vLLM's traceback row
         etype, emsg = a.get("exception_type"), str(a.get("exception_message") or "").strip()
+        # the class the exception line's own words name (failure_messages.md §2.2), as for SGLang's scheduler
+        told = _CLASS_WORDS.get(_exception_class(a) or "")
         return ((f"{etype}: {emsg[:200]}" if etype and emsg else f"{etype or 'an exception'} was raised")
                 # a capture says so in the finding's own words ("while CUDA graphs were being captured")
-                + (f" (during {a['during']})" if a.get("during") and a["during"] != "graph_capture" else ""),
-                bool(emsg), generic)
+                + (f" (during {a['during']})" if a.get("during") and a["during"] != "graph_capture" else "")
+                + (f" — {told[0]}" if told else ""),
+                bool(emsg), [*(told[1] if told else []), *generic])
     if kind == "memory_profiling_error":
         # vllm_formats.md §3.5: ``assert`` in the profiling step (V0 0.2–0.10 ``profile_run``, V1 0.7+
         # ``determine_available_memory``) that the GPU's free memory did not rise while vLLM profiled
@@ -697,6 +700,11 @@ _CLASS_WORDS = {
     "nvlink_error": ("an uncorrectable NVLink error", ["`nvidia-smi nvlink -s` and dmesg Xid 74; drain the node."]),
     "launch_failure": ("a kernel crashed or timed out (unspecified launch failure)",
                        ["Check dmesg for Xids at the same minute; try another attention backend."]),
+    "cuda_forked": ("a worker forked from a parent that had already initialised CUDA cannot use it (the start "
+                    "method, not memory or the GPU)",
+                    ["Start the workers with spawn: VLLM_WORKER_MULTIPROC_METHOD=spawn for vLLM (it switches on its "
+                     "own only when it sees CUDA initialised first); in your own script, nothing may touch CUDA "
+                     "before the engine starts, and the entry point needs `if __name__ == '__main__':`."]),
     "device_unavailable": ("no usable GPU: not detected, busy, or a driver mismatch",
                            ["`nvidia-smi`; the container's `--gpus`/`NVIDIA_VISIBLE_DEVICES`; the driver version."]),
     "nccl_error": ("a NCCL call failed", ["Run with NCCL_DEBUG=INFO; the WARN before it names the cause (a peer that "
