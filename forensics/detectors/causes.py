@@ -33,6 +33,7 @@ CAUSE_PRIORITY = (
     "SGL-RUN-050",
     "VLLM-GPU-011",
     "SGL-GPU-001",
+    "VLLM-GPU-017",
     "VLLM-GPU-001",
     "SGL-KV-002",
     "SGL-XID-003",
@@ -138,7 +139,7 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-
       ("SGL-NCCL-009",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
 _link(("SGL-NCCL-009",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
       "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
-_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
+_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-GPU-017", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
        "VLLM-HOST-002"), ("VLLM-NCCL-001",),
       "a worker that failed first never returned from its step, so the engine's call to it timed out")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "VLLM-HOST-001",
