@@ -39,6 +39,8 @@ CAUSE_PRIORITY = (
     "SGL-XID-003",
     "SGL-XID-004",
     "VLLM-KV-001",
+    "SGL-XID-006",
+    "SGL-XID-005",
     "SGL-XID-001",
     "SGL-GPU-013",
     "SGL-HOST-004",
@@ -86,7 +88,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-00
        "SGL-HOST-012", "VLLM-HOST-003"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
+_link(("SGL-XID-006",), ("SGL-XID-005",), "the faulting kernel hung its ring, and the driver reset the GPU")
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004", "SGL-XID-005", "SGL-XID-006"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
                                                       "VLLM-NCCL-001"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
