@@ -115,7 +115,7 @@ _JSON_STRUCT = re.compile(r"^(?:[{}\[\]],?|\},\s*\{|-?\d+,?)$")
 # with a literal so the engine skips quickly over the text; it also runs over the whole text at once.
 # §4.1, §4.2 (the OOM-killer block), §5 (hung tasks), §6 (NVRM)
 _HOT = re.compile(r"oom|Out of memory|Kill|kill|NVRM|Xid|blocked|nvidia|memory|Memory|mems_allowed|Linux version|"
-                  r"fallen off")
+                  r"fallen off|amdgpu")
 _OOM_START = re.compile(
     r"(?P<comm>.+?) invoked oom-killer: gfp_mask=(?P<gfp>0x[0-9a-f]+)(?:\((?P<gfp_flags>[^)]*)\))?, "
     r"(?:nodemask=(?P<nodemask>[^,]*), )?order=(?P<order>-?\d+), (?:oom_score_adj|oom_adj|oomkilladj)=(?P<adj>-?\d+)")
@@ -198,6 +198,16 @@ _SNIFF_KERNEL = re.compile(
 _SNIFF_JSON = re.compile(r'^\s*"dmesg"\s*:\s*\[|"_TRANSPORT"\s*:\s*"kernel"|^\s+_TRANSPORT=kernel$')
 _SNIFF_SYSLOG = re.compile(r"^(?:" + _MON_RE + r") [ \d]\d \d\d:\d\d:\d\d \S+ [^:\[\s]+(?:\[\d+\])?: |"
                            r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* \S+ [^:\[\s]+(?:\[\d+\])?: ")
+# AMD's GPU driver, the XID-like events (linux drivers/gpu/drm/amd/amdgpu/amdgpu_job.c::amdgpu_job_timedout (5.x-6.x):
+# a job outran the scheduler's timeout, "ring %s timeout, signaled seq=%u, emitted seq=%u", or "ring %s timeout, but
+# soft recovered" when soft recovery freed it; linux drivers/gpu/drm/amd/amdgpu/amdgpu_device.c (5.x-6.x): "GPU reset
+# begin!" as the driver resets the GPU; linux drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c::gmc_v9_0_process_interrupt
+# (5.x-6.x) and gmc_v10_0.c: "[%s] %s page fault (src_id:%u ring:%u vmid:%u pasid:%u, for process %s pid %d ...")
+_AMD_PCI = re.compile(r"\bamdgpu (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d: ")
+_AMD_RING = re.compile(r"\b[Rr]ing (?P<ring>\S+) timeout, (?:signaled seq=\d+, emitted seq=\d+|(?P<soft>but soft recovered))")
+_AMD_RESET = re.compile(r"\bGPU reset begin!")
+_AMD_FAULT = re.compile(r"\[(?P<hub>gfxhub|mmhub)\d*\] (?:(?:no-)?retry )?page fault \(src_id:\d+ ring:(?P<ring>\d+) "
+                        r"vmid:\d+ pasid:\d+(?:, for process (?P<proc>\S+) pid (?P<pid>\d+))?")
 _SNIFF_CONTENT = re.compile(r"invoked oom-killer: gfp_mask=|Killed process \d+ \(|NVRM: Xid \(|oom-kill:constraint=|"
                             r"INFO: task .+:\d+ blocked for more than \d+ seconds|NVRM: GPU ")
 
@@ -551,6 +561,8 @@ class _Content:
     def _dispatch(self, rec: _Rec, s: str) -> bool:
         if "NVRM" in s:
             return self._nvrm(rec, s)
+        if "amdgpu" in s and self._amdgpu(rec, s):
+            return True
         if "oom" in s or "ill" in s or "emory" in s or "mems_allowed" in s:
             hit = self._oom_line(rec, s)
             if hit:
@@ -786,6 +798,24 @@ class _Content:
         texts = row["_texts"]
         if len(texts) < 64:
             texts.append(rec.raw)
+
+    # -- AMD GPU driver (linux drivers/gpu/drm/amd/amdgpu, the patterns above)
+    def _amdgpu(self, rec: _Rec, s: str) -> bool:
+        pm = _AMD_PCI.search(s)
+        pci = normalize_pci(pm.group("bdf")) if pm else None
+        if m := _AMD_RING.search(s):
+            event = "ring_soft_recovered" if m.group("soft") else "ring_timeout"
+            self._row(rec, "amdgpu_fault", {"event": event, "ring": m.group("ring"), "pci_bus_id": pci, "message": s})
+            return True
+        if _AMD_RESET.search(s):
+            self._row(rec, "amdgpu_fault", {"event": "gpu_reset", "pci_bus_id": pci, "message": s})
+            return True
+        if m := _AMD_FAULT.search(s):
+            pid = int(m.group("pid")) if m.group("pid") else None
+            self._row(rec, "amdgpu_fault", {"event": "page_fault", "hub": m.group("hub"), "ring": m.group("ring"),
+                                            "pci_bus_id": pci, "message": s}, pid=pid, comm=m.group("proc"))
+            return True
+        return False
 
     # -- NVIDIA driver (§6)
     def _nvrm(self, rec: _Rec, s: str) -> bool:

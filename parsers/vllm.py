@@ -195,6 +195,12 @@ _RANK_ASSIGNED = re.compile(r"rank (\d+) in world size (\d+) is assigned as (.*)
 _ASSIGNED_PART = re.compile(r"(DP|PP|TP|EP|PCP|DCP) rank (\d+)")
 _NCCL_VERSION = re.compile(r"vLLM is using nccl==(\S+)")
 _MAX_MODEL_LEN = re.compile(r"^Using max model len (\d+)")
+#: V1's multimodal profiling, just before the encoder's dummy batch runs: the encoder budget (min of the compute
+#: budget and the cache size, each max(max_num_batched_tokens, one item's tokens)) and the items of the largest
+#: modality that fill it (vllm vllm/v1/worker/gpu_model_runner.py::profile_run (0.7-main),
+#: vllm vllm/multimodal/encoder_budget.py (0.11-main))
+_ENCODER_BUDGET = re.compile(r"^Encoder cache will be initialized with a budget of (\d+) tokens, and profiled with "
+                             r"(\d+) (\w+) items of the maximum feature size")
 _CHUNKED = re.compile(r"max_num_batched_tokens=(\d+)")
 _INIT_DONE = re.compile(r"^init engine \(profile, create kv cache, warmup model\) took " + _NUM)
 # vllm_formats.md §3.6 (process and engine death)
@@ -1001,6 +1007,12 @@ class _Parser:
             if m:
                 emit("notice", base, {"message_id": "max_model_len", "max_model_len": int(m.group(1))},
                      tokens=int(m.group(1)))
+                return True
+            m = _ENCODER_BUDGET.match(s)
+            if m:
+                emit("notice", base, {"message_id": "encoder_cache_budget", "encoder_budget_tokens": int(m.group(1)),
+                                      "mm_items": int(m.group(2)), "modality": m.group(3)}, tokens=int(m.group(1)),
+                     count=int(m.group(2)))
                 return True
             m = _INIT_DONE.match(s)
             if m:

@@ -33,11 +33,14 @@ CAUSE_PRIORITY = (
     "SGL-RUN-050",
     "VLLM-GPU-011",
     "SGL-GPU-001",
+    "VLLM-GPU-017",
     "VLLM-GPU-001",
     "SGL-KV-002",
     "SGL-XID-003",
     "SGL-XID-004",
     "VLLM-KV-001",
+    "SGL-XID-006",
+    "SGL-XID-005",
     "SGL-XID-001",
     "SGL-GPU-013",
     "SGL-HOST-004",
@@ -85,7 +88,8 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-GPU-001", "SGL-GPU-002", "SGL-GPU-00
        "SGL-HOST-012", "VLLM-HOST-003"),
       ("SGL-NCCL-001", "SGL-NCCL-002"),
       "when one rank died the others waited on it in their collectives until the NCCL watchdog fired")
-_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
+_link(("SGL-XID-006",), ("SGL-XID-005",), "the faulting kernel hung its ring, and the driver reset the GPU")
+_link(("SGL-XID-001", "SGL-XID-003", "SGL-XID-004", "SGL-XID-005", "SGL-XID-006"), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "SGL-NCCL-010",
                                                       "VLLM-NCCL-001"),
       "the rank on the faulted GPU stopped joining collectives")
 _link(("SGL-HOST-001", "SGL-HOST-004"), ("SGL-GPU-005",),
@@ -138,7 +142,7 @@ _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-
       ("SGL-NCCL-009",), "the peer that failed first closed its connections, so NCCL's transport to it failed")
 _link(("SGL-NCCL-009",), ("SGL-NCCL-001", "SGL-NCCL-002", "SGL-NCCL-004", "VLLM-NCCL-001"),
       "the collectives could not complete over the failed link, so the ranks waited until the watchdog fired")
-_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
+_link(("VLLM-HOST-001", "VLLM-GPU-001", "VLLM-GPU-017", "VLLM-KV-001", "VLLM-KV-002", "SGL-GPU-001", "SGL-HOST-004", "SGL-HOST-005",
        "VLLM-HOST-002"), ("VLLM-NCCL-001",),
       "a worker that failed first never returned from its step, so the engine's call to it timed out")
 _link(("SGL-HOST-001", "SGL-HOST-002", "SGL-HOST-004", "SGL-HOST-005", "SGL-HOST-007", "SGL-HOST-009", "VLLM-HOST-001",

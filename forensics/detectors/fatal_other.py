@@ -58,7 +58,7 @@ FATAL_CLASSES = frozenset({
 _TELLING = frozenset(FATAL_CLASSES - {"traceback_cut", "signal", "process_exit", "startup_failed"})
 #: Every kind that reports a failure, fatal or not: each such line backs a finding or is listed by SGL-RUN-002.
 FAILURE_LINE_KINDS = (*FATAL_KINDS, "kv_exhausted", "hicache_insufficient", "not_enough_memory", "weights_no_kv_room",
-                      "memory_leak", "oom_kill", "xid", "gpu_fallen_off_bus", "hung_task", "gpu_error",
+                      "memory_leak", "oom_kill", "xid", "gpu_fallen_off_bus", "hung_task", "gpu_error", "amdgpu_fault",
                       # vLLM's (parsers/vllm.py)
                       "exception", "engine_dead", "cuda_error", "kv_no_room", "kv_cache_too_small", "gpu_memory_short",
                       "swap_space_too_large", "swap_exhausted", "nccl_error", "rpc_timeout", "memory_profiling_error")

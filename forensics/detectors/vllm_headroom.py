@@ -6,6 +6,11 @@ utilization too high for this GPU (the opposite of VLLM-KV-002). Sample::
 
     (VllmWorker rank=3 pid=1090) ERROR 06-05 06:18:13 [multiproc_executor.py:470] RuntimeError: CUDA error: out of memory
 
+VLLM-GPU-017 is the same start-up OOM in the encoder pass of V1's multimodal profile run: after ``Encoder cache
+will be initialized with a budget of N tokens, and profiled with K <modality> items of the maximum feature size``
+(vllm vllm/v1/worker/gpu_model_runner.py::profile_run (0.7-main)) the K largest items run through the encoder at
+once, so the items' size and count, not the utilization, are what to change.
+
 >>> lowered_utilization(0.941, tried_bytes=138 * 2**20, free_bytes=2.19 * 2**20, total_bytes=79.15 * 2**30)
 0.91
 >>> lowered_utilization(0.9, tried_bytes=None, free_bytes=None, total_bytes=None)
@@ -14,6 +19,8 @@ utilization too high for this GPU (the opposite of VLLM-KV-002). Sample::
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 
 from forensics.facts import engines
@@ -123,7 +130,9 @@ def detect(tl: Timeline) -> list[Finding]:
         flags: list[FlagChange] = []
         uflag = engines.flag_for("vllm", "gpu_memory_fraction") or "--gpu-memory-utilization"
         if during == "profile":
-            out.append(_profile_oom(cfg, run, ooms, tried, free, total))
+            enc = _encoder_profile(run, first)
+            out.append(_encoder_profile_oom(cfg, run, ooms, enc, tried, free, total) if enc is not None
+                       else _profile_oom(cfg, run, ooms, tried, free, total))
             continue
         if util is not None:
             new = lowered_utilization(util, tried_bytes=tried, free_bytes=free, total_bytes=total)
@@ -306,6 +315,112 @@ def _profile_oom(cfg, run: list, ooms: list, tried: float | None, free: float | 
         ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
         figures={"during": "profile", "max_num_batched_tokens": batched, "failed_allocation_bytes": tried,
                  "free_bytes": free, "gpu_total_bytes": total},
+        flags=flags,
+        actions=actions,
+    )
+
+
+#: the multimodal encoder's frames in V1's profile run: the model's multimodal entry points (``get_multimodal_embeddings``
+#: 0.7-0.11, ``embed_multimodal`` 0.12+, the ``_process_<modality>_input`` helpers of the vision-language models) and
+#: the vision/audio towers (vllm vllm/v1/worker/gpu_model_runner.py::profile_run (0.7-main),
+#: vllm vllm/model_executor/models/qwen2_5_vl.py (0.8-main))
+_ENCODER_FUNCS = frozenset({"get_multimodal_embeddings", "embed_multimodal", "_execute_mm_encoder",
+                            "_process_image_input", "_process_video_input", "_process_audio_input"})
+_ENCODER_PATHS = ("vision", "visual", "vit_attn", "siglip", "/clip.py", "whisper")
+
+
+def _encoder_profile(run: list, oom: dict) -> dict | None:
+    """The encoder-cache record of V1's multimodal profile run when the OOM fell in its encoder pass: the traceback
+    runs through the encoder, or (no frames) the record is the last start-up record before the OOM. An OOM whose
+    frames are the decoder's dummy batch (``_dummy_run`` with no encoder frame) is the decoder's (VLLM-GPU-001)."""
+    line = oom.get("line") or 0
+    budget = [r for r in of_kind(run, "notice") if attrs(r).get("message_id") == "encoder_cache_budget"
+              and r.get("file") == oom.get("file") and (r.get("line") or 0) < line]
+    if not budget:
+        return None
+    rec = max(budget, key=lambda r: r.get("line") or 0)
+    frames = traceback_frames(run, oom)
+    if frames:
+        if any(func in _ENCODER_FUNCS or any(p in path.lower() for p in _ENCODER_PATHS) for path, func in frames):
+            return {**attrs(rec), "row": rec, "placed_by": "frames"}
+        return None
+    later = [r for r in run if r.get("file") == oom.get("file") and (rec.get("line") or 0) < (r.get("line") or 0) < line
+             and r.get("kind") in _START_KINDS and r.get("kind") != "init_failed"]
+    return None if later else {**attrs(rec), "row": rec, "placed_by": "order"}
+
+
+def _limits(cfg) -> dict:
+    """--limit-mm-per-prompt as a mapping (the args dump's dict or the command line's JSON), {} when not given."""
+    v = cfg.values.get("limit_mm_per_prompt")
+    if isinstance(v, str):  # the command line's JSON, or the args dump's Python repr
+        try:
+            v = json.loads(v)
+        except ValueError:
+            try:
+                v = ast.literal_eval(v)
+            except (ValueError, SyntaxError):
+                return {}
+    return dict(v) if isinstance(v, dict) else {}
+
+
+def _encoder_profile_oom(cfg, run: list, ooms: list, enc: dict, tried: float | None, free: float | None,
+                         total: float | None) -> Finding:
+    """VLLM-GPU-017: the encoder pass of V1's multimodal profile run ran out of memory beside the weights.
+
+    The pass runs ``items`` dummy items of the largest modality, each of the maximum feature size, through the
+    encoder at once. items = min(budget // item tokens, max_num_seqs × the per-prompt limit), the budget being
+    max(--max-num-batched-tokens, one item's tokens) (vllm vllm/multimodal/encoder_budget.py (0.11-main),
+    vllm vllm/v1/core/encoder_cache_manager.py::compute_mm_encoder_budget (0.9-main)). So the levers are the item's
+    size (the processor's max pixels or frames, or the dummy sizes --limit-mm-per-prompt takes from 0.11,
+    vllm vllm/config/multimodal.py), the item count (the budget) and the modality profiled (0 for one
+    the deployment does not take: the next largest is profiled instead)."""
+    modality, items, budget = enc.get("modality") or "image", int(enc.get("mm_items") or 1), enc.get("encoder_budget_tokens")
+    bflag = engines.flag_for("vllm", "max_batched_tokens") or "--max-num-batched-tokens"
+    batched = cfg.num("max_num_batched_tokens")
+    per_item = int(budget // items) if budget and items else None
+    limits = _limits(cfg)
+    flags: list[FlagChange] = []
+    if items > 1 and budget:
+        new = max(int(budget // 2), per_item or 0)
+        flags.append(FlagChange(bflag, f"{batched:g}" if batched else None, str(new),
+                                f"the encoder budget ({budget} tokens) is --max-num-batched-tokens when larger than one "
+                                f"item ({per_item} tokens at most): {new} profiles {max(new // per_item, 1) if per_item else 1} "
+                                f"{modality} item(s) instead of {items}"))
+    old_limits = json.dumps(limits) if limits else None
+    others = [m for m in limits if m != modality and limits[m]]
+    new_limits = json.dumps({**limits, modality: 0}) if limits else json.dumps({modality: 0})
+    flags.append(FlagChange("--limit-mm-per-prompt", old_limits, new_limits,
+                            (f"if this deployment takes no {modality}: vLLM then profiles the next largest modality "
+                             f"({', '.join(others)}) instead" if others else
+                             f"to confirm: a start with no {modality} input skips the encoder's dummy batch; to keep "
+                             f"{modality}s, shrink the profiled item instead (the actions)")))
+    item_words = f"{items} {modality} item{'s' if items != 1 else ''} of the largest size"
+    actions = [
+        f"Make the largest {modality} smaller, which sizes the profiled item: the processor's maximum pixels "
+        "(--mm-processor-kwargs, e.g. max_pixels for Qwen-VL; fewer frames for video), or from vLLM 0.11 the dummy "
+        f"size in --limit-mm-per-prompt ('{{\"{modality}\": {{\"count\": N, \"width\": W, \"height\": H}}}}').",
+        f"Lower {bflag}" + (f" (now {batched:g})" if batched else "") + " when more than one item was profiled: the "
+        "encoder budget, and so the item count, follows it.",
+        "Set the count of a modality the deployment does not take to 0 in --limit-mm-per-prompt.",
+        "--gpu-memory-utilization does not change this peak: the profile run measures it before the KV cache is sized.",
+    ]
+    return make_finding(
+        "VLLM-GPU-017",
+        summary=(f"vLLM ran out of GPU memory profiling the multimodal encoder, before the KV cache existed: the dummy "
+                 f"batch of {item_words}"
+                 + (f" ({budget} tokens)" if budget else "") + " did not fit beside the weights"
+                 + (f" ({fmt_gib(tried)} requested, {fmt_gib(free)} free)" if tried else "")
+                 + f". Shrink the largest {modality} (the processor's max pixels or frames) or, with fewer items, "
+                 + (f"{bflag} {flags[0].new}." if items > 1 and budget else f"set {modality} to 0 in --limit-mm-per-prompt.")),
+        evidence=[enc["row"], *ooms[:3], *of_kind(run, "init_failed", "exception", "engine_dead")[:2]],
+        confidence="high" if enc.get("placed_by") == "frames" else "medium",
+        confidence_reason=None if enc.get("placed_by") == "frames" else (
+            "no frames: placed in the encoder pass by the encoder-cache line being the last start-up line before the "
+            "OOM; the decoder's dummy batch runs next with no line of its own"),
+        ranks=[x for x in (rank_of(r) for r in ooms) if x is not None],
+        figures={"during": "profile_encoder", "modality": modality, "mm_items": items, "encoder_budget_tokens": budget,
+                 "max_num_batched_tokens": batched, "failed_allocation_bytes": tried, "free_bytes": free,
+                 "gpu_total_bytes": total},
         flags=flags,
         actions=actions,
     )

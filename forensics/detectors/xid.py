@@ -5,6 +5,14 @@ Sources: SGL-XID-001 and SGL-XID-002 read the NVRM Xid line (reference/system_fo
 CUDA runtime's ECC/NVLink error text (reference/failure_messages.md §2.2); SGL-XID-004 the ECC, retired-page
 and remapped-row counters of reference/system_formats.md §2.2 and §2.3.
 
+SGL-XID-005 and SGL-XID-006 are AMD's counterparts, read from the amdgpu driver's kernel lines: a job that outran
+the GPU scheduler's timeout (``ring gfx_0.0.0 timeout, signaled seq=…, emitted seq=…``,
+linux drivers/gpu/drm/amd/amdgpu/amdgpu_job.c::amdgpu_job_timedout (5.x-6.x)) and the reset that follows
+(``GPU reset begin!``, linux drivers/gpu/drm/amd/amdgpu/amdgpu_device.c (5.x-6.x)); a ring the driver soft-recovered
+(``… timeout, but soft recovered``) hung nothing. SGL-XID-006 is the GPU's page fault (``[gfxhub0] no-retry page
+fault (src_id:… ring:… vmid:… pasid:…, for process …)``, linux drivers/gpu/drm/amd/amdgpu/gmc_v9_0.c (5.x-6.x)):
+a kernel touched an address not mapped for its process, like NVIDIA's MMU-fault Xid 31.
+
 Sample (R460+ driver)::
 
     NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
@@ -107,7 +115,65 @@ def detect(tl: Timeline) -> list[Finding]:
     xids = _detect_xids(tl)
     hang = [] if any(f.rule_id == "SGL-XID-001" for f in xids) else gpu_driver.driver_hang(tl)
     return xids + hang + gpu_driver.nvswitch_faults(tl) + _hardware_from_cuda(tl, rows(tl, "xid")) \
-        + _memory_counters(tl)
+        + _memory_counters(tl) + _amdgpu(tl)
+
+
+def _amd_gpus(hits: list[Row]) -> str:
+    pcis = sorted({a for r in hits if (a := attrs(r).get("pci_bus_id"))})
+    return f" on {', '.join(pcis)}" if pcis else ""
+
+
+def _amdgpu(tl: Timeline) -> list[Finding]:
+    """SGL-XID-005 (a ring timeout, the GPU reset) and SGL-XID-006 (a GPU page fault) from the amdgpu driver."""
+    by_event: dict[str, list[Row]] = {}
+    for r in rows(tl, "amdgpu_fault"):
+        by_event.setdefault(str(attrs(r).get("event")), []).append(r)
+    out = []
+    crashes = _engine_crashes(tl)
+    faults = by_event.get("page_fault", [])
+    if faults:
+        procs = sorted({f"{r.get('comm')} pid {r.get('pid')}" for r in faults if r.get("comm")})
+        later = [r for r in crashes if before(faults[0], r)]
+        out.append(make_finding(
+            "SGL-XID-006",
+            summary=(f"The amdgpu driver logged {len(faults)} GPU page fault{'s' if len(faults) > 1 else ''}"
+                     f"{_amd_gpus(faults)}" + (f" for {', '.join(procs[:3])}" if procs else "")
+                     + ": a kernel read or wrote an address not mapped for its process, the GPU's side of an illegal "
+                     "memory access (NVIDIA's Xid 31)."
+                     + (f" The server's crash after it ({_crash_words(later[0])}) is its consequence." if later else "")),
+            evidence=[*faults[:3], *later[:2]],
+            confidence="high",
+            figures={"page_faults": len(faults), "hubs": sorted({str(attrs(r).get("hub")) for r in faults})},
+            actions=["Match the fault's process and time to the crash; reproduce with another attention or MoE backend "
+                     "(AITER kernels off) to find the kernel, and report it with the ROCm, driver and engine versions.",
+                     "Faults that follow the GPU across workloads, with `amd-smi metric --ecc` errors, are hardware."],
+        ))
+    hung = by_event.get("ring_timeout", [])
+    resets = by_event.get("gpu_reset", [])
+    if hung or resets:
+        first = (hung or resets)[0]
+        rings = sorted({str(attrs(r).get("ring")) for r in hung})
+        later = [r for r in crashes if before(first, r)]
+        out.append(make_finding(
+            "SGL-XID-005",
+            summary=(("A job on the GPU's " + ", ".join(rings) + f" ring{'s' if len(rings) > 1 else ''} outran the "
+                      "driver's timeout" if hung else "The amdgpu driver reset the GPU")
+                     + _amd_gpus(hung or resets)
+                     + (" and the driver reset the GPU" if hung and resets else "")
+                     + ": the GPU hung, and every process on it lost its work."
+                     + (f" The server's death after it ({_crash_words(later[0])}) is the hang's consequence, not "
+                        "another fault." if later else "")),
+            evidence=[*hung[:2], *resets[:2], *later[:2]],
+            severity="critical" if resets else None,
+            confidence="high" if hung else "medium",
+            confidence_reason=None if hung else "the reset is in the input but not the timeout that caused it",
+            figures={"ring_timeouts": len(hung), "gpu_resets": len(resets), "rings": rings},
+            actions=["`dmesg -T | grep -i amdgpu` around the time: a page fault or a RAS error just before the timeout "
+                     "names the cause; `amd-smi metric --ecc` and `amd-smi list` for the GPU's state.",
+                     "A hang in one workload's kernel is software (reproduce with AITER or the custom kernels off); one "
+                     "that recurs across workloads, or a reset that fails, means draining the node."],
+        ))
+    return out
 
 
 def _yes(value: Any) -> bool:

@@ -315,7 +315,7 @@ REPORTED_FAILURE_KINDS = frozenset({
     "weights_no_kv_room", "hicache_insufficient", "ranks_not_loaded", "watchdog_timeout", "sigquit", "rank_dead",
     "subprocess_crashed", "health_check_failed", "init_failed", "nccl_watchdog", "nccl_info", "kv_exhausted",
     "memory_leak", "memory_imbalance", "retract", "oom_kill", "oom_reaper", "xid", "gpu_fallen_off_bus", "hung_task",
-    "gpu_error", "failure", "kv_cache_too_small", "kv_no_room", "preemption", "engine_dead", "worker_dead",
+    "gpu_error", "amdgpu_fault", "failure", "kv_cache_too_small", "kv_no_room", "preemption", "engine_dead", "worker_dead",
     # vLLM's own (parsers/vllm.py)
     "exception", "cuda_error", "gpu_memory_short", "swap_space_too_large", "swap_exhausted", "nccl_error",
     "rpc_timeout", "shm_wait", "memory_profiling_error",
