@@ -612,11 +612,22 @@ class _Parser:
         if tb is None:
             return
         text = "\n".join(tb["lines"])
+        funcs = [f for _, f in _TB_FRAME.findall(text)]
+        exc_line = f"{tb.get('etype')}: {tb.get('emsg') or ''}" if tb.get("etype") else ""
+        # the sleep-mode allocator mapping memory back (vllm/device_allocator/cumem.py (0.7.3+) ``wake_up`` under
+        # v1/worker/gpu_worker.py ``wake_up`` and EngineCore's utility call): the wake-up is the phase, not the
+        # start-up stage the last lifecycle record left the process in
+        woke = "wake_up" in funcs
         attrs = {"exception_type": tb.get("etype"), "exception_message": (tb.get("emsg") or "")[:2000] or None,
-                 "during": _phase_of_text(text) or self.phase.get(tb["base"].get("pid")),
-                 "frames": [f for _, f in _TB_FRAME.findall(text)][-8:] or None}
+                 "during": "wake_up" if woke else _phase_of_text(text) or self.phase.get(tb["base"].get("pid")),
+                 "frames": funcs[-8:] or None}
         base = {**tb["base"], "line_end": tb["last"], "text": text[:200_000]}
         self.emit("exception", base, attrs)
+        found = classify_failure(exc_line) if "cumem_allocator" in exc_line else None
+        if found is not None and found[0] == "failure" and found[2].get("allocator") == "vllm_cumem":
+            # the allocator's out-of-memory inside EngineCore's or a worker's traceback: the row the sleep-mode
+            # rules read, as the failure scan gives it for a relayed line (parsers/failures.py)
+            self.emit("failure", base, {**found[2], "in_wake_up": woke})
         if pinned_host_oom("cuda_error_oom", text) and _CUDA_ERR_OOM.search(text):
             # the plain runtime OOM from the pinned host allocator (swap space, offload buffers): host memory
             for row in self.rows[::-1]:

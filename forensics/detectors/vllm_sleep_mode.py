@@ -22,6 +22,7 @@ from forensics.model import Finding, Timeline
 
 from ._common import make_finding
 from .memory_saver import handover_share
+from .vllm_sleep_colocated import colocated
 
 #: what in a log says the engine was waking up: the allocator's and the executor's frames and vLLM's
 #: "It took … seconds to wake up" (vllm/executor/executor_base.py, v1/engine/core.py)
@@ -37,7 +38,7 @@ def _wake_seen(tl: Timeline) -> bool:
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "failure") if attrs(r).get("failure") == "memory_saver_oom"
             and attrs(r).get("allocator") == "vllm_cumem"]
-    if not hits:
+    if not hits or colocated(tl, hits)[0]:  # other vLLM engines share the GPU: VLLM-GPU-014
         return []
     wake = any(attrs(r).get("in_wake_up") for r in hits) or _wake_seen(tl)
     old = server_config(tl).num("gpu_memory_utilization")
