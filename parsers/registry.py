@@ -31,6 +31,7 @@ PARSER_MODULES = (
     "record",
     "clock",
     "ray_status",
+    "env_report",
 )
 
 #: Parsers of binary artifacts (the engines' crash dumps are pickles): ``sniff_bytes(head) -> float``,
