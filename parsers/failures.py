@@ -156,7 +156,11 @@ _RUNTIME_OOM = re.compile(
     r"CUDA error: out of memory|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED|"
     r"CUFFT_ALLOC_FAILED|hipErrorOutOfMemory|HIP error: out of memory|Triton Error \[CUDA\]: out of memory|"
     r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure (?:2 )?'out of memory'|Failed to CUDA (?:c|m)alloc(?: async)? (\d+) bytes|"
-    r"HSA_STATUS_ERROR_OUT_OF_RESOURCES|CUDA driver error: out of memory"
+    r"HSA_STATUS_ERROR_OUT_OF_RESOURCES|CUDA driver error: out of memory|"
+    # the engines' own ctypes wrapper of the runtime (sglang python/sglang/srt/distributed/device_communicators/
+    # cuda_wrapper.py (0.4-0.5), vllm vllm/distributed/device_communicators/cuda_wrapper.py (0.5+) ``CUDART_CHECK``:
+    # ``RuntimeError(f"CUDART error: {error_str}")``): a raw cudaMalloc, outside PyTorch's allocator
+    r"CUDART error: out of memory"
 )
 #: SGLang's HiCache host pool registration (0.5.15+, chunked 0.5.23: failure_messages.md §2.4); ``rc`` is the CUDA
 #: runtime's error code: 2 = cudaErrorMemoryAllocation (the kernel would not lock that much RAM), 1 =

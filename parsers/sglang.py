@@ -595,10 +595,17 @@ _PIECEWISE_FAILED = "Piecewise CUDA Graph failed with error:"
 _PIECEWISE_HINT = "Piecewise CUDA Graph is enabled by default as an experimental feature"
 
 
+#: the CUDA or HIP runtime's own out-of-memory error, raised outside PyTorch's caching allocator: torch's
+#: ``C10_CUDA_CHECK`` (``CUDA error: out of memory``, failure_messages.md §2; ``HIP error: …`` on ROCm, §3), the
+#: driver API (``CUDA driver error: …``) and the engine's ctypes wrapper (sglang python/sglang/srt/distributed/
+#: device_communicators/cuda_wrapper.py (0.4-0.5): ``CUDART error: …``)
+_RUNTIME_OOM_SAID = re.compile(r"\b(?:CUDA|HIP|CUDART|CUDA driver) error: out of memory")
+
+
 def _graph_failed(msg: str) -> list[Event]:
     i = msg.find("failed")
     events = _ev("cuda_graph_failed", attrs={"message": msg[i + 6:].lstrip(": ")[:2000]})
-    if "CUDA out of memory" in msg:
+    if "CUDA out of memory" in msg or "HIP out of memory" in msg:
         oom = _cuda_oom(msg)
         oom[0][2]["during"] = "graph_capture"
         events += oom
@@ -696,11 +703,11 @@ def _notice(message_id: str, **attrs: Any) -> list[Event]:
 
 def _failure(msg: str) -> list[Event] | None:  # noqa: C901 - one flat dispatch table reads best
     """Failure and shutdown messages; checked with cheap ``in`` tests, most specific first."""
-    if "CUDA out of memory" in msg:
+    if "CUDA out of memory" in msg or "HIP out of memory" in msg:  # ROCm's PyTorch says HIP (failure_messages.md §3)
         if "graph failed" in msg[:200]:
             return _graph_failed(msg)
         return _cuda_oom(msg)
-    if "CUDA error: out of memory" in msg:
+    if "error: out of memory" in msg and _RUNTIME_OOM_SAID.search(msg):
         return _ev("cuda_error_oom", attrs={"message": msg[:2000]})
     if "cudaHostRegister failed" in msg or "cudaHostAlloc failed" in msg:
         # one reader decides what a registration failure is (its rc: out of memory or a refused range)

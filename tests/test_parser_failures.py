@@ -89,6 +89,7 @@ def test_nvml_not_available_is_no_process() -> None:
     "RuntimeError: Triton Error [CUDA]: out of memory",
     "gpu-a:881:902 [3] NCCL WARN Cuda failure 'out of memory'",
     "gpu-a:881:902 [3] include/alloc.h:125 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+    "RuntimeError: CUDART error: out of memory",  # the engines' ctypes wrapper of cudaMalloc
 ])
 def test_runtime_and_library_allocation_failures(text: str) -> None:
     r = failures.parse(text).events.row(0, named=True)

@@ -26,11 +26,13 @@ import polars as pl
 
 from forensics.facts.gpu import gpu_holders, target_load_rows
 from forensics.facts.rows import Row, attrs, rank_of, rows
+from forensics.facts.rows import before as happened_before
 from forensics.facts.runs import iter_runs, of_kind
+from forensics.facts.stages import Reached, furthest
 from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding, tag_run
-from .fatal_other import failure_class
+from .fatal_other import failure_class, in_dist_init
 from .stranded_context import ESCALATION, held_threshold
 from .vllm_start_memory import holders_words
 
@@ -137,6 +139,22 @@ def held_in_snapshot(tl: Timeline, run: list[Row]) -> list[Row]:
             and r["used_bytes"] >= max(held_threshold(r["total_bytes"]), PRE_LOAD_OWN_MAX)]
 
 
+def _failed_in_dist_init(run: list[Row], failed: list[Row]) -> tuple[Row, Reached] | None:
+    """The first memory failure of a start-up that had reached no further than distributed initialisation.
+
+    Until the weights load a rank has allocated its CUDA context, NCCL's communicator buffers and the custom
+    all-reduce's IPC buffers (sglang python/sglang/srt/model_executor/model_runner.py (0.4-0.5) ``init_torch_distributed``
+    runs before ``load_model``): a few hundred MiB to about 2 GiB. Running out of memory there says the GPU was nearly
+    full before the server began, not that the server asked too much."""
+    for row in failed:
+        if row.get("kind") not in ("cuda_oom", "cuda_error_oom"):
+            continue
+        reached = furthest([r for r in run if happened_before(r, row) is True])
+        if reached is not None and in_dist_init(reached):
+            return row, reached
+    return None
+
+
 def detect(tl: Timeline) -> list[Finding]:
     return _collisions(tl) + detect_orphans(tl) + detect_unexplained_full_gpu(tl)
 
@@ -155,7 +173,9 @@ def _collisions(tl: Timeline) -> list[Finding]:
         failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
         snap = held_in_snapshot(tl, run) if failed and not ooms and not hidden and not before else []
-        if not ooms and not busy and not hidden and not before and not snap:
+        early = _failed_in_dist_init(run, failed) if failed and not ooms and not hidden and not before and not snap \
+            else None
+        if not ooms and not busy and not hidden and not before and not snap and not early:
             continue
         died = [r for r in of_kind(run, "failure", "rank_dead", "sigquit")
                 if r.get("kind") != "failure" or failure_class(r) in ("startup_failed", "process_exit", "exception")]
@@ -178,6 +198,10 @@ def _collisions(tl: Timeline) -> list[Finding]:
                                                         f"{fmt_gib(r['total_bytes'])} in use" for r in snap[:4])
                         + " while the server died of a memory error before loading any weights, when it holds no "
                         "more than its CUDA context and NCCL buffers")
+        if early:
+            what.append(f"the GPU ran out of memory during {early[1].stage}, before any weights loaded ("
+                        f"{(early[0].get('file') or '?')}:{early[0].get('line')}), when the server holds no more than its "
+                        "CUDA context and its NCCL and all-reduce buffers: the GPU was already nearly full")
         if any(failure_class(r) == "gpu_busy" for r in busy):
             what.append("GPUs were not idle before the run")
         if any(_port_taken(r) for r in busy):
@@ -185,7 +209,8 @@ def _collisions(tl: Timeline) -> list[Finding]:
         listed = [p for p in gpu_holders(tl, exclude_pids=frozenset(int(r["pid"]) for r in run if r.get("pid")))
                   if p.get("used_bytes")] if before or hidden or snap else []
         evidence = [r for r, _f in [*ooms, *hidden]][:3] + listed[:2] + ([before[1], *failed[:1]] if before else []) \
-            + ([*failed[:1], *of_kind(run, "scheduler_exception")[:1], *snap[:2]] if snap else []) + busy[:3] + died[:2]
+            + ([*failed[:1], *of_kind(run, "scheduler_exception")[:1], *snap[:2]] if snap else []) \
+            + ([early[0], early[1].row] if early else []) + busy[:3] + died[:2]
         flags = _port_wait_flags(busy)
         if flags:
             what.append("its holder was an earlier server still shutting down")
@@ -202,7 +227,9 @@ def _collisions(tl: Timeline) -> list[Finding]:
             evidence=evidence,
             confidence="medium" if ooms or hidden or before or snap or len(busy) > 1 else "low",
             confidence_reason=("no process table (`ps -eo pid,ppid,stat,etime,cmd`, nvidia-smi's process list) in the "
-                               "input shows the holder itself"),
+                               "input shows the holder itself"
+                               + ("; only the stage of the failure says the memory was taken before the server "
+                                  "allocated any" if early and not listed else "")),
             ranks=[x for x in (rank_of(r) for r in evidence) if x is not None],
             gpus=[r["gpu"] for r in [*[o for o, _f in [*ooms, *hidden]], *busy, *snap] if r.get("gpu") is not None],
             figures={"holder_pids": pids, "held_bytes": int(held) if held else None, "ports": ports or None,
