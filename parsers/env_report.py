@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from .elision import is_elision
-from .schema import NotThisFormat, ParseResult
+from .schema import MAX_UNRECOGNIZED_EXAMPLES, NotThisFormat, ParseResult
 
 FORMAT = "env_report"
 
@@ -53,6 +53,21 @@ _ANCHORS = frozenset({
     "Nvidia driver version", "cuDNN version", "HIP runtime version", "MIOpen runtime version",
     "Is XNNPACK available", "Versions of relevant libraries", "vLLM Version", "vLLM Build Flags", "GPU Topology",
 })
+#: the other keys the reports print (sglang check_env's ``PACKAGE_LIST``, the rest of collect_env's lines): an
+#: entry is recognised only by its key, so a writer's own ``Mem: 384GB`` under a report is left to the prose reader
+_KNOWN = _ANCHORS | frozenset({
+    "triton", "transformers", "torchao", "numpy", "aiohttp", "fastapi", "hf_transfer", "huggingface_hub",
+    "interegular", "modelscope", "orjson", "outlines", "packaging", "psutil", "pydantic", "multipart", "zmq",
+    "uvicorn", "uvloop", "vllm", "xgrammar", "openai", "tiktoken", "anthropic", "litellm", "decord", "torch",
+    "flashinfer-python", "sgl-kernel", "ROCM Version", "Neuron SDK Version", "CUDA Archs", "ENV Variables", "CPU",
+    "vLLM Ascend Version", "NPU", "CANN", "Caching allocator config", "Is XNNPACK available", "Clang version",
+    "Python platform", "cuDNN version", "Legend",
+})
+#: ``GPU 0,1: <name>`` and ``GPU 0,1 Compute Capability: 9.0`` (check_env), ``GPU 0: <name>`` (collect_env)
+_GPU_KEY = re.compile(r"^GPU [\d,]+(?: Compute Capability)?$")
+#: lscpu's ``Key: value`` lines under collect_env's ``CPU:``, and its ``ENV Variables:`` assignments
+_SECTION_LINE = re.compile(r"^(?:[A-Z][\w ()/-]{0,40}:\s|[A-Z][A-Z0-9_]{1,80}=)")
+
 #: package keys whose value is a version (check_env's ``PACKAGE_LIST`` and collect_env's own lines) → component
 _COMPONENTS = {
     "sglang": "sglang", "sgl_kernel": "sgl_kernel", "flashinfer": "flashinfer", "flashinfer_python": "flashinfer",
@@ -123,13 +138,18 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
     recognized = 0
     examples: list[tuple[int, str]] = []
     seen: set[str] = set()
+    section: str | None = None  # collect_env's ``CPU:`` / ``ENV Variables:`` blocks of free-form lines
     for n, ln in enumerate(lines, 1):
         if not ln.strip() or is_elision(ln):
+            section = None if not ln.strip() else section
             recognized += 1
             continue
         got: tuple[str, str] | None = None
-        if (m := _ENTRY.match(ln)) is not None and not _LOG_LINE.match(ln):
-            got = _version_of(m.group("key").strip(), (m.group("value") or "").strip())
+        m = _ENTRY.match(ln) if not _LOG_LINE.match(ln) else None
+        key = m.group("key").strip() if m else None
+        if key is not None and (key in _KNOWN or _GPU_KEY.match(key)):
+            section = key if key in ("CPU", "ENV Variables") and not (m.group("value") or "").strip() else None
+            got = _version_of(key, (m.group("value") or "").strip())
             if m.group("key").strip() == "NVCC" and (c := re.search(r"release (\d+\.\d+)", ln)):
                 got = ("cuda_toolkit", c.group(1))
         elif (p := _PACKAGE.match(ln)) is not None:
@@ -137,8 +157,8 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
             comp = {"torch": "torch", "vllm": "vllm", "sglang": "sglang", "transformers": "transformers",
                     "triton": "triton", "flashinfer_python": "flashinfer"}.get(name)
             got = (comp, p.group("version")) if comp else None
-        elif not _MATRIX.match(ln):
-            if len(examples) < 20:
+        elif not (section and _SECTION_LINE.match(ln)) and not _MATRIX.match(ln):
+            if len(examples) < MAX_UNRECOGNIZED_EXAMPLES:
                 examples.append((n, ln[:200]))
             continue
         recognized += 1

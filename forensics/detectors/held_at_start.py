@@ -25,6 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from forensics.facts.gpu import gpu_holders, target_load_rows
+from forensics.facts.oom import startup_phase_of_frames, traceback_frames
 from forensics.facts.rows import Row, attrs, rank_of, rows
 from forensics.facts.rows import before as happened_before
 from forensics.facts.runs import iter_runs, of_kind
@@ -139,13 +140,21 @@ def held_in_snapshot(tl: Timeline, run: list[Row]) -> list[Row]:
             and r["used_bytes"] >= max(held_threshold(r["total_bytes"]), PRE_LOAD_OWN_MAX)]
 
 
-def _failed_in_dist_init(run: list[Row], failed: list[Row]) -> tuple[Row, Reached] | None:
+def _failed_in_dist_init(tl: Timeline, run: list[Row], failed: list[Row]) -> tuple[Row, Reached] | None:
     """The first memory failure of a start-up that had reached no further than distributed initialisation.
 
     Until the weights load a rank has allocated its CUDA context, NCCL's communicator buffers and the custom
     all-reduce's IPC buffers (sglang python/sglang/srt/model_executor/model_runner.py (0.4-0.5) ``init_torch_distributed``
     runs before ``load_model``): a few hundred MiB to about 2 GiB. Running out of memory there says the GPU was nearly
-    full before the server began, not that the server asked too much."""
+    full before the server began, not that the server asked too much. Not when nvidia-smi measured the GPUs (it
+    decides: :func:`held_in_snapshot`), nor when a traceback places the failure later (NCCL's unstamped WARN lines
+    sit above the stage lines of a capture that created its communicators lazily)."""
+    if rows(tl, "gpu_memory"):
+        return None
+    later = [p for r in run if (fr := traceback_frames(run, r))
+             and (p := startup_phase_of_frames(fr, served=False)) not in (None, "dist_init", "init")]
+    if later:
+        return None
     for row in failed:
         if row.get("kind") not in ("cuda_oom", "cuda_error_oom"):
             continue
@@ -173,7 +182,7 @@ def _collisions(tl: Timeline) -> list[Finding]:
         failed = of_kind(run, "cuda_oom", "cuda_error_oom", "not_enough_memory", "weights_no_kv_room")
         before = held_before_load(tl, run) if failed and not ooms and not hidden else None
         snap = held_in_snapshot(tl, run) if failed and not ooms and not hidden and not before else []
-        early = _failed_in_dist_init(run, failed) if failed and not ooms and not hidden and not before and not snap \
+        early = _failed_in_dist_init(tl, run, failed) if failed and not ooms and not hidden and not before and not snap \
             else None
         if not ooms and not busy and not hidden and not before and not snap and not early:
             continue

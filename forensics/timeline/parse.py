@@ -137,6 +137,8 @@ def _transcript_pieces(text: str, name: str) -> list[Piece] | None:
         except NotThisFormat:
             continue
         pieces.append(Piece(res, start, ordinal, seg.command))
+        # a writer's sentence inside an output's block (``Mem: 384GB`` under an environment report): as for a whole file
+        pieces += [Piece(p.result, start, None) for p in prose_in_unread(res, body, name)]
         ordinal += 1
     pieces += _prose_pieces(text, segments, name)
     if not pieces:
