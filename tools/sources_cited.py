@@ -52,6 +52,8 @@ REFERENCE_FILES = ("failure_messages", "sglang_formats", "system_formats", "vllm
 PROJECTS = ("sglang", "vllm", "pytorch", "nccl", "linux", "nvidia-open", "procps", "psmisc", "util-linux",
             "ray", "rocm", "flashinfer", "triton", "docker", "kubernetes", "systemd", "compose-spec",
             "cpython", "lmcache", "deepgemm", "deepep", "py-spy", "dynamo", "torch_npu", "torch_memory_saver",
+            # XLA's TPU compiler (openxla/xla), whose compile-time memory checks vLLM on TPU reports
+            "xla",
             # the RL frameworks that start the engines as rollout engines, and the formats they read
             "verl", "slime", "openrlhf", "areal", "hydra", "safetensors",
             # the Slurm launcher of SGLang disaggregated deployments (NVIDIA/srt-slurm), whose recipes name the env

@@ -59,6 +59,7 @@ from . import (
     start_settings,
     stopped_starting,
     stranded_context,
+    tpu_compile_oom,
     vllm_accounting,
     vllm_graph_estimate,
     vllm_headroom,
@@ -123,6 +124,7 @@ DETECTORS = (
     vllm_sleep_release,
     weights_mmap,
     multimodal_tokens,
+    tpu_compile_oom,
 )
 
 def run_all(tl: Timeline) -> tuple[list[Finding], str | None]:
