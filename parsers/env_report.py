@@ -63,9 +63,11 @@ _KNOWN = _ANCHORS | frozenset({
     "vLLM Ascend Version", "NPU", "CANN", "Caching allocator config", "Is XNNPACK available", "Clang version",
     "Python platform", "cuDNN version", "Legend",
 })
-#: ``GPU 0,1: <name>`` and ``GPU 0,1 Compute Capability: 9.0`` (check_env), ``GPU 0: <name>`` (collect_env)
+#: ``GPU 0,1: <name>`` and ``GPU 0,1 Compute Capability: 9.0`` (sglang python/sglang/check_env.py (0.4-0.5)
+#: ``_get_gpu_info``), ``GPU 0: <name>`` (vllm vllm/collect_env.py (0.4+))
 _GPU_KEY = re.compile(r"^GPU [\d,]+(?: Compute Capability)?$")
-#: lscpu's ``Key: value`` lines under collect_env's ``CPU:``, and its ``ENV Variables:`` assignments
+#: lscpu(1)'s ``Key: value`` lines under collect_env's ``CPU:``, and its ``ENV Variables:`` assignments (vllm
+#: vllm/collect_env.py (0.4+) ``get_cpu_info``, ``get_env_vars``)
 _SECTION_LINE = re.compile(r"^(?:[A-Z][\w ()/-]{0,40}:\s|[A-Z][A-Z0-9_]{1,80}=)")
 
 #: package keys whose value is a version (check_env's ``PACKAGE_LIST`` and collect_env's own lines) → component
