@@ -23,6 +23,7 @@ CAUSE_PRIORITY = (
     "VLLM-GPU-003",
     "VLLM-GPU-012",
     "VLLM-GPU-004",
+    "VLLM-GPU-021",
     "SGL-GPU-011",
     "SGL-GPU-007",
     "SGL-GPU-004",
@@ -159,6 +160,8 @@ _link(("SGL-REC-001",), ("SGL-HOST-004", "SGL-HOST-005", "VLLM-HOST-002", "SGL-N
 _link(("SGL-HOST-001", "SGL-HOST-004", "SGL-HOST-005", "SGL-GPU-001", "SGL-GPU-002", "SGL-KV-002", "SGL-XID-001"),
       ("SGL-REC-002",), "the crash and the kill that followed left processes that did not release their GPU")
 _link(("SGL-REC-002",), ("SGL-GPU-006",), "the stranded context of the earlier run is what holds the GPU")
+_link(("VLLM-GPU-021",), ("VLLM-KV-002", "VLLM-GPU-010", "VLLM-NCCL-001"),
+      "the memory another process holds on the GPU was charged to this engine's KV budget")
 _link(("VLLM-GPU-010",), ("VLLM-KV-002", "VLLM-KV-001"),
       "the CUDA-graph reserve charged to the budget is what left the KV cache short")
 _link(("SGL-REC-003",), ("SGL-HOST-006",), "the shared-memory segments left by earlier runs filled /dev/shm")

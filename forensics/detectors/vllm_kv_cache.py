@@ -26,6 +26,7 @@ from forensics.model import Finding, FlagChange, Timeline
 
 from ._common import GIB, fmt_gib, make_finding, old_value
 from .held_at_start import foreign_processes
+from .vllm_shared_gpu import no_room_rows, shared_refusal
 
 MAX_SENSIBLE_UTILIZATION = 0.95  # above this nothing is left for NCCL, graphs and activation spikes
 UTIL_MARGIN = 0.01  # on top of the exact raise, as vLLM's own docs advise
@@ -305,11 +306,11 @@ def _weights_oom(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Findin
 
 
 def _no_room(tl: Timeline, run: list[Row], cfg: VllmSettings) -> list[Finding]:
-    hits = of_kind(run, "kv_no_room")
-    prof = [r for r in of_kind(run, "memory_profile") if (attrs(r).get("kv_cache_bytes") or 0) < 0]
-    zero = [r for r in of_kind(run, "kv_sizing") if attrs(r).get("gpu_blocks") == 0]
+    hits, prof, zero = no_room_rows(run)
     if not (hits or prof or zero):
         return []
+    if shared_refusal(tl, run)[0]:
+        return []  # another process on the GPU was charged to the budget: VLLM-GPU-021, not a higher utilization
     kv = next((attrs(r).get("available_kv_bytes") for r in hits if attrs(r).get("available_kv_bytes") is not None),
               None)
     if kv is None and prof:

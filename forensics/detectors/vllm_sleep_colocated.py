@@ -77,7 +77,7 @@ def wake_up_failures(tl: Timeline) -> list[Row]:
     return out
 
 
-def _engine_pids(tl: Timeline) -> dict[int, str]:
+def engine_pids(tl: Timeline) -> dict[int, str]:
     """Each pid a vLLM log line names, with its file (``(EngineCore_DP0 pid=N)``, a worker's or a Ray actor's tag)."""
     out: dict[int, str] = {}
     for r in tl.events.filter(tl.events["source"] == "vllm").select("pid", "file").iter_rows():
@@ -100,7 +100,7 @@ def _state_of(tl: Timeline, file: str | None, at: Row) -> bool | None:
     return not any((w.get("line") or 0) > (last_sleep.get("line") or 0) for w in wakes)
 
 
-def _share_of(tl: Timeline, file: str | None) -> float | None:
+def share_of(tl: Timeline, file: str | None) -> float | None:
     if file is None:
         return None
     mine = [r for r in rows(tl, "server_args") if r.get("file") == file]
@@ -109,7 +109,7 @@ def _share_of(tl: Timeline, file: str | None) -> float | None:
 
 def colocated(tl: Timeline, failed: list[Row]) -> tuple[list[Engine], str]:
     """The other vLLM engines on the failing engine's GPU and where the input says so; ([], "") when it does not."""
-    pids = _engine_pids(tl)
+    pids = engine_pids(tl)
     mine = {int(r["pid"]) for r in failed if r.get("pid") is not None}
     my_files = {r.get("file") for r in failed}
     at = failed[0]
@@ -125,7 +125,7 @@ def colocated(tl: Timeline, failed: list[Row]) -> tuple[list[Engine], str]:
         file = pids.get(pid)
         if file in my_files:
             continue  # the same server's other process (its API server or a worker of its own)
-        out.append(Engine(pid, float(r["used_bytes"]), r["gpu"], file, _share_of(tl, file), _state_of(tl, file, at),
+        out.append(Engine(pid, float(r["used_bytes"]), r["gpu"], file, share_of(tl, file), _state_of(tl, file, at),
                           [r]))
     if out and (my_gpus or len({e.gpu for e in out}) == 1 and len(vllm) > len(out)):
         return out, "nvidia-smi's process list"
@@ -137,7 +137,7 @@ def colocated(tl: Timeline, failed: list[Row]) -> tuple[list[Engine], str]:
             file = pids.get(int(pid)) if pid is not None else None
             if file is None or file in my_files or pid in mine or (held or 0) < CONTEXT_ONLY:
                 continue
-            seen[int(pid)] = Engine(int(pid), float(held), None, file, _share_of(tl, file), _state_of(tl, file, at), [r])
+            seen[int(pid)] = Engine(int(pid), float(held), None, file, share_of(tl, file), _state_of(tl, file, at), [r])
     if seen:
         return list(seen.values()), "the CUDA OOM message's process list"
     # several engines' sleep lines, in an input that places them on one GPU
@@ -147,7 +147,7 @@ def colocated(tl: Timeline, failed: list[Row]) -> tuple[list[Engine], str]:
             sleepers.setdefault(r.get("file"), r)
     gpus = {r.get("gpu") for r in rows(tl, "gpu_memory") if r.get("gpu") is not None}
     if sleepers and len(gpus) == 1:
-        return [Engine(int(r["pid"]), None, next(iter(gpus)), f, _share_of(tl, f), _state_of(tl, f, at), [r])
+        return [Engine(int(r["pid"]), None, next(iter(gpus)), f, share_of(tl, f), _state_of(tl, f, at), [r])
                 for f, r in sleepers.items()], "the other engines' sleep lines, on a host with one GPU"
     return [], ""
 
@@ -167,7 +167,7 @@ def detect(tl: Timeline) -> list[Finding]:
     if not others:
         return []
     file = failed[0].get("file")
-    share = _share_of(tl, file)
+    share = share_of(tl, file)
     total, total_from = gpu_capacity(tl, [], [r for r in failed if r.get("kind") == "cuda_oom"])
     held = [e.held if e.held is not None else (e.share * total if e.share and total and not e.asleep else None)
             for e in others]
