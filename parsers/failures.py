@@ -417,8 +417,12 @@ _WD_RAISED = re.compile(r"Exception raised from (checkTimeout|ncclCommWatchdog|w
 #: (dispatch CPU)")``; deepep csrc/kernels/internode.cu (main, 2025) and intranode.cu, a kernel waits NUM_TIMEOUT_CYCLES
 #: for a peer's data, ``printf("DeepEP dispatch NVL receiver timeout, …")`` / ``"DeepEP dispatch forwarder timeout (RDMA
 #: meta), …"``, then ``trap()``. The all-to-all's collective timeout: a peer that never sent (still compiling, hung,
-#: dead) or a transport (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data
-_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: timeout \(\w{1,20} CPU\)|DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout")
+#: dead) or a transport (NVSHMEM/IBGDA between nodes, NVLink) that does not move the data. Releases before the
+#: timeout's own name threw ``"DeepEP error: CPU recv timeout"`` from the same wait (``Buffer::intranode_dispatch``,
+#: ``internode_dispatch``), and the kernels' ``"DeepEP timeout check failed: rank = %d, thread = %d, …"`` is the GPU
+#: side's (csrc/kernels/utils.cuh, 2025)
+_DEEPEP_TIMEOUT = re.compile(r"DeepEP error: (?:timeout \(\w{1,20} CPU\)|CPU recv timeout)|"
+                             r"DeepEP (?:dispatch|combine) [\w ()]{0,40}?timeout|DeepEP timeout check failed")
 #: DeepEP's low-latency dispatch refusing more tokens than its buffer was sized for: deepep csrc/deep_ep.cpp
 #: ``Buffer::low_latency_dispatch`` (main, 2025) ``EP_HOST_ASSERT(num_tokens <= num_max_dispatch_tokens_per_rank)``,
 #: thrown by csrc/kernels/exception.cuh as ``Failed: Assertion error <file>:<line> '<condition>'``; the Python-side

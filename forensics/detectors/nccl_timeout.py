@@ -44,6 +44,7 @@ import re
 
 from forensics.facts.engines import engine_of
 from forensics.facts.launch import ServerConfig, launch_rows, server_config
+from forensics.facts.oom import traceback_frames
 from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import iter_runs, of_kind
 from forensics.model import Finding, FlagChange, Timeline
@@ -210,6 +211,18 @@ def _phase(row: Row, context: list[Row]) -> str:
     return "SGL-NCCL-002"
 
 
+def _in_capture(run: list[Row] | None, row: Row) -> bool:
+    """A DeepEP timeout raised inside CUDA-graph capture: the normal (CPU-synchronised) dispatch cannot be captured,
+    so its host wait gives up there whatever the peers do (fatal_other.py's ``--deepep-mode`` reading), not a peer
+    that stopped."""
+    if attrs(row).get("engine") != "deepep":
+        return False
+    frames = traceback_frames(run, row) if run is not None else []
+    text = row.get("text") or ""
+    return any(func == "capture_one_batch_size" or path.endswith("cuda_graph_runner.py") for path, func in frames) \
+        or "capture_one_batch_size" in text
+
+
 def detect(tl: Timeline) -> list[Finding]:
     hits = [r for r in rows(tl, "nccl_watchdog") if _seq(r) is not None or attrs(r).get("event") == "collective_timeout"]
     # the same watchdog line in a fragment or a vLLM log, read by the failure scan
@@ -226,6 +239,7 @@ def detect(tl: Timeline) -> list[Finding]:
         mine = [r for r in of_kind(run, "nccl_watchdog", "failure", "scheduler_exception", "exception") if _timed_out(r)
                 and (r.get("kind") == "nccl_watchdog" or attrs(r).get("failure") == "collective_timeout")]
         seen |= {(r["file"], r["line"]) for r in mine}
+        mine = [r for r in mine if not _in_capture(run, r)]
         out += [tag_run(f, ref) for f in _detect_run(tl, mine, server_config(tl, run), run)] if mine else []
     rest = [r for r in hits if (r["file"], r["line"]) not in seen]
     if rest:
