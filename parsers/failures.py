@@ -349,8 +349,58 @@ _STORE = re.compile(
     r"waiting for clients\. \d+/\d+ clients joined|client socket has (?:timed out|failed to connect)|"
     r"TCP client failed to connect|DistStoreError|DistNetworkError|store based barrier|failed to pass monitoredBarrier|"
     r"Connection closed by peer|wait timeout after \d+ms|Socket Timeout|Timed out waiting \d+ms|"
-    r"waitForInput: socket .{0,300}? timed out after \d+ms"  # c10d socket.cpp (the store client's poll)
+    r"waitForInput: socket .{0,300}? timed out after \d+ms|"  # c10d socket.cpp (the store client's poll)
+    # and the poll's own warnings before it (pytorch torch/csrc/distributed/c10d/socket.cpp (2.4+))
+    r"waitForInput: poll for socket .{0,300}? returned (?:0, likely a|operation_in_progress before a) timeout"
 )
+#: the store client's ``SocketImpl::waitForInput`` (pytorch torch/csrc/distributed/c10d/socket.cpp (2.4+)): a poll that
+#: came back empty goes round again (``waitForInput: poll for socket {} returned 0, likely a timeout``, ``… returned
+#: operation_in_progress before a timeout``) and the wait that ran out returns false (``waitForInput: socket {} timed out
+#: after {}ms``), all at warning level; the caller decides (``_store_based_barrier`` logs and waits again, ``wait`` raises
+#: ``DistStoreError: wait timeout after …``). Not ``… failed with res={}, err={}.``: an error on the socket itself
+_STORE_POLL = re.compile(r"waitForInput: (?:poll for socket .{0,300}? returned (?:0, likely a|operation_in_progress "
+                         r"before a) timeout|socket .{0,300}? timed out after \d+ms)")
+#: c10's log prefix at warning level on a c10d line (failure_messages.md §0 «Per-line prefixes»: ``[W socket.cpp:464]``,
+#: ``[rank3]:[W208 00:55:32.444220068 socket.cpp:487] [c10d] …``; the c10d sources of pytorch
+#: torch/csrc/distributed/c10d/socket.cpp, TCPStore.cpp, ProcessGroupNCCL.cpp (2.x) log with C10D_WARNING / LOG(WARNING))
+_C10D_WARNING = re.compile(r"^\s*(?:\[rank\d+\]:\s?)?\[W(?:\d{3,4})?(?: [\d:.]+)?(?: \d+)? ?([\w.]+):\d+\] (\[c10d\])?")
+_C10D_SOURCE = re.compile(r"^(?:socket|TCPStore\w*|ProcessGroup\w*|NCCLUtils|FlightRecorder\w*)\.(?:cpp|hpp|h)$")
+
+
+def c10d_warning(text: str) -> bool:
+    """Whether a line is one of c10d's own warnings (``[W…]``): a store client that polls again, a connection
+    retried — or the last word of a call that then raises (``recvValue failed on …``): the line alone does not say which.
+
+    >>> c10d_warning("[rank9]:[W304 02:11:40.118220051 socket.cpp:487] [c10d] waitForInput: socket S timed out after 9ms")
+    True
+    >>> c10d_warning("[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98).")
+    True
+    >>> c10d_warning("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective")
+    False
+    >>> c10d_warning("[W CUDAGuardImpl.h:119] Warning: CUDA warning: an illegal memory access was encountered")
+    False
+    """
+    m = _C10D_WARNING.match(text)
+    return bool(m and (m.group(2) or _C10D_SOURCE.match(m.group(1))))
+
+
+def store_poll_warning(text: str) -> bool:
+    """Whether a line is c10d's warning that its store client's poll came back empty or ran out (``_STORE_POLL``): the
+    client waiting on the TCPStore, not a death — what the caller then does (waits again, raises) says so itself.
+
+    >>> store_poll_warning("[W512 09:19:11.402183114 socket.cpp:462] [c10d] waitForInput: poll for socket "
+    ...                    "SocketImpl(fd=41, addr=[node-b]:51822, remote=[10.4.0.21]:5000) returned 0, likely a timeout")
+    True
+    >>> store_poll_warning("[W512 09:19:11.402183114 socket.cpp:470] [c10d] waitForInput: poll for socket "
+    ...                    "SocketImpl(fd=41, addr=[node-b]:51822, remote=[10.4.0.21]:5000) failed with res=-1, err=x.")
+    False
+    >>> store_poll_warning("[rank1]:[W601 09:40:00.000000000 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl("
+    ...                    "fd=51, addr=[node-1]:41532, remote=[node-0]:29500): Failed to recv, got 0 bytes.")
+    False
+    """
+    return c10d_warning(text) and _STORE_POLL.search(text) is not None
+
+
 # --- Gloo's connections at distributed start-up (failure_messages.md §4.6) ---
 #: torch's Gloo process group could not connect a rank to every peer (pytorch
 #: torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (2.x): ``Gloo connectFullMesh failed with {what}``, logged and

@@ -1268,8 +1268,10 @@ class _Scanner:
             attrs["timeout_s"] = _float(to.group(1)) / 1000
         if ran and _float(ran.group(1)) is not None:
             cols["seconds"] = _float(ran.group(1)) / 1000
+        # the store client's poll (socket.cpp ``waitForInput``): a rank waiting on the TCPStore, not a collective
         event = ("collective_timeout" if "caught collective operation timeout" in msg
                  else "monitored_barrier" if "monitoredbarrier" in lo
+                 else "store_wait" if "waitforinput" in lo
                  else "watchdog_exception" if "watchdog" in lo else "other")
         attrs["event"] = event
         self._emit("nccl_watchdog", cols, attrs, {"line": lineno, "text": seg})

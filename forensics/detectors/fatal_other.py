@@ -33,7 +33,7 @@ from forensics.facts.rows import Row, attrs, before, rank_of, rows
 from forensics.facts.runs import RunRef, iter_runs, of_kind
 from forensics.facts.stages import STAGES, WEIGHT_BARS, furthest, served
 from forensics.model import SEVERITY_RANK, Finding, FlagChange, Timeline
-from parsers.failures import classify, compiled_user_frames, compiler_failure
+from parsers.failures import classify, compiled_user_frames, compiler_failure, store_poll_warning
 
 from ._common import make_finding, tag_run
 from .crash_site import COMPONENTS, crash_site, outside_forward
@@ -95,6 +95,13 @@ def client_side(row: Row) -> bool:
     return bool(frames) and not any(_ENGINE_FRAME.search(path) for path, _fn in frames)
 
 
+def warned_only(row: Row) -> bool:
+    """c10d's ``[W…]`` line that its store client's poll came back empty or ran out (parsers/failures.py
+    ``store_poll_warning``): the client waiting on the TCPStore, neither a death nor a failure line a finding must
+    back — the wait that then fails raises its own error, and one that the ranks got past was no failure at all."""
+    return row.get("kind") in ("nccl_watchdog", "failure") and store_poll_warning(row.get("text") or "")
+
+
 def is_fatal(row: Row) -> bool:
     if row.get("kind") not in FATAL_KINDS:
         return False
@@ -102,6 +109,8 @@ def is_fatal(row: Row) -> bool:
         return False
     if row.get("kind") == "watchdog_timeout" and attrs(row).get("soft"):
         return False  # sglang srt/utils/watchdog.py (0.5.7+): a soft watchdog only dumps, it sends no SIGQUIT
+    if warned_only(row):
+        return False
     # '# ' lines are notes pasted around an excerpt, never an SGLang record
     return not (row.get("text") or "").lstrip().startswith("#")
 
@@ -174,7 +183,8 @@ def _unexplained_lines(tl: Timeline, findings: list[Finding]) -> Finding | None:
                 first_cited[e.file] = min(first_cited.get(e.file, e.line), e.line)
     # the kubelet probing a server that then came up: every start's own noise, counted, not listed
     noise = {(r.get("file"), r.get("line")) for r in startup_probe_failures(tl)}
-    all_rows = [r for r in rows(tl, *FAILURE_LINE_KINDS) if (r.get("file"), r.get("line")) not in noise]
+    all_rows = [r for r in rows(tl, *FAILURE_LINE_KINDS) if (r.get("file"), r.get("line")) not in noise
+                and not warned_only(r)]
     by_pos = {(r.get("file"), r.get("line")): r for r in all_rows}
     explained_kinds = {(r.get("file"), r.get("kind"), failure_class(r))
                        for pos in cited if (r := by_pos.get(pos)) is not None}

@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 
 from forensics.facts.launch import launch_rows
-from forensics.facts.rows import Row, attrs, rows
+from forensics.facts.rows import Row, attrs, before, rows
+from forensics.facts.stages import SERVING, STAGES, stage_of
 from forensics.model import Finding, FlagChange, Timeline
+from parsers.failures import c10d_warning
 
 from ._common import make_finding
 from .fatal_other import failure_class
@@ -30,8 +32,14 @@ _HANDSHAKE = re.compile(r"Did not receive response from front-end process within
 #: ``distributed_c10d.py`` ``_store_based_barrier``), and vLLM's handshake above. Read on a failure's own message,
 #: never on its frames: a traceback through ``init_torch_distributed`` that raises something else (SGLang's
 #: memory-imbalance check, an OOM) is not a rendezvous that failed.
+#: The poll itself warns while ``SocketImpl::waitForInput`` goes round (pytorch torch/csrc/distributed/c10d/socket.cpp
+#: (2.4+): ``waitForInput: poll for socket {} returned 0, likely a timeout``, ``… returned operation_in_progress before
+#: a timeout``): the same client waiting on the same store.
 _STORE_MESSAGE = re.compile(r"DistStoreError|DistNetworkError|TCPStore|store based barrier|"
-                            r"waitForInput: socket .* timed out|client socket has (?:timed out|failed to connect)|"
+                            r"waitForInput: socket .* timed out|"
+                            r"waitForInput: poll for socket .* returned (?:0, likely a|operation_in_progress before a) "
+                            r"timeout|"
+                            r"client socket has (?:timed out|failed to connect)|"
                             r"in rendezvous\b|waiting for clients\. \d+/\d+ clients joined|" + _HANDSHAKE.pattern)
 # source: none (elision marks; the same class as parsers/elision.py ELISION_LINE)
 _CUT = re.compile(r"^\s*(?:\[\.\.\.[^\]]*\]|\.\.\.|<snip>|\(truncated\))\s*$", re.I)
@@ -110,6 +118,37 @@ _JOINED = re.compile(r"(?<!\d)(\d+)/(\d+) clients joined")
 _WAITED = re.compile(r"Timed out after (\d+) seconds")
 
 
+#: the store client's socket in c10d's poll warnings (pytorch torch/csrc/distributed/c10d/socket.cpp (2.4+): the
+#: ``SocketImpl(fd={}, addr={}, remote={})`` formatter, ``waitForInput: socket {} timed out after {}ms``)
+_POLL_REMOTE = re.compile(r"waitForInput: (?:poll for )?socket SocketImpl\([^)]{0,300}?remote=([^)\s]{1,120})\)")
+_POLL_WAITED = re.compile(r"waitForInput: socket .{0,400}? timed out after (\d+)ms")
+
+
+def _polled(store: list[Row]) -> tuple[str | None, int | None] | None:
+    """The store's address and how long the client polled it, from c10d's poll warnings (None without one)."""
+    texts = [r.get("text") or "" for r in store if "waitForInput" in (r.get("text") or "")]
+    if not texts:
+        return None
+    # ``remote=none``: a socket with no peer recorded (the formatter's placeholder), no address to name
+    remote = next((m.group(1) for t in texts if (m := _POLL_REMOTE.search(t)) and m.group(1) != "none"), None)
+    ms = max((int(m.group(1)) for t in texts if (m := _POLL_WAITED.search(t))), default=None)
+    return remote, ms
+
+
+#: vLLM's ``rank N in world size M is assigned as …`` (vllm vllm/distributed/parallel_state.py (0.9+)
+#: ``initialize_model_parallel``): logged once ``init_process_group`` returned, the ranks met
+_RANKS_MET = ("rank_assigned",)
+
+
+def _past_rendezvous(tl: Timeline) -> list[Row]:
+    """Rows that say a rank got past the rendezvous: a start-up stage after distributed initialisation began (the
+    communicator's set-up, the end of the initialisation, the weights, …), vLLM's rank assignment, serving."""
+    begun = STAGES["dist_init_begin"][0]
+    staged = [r for r in rows(tl, *STAGES, "progress_bar", "version", "notice")
+              if r.get("source") in ("sglang", "vllm") and (st := stage_of(r)) is not None and st[0] > begun]
+    return staged + rows(tl, *_RANKS_MET, *SERVING)
+
+
 def _never_met(tl: Timeline) -> list[Finding]:
     launches = _node_launches(tl)
     store = [r for r in rows(tl, "failure") if failure_class(r) == "store_timeout"]
@@ -123,6 +162,9 @@ def _never_met(tl: Timeline) -> list[Finding]:
     # the store's server could not bind its port (``… failed to listen … name: EADDRINUSE``, failure_messages.md
     # §4.6): another process holds it, which the port rules read (class port_in_use), not a rendezvous that timed out
     store = [r for r in store if "EADDRINUSE" not in _failure_line(r)]
+    # a c10d warning (the store client's poll, a connect retried) that the ranks got past: they met after all
+    met = _past_rendezvous(tl)
+    store = [r for r in store if not (c10d_warning(r.get("text") or "") and any(before(r, m) for m in met))]
     problems, head_addr = _mismatches(launches) if len(launches) > 1 else ([], None)
     if not problems and not store:
         return []
@@ -138,6 +180,7 @@ def _never_met(tl: Timeline) -> list[Finding]:
                and (m := _JOINED.search(_failure_line(r) + " " + (r.get("text") or ""))) is not None]
     waited = next((int(m.group(1)) for r in store if (m := _WAITED.search(r.get("text") or ""))), None)
     hs = next((m for r in store if (m := _HANDSHAKE.search(r.get("text") or ""))), None)
+    polled = _polled(store)
     words = []
     if problems:
         words.append("The nodes' launch commands disagree: " + "; ".join(problems))
@@ -152,6 +195,11 @@ def _never_met(tl: Timeline) -> list[Finding]:
         words.append(f"{'a' if problems else 'A'} vLLM engine core waited {hs.group(1)} min for its front-end's "
                      "handshake and never got it: the engine core's node and the API server's never met (the "
                      "data-parallel address and RPC port, the network between them, or the head node not running)")
+    elif polled is not None:
+        remote, ms = polled
+        words.append(f"{'the' if problems else 'The'} rendezvous store{f' at {remote}' if remote else ''} never "
+                     f"answered: c10d's store client polled it" + (f" for {ms / 1000:g} s" if ms else "")
+                     + " and timed out")
     elif store:
         words.append(f"{'the' if problems else 'The'} rendezvous store timed out or could not be reached")
     return [make_finding(

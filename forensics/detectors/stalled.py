@@ -69,6 +69,7 @@ from forensics.facts.versions import sglang_version
 from forensics.facts.vllm import settings as vllm_settings
 from forensics.facts.vllm import vllm_runs
 from forensics.model import Finding, FlagChange, Timeline, iso_z
+from parsers.failures import store_poll_warning
 
 from ._common import make_finding, tag_run
 from .nccl_timeout import channel_transports, transport_test
@@ -236,7 +237,9 @@ def _span_s(first: Row, last: Row, tl: Timeline) -> float | None:
 def _stall(tl: Timeline, run: list[Row]) -> dict[str, Any] | None:
     stops = [r for r in run if _stopped_by_hand(r)]
     timeouts = [r for r in run if r.get("kind") in _FAILED and _start_timeout(r)]
-    if served(run) or any(r.get("kind") in _FAILED for r in run if r not in stops and r not in timeouts) or \
+    # c10d's store client polling (parsers/failures.py ``store_poll_warning``): a rank waiting, no failure of its own
+    failed = [r for r in run if r.get("kind") in _FAILED and not store_poll_warning(r.get("text") or "")]
+    if served(run) or any(r not in stops and r not in timeouts for r in failed) or \
             (stops and not any(r.get("kind") == "sigterm" or "KeyboardInterrupt" in (r.get("text") or "")
                                for r in stops)):
         return None
