@@ -89,7 +89,7 @@ _PACKAGE = re.compile(r"^\[(?:pip3?|conda)\]\s+(?P<name>[\w.-]+)(?:==|\s+)(?P<ve
 _MATRIX = re.compile(r"^\s*(?:(?:GPU|NIC|NPU|mlx\d?_?|CPU)\S*\s+|[\w-]+\s+(?:X|SYS|NODE|PHB|PXB|PIX|NV\d+)\b)|"
                      r"^\s+(?:X|SYS|NODE|PHB|PXB|PIX|NV#|NV\d+|NIC Legend)\s*[=:]|^\s*={5,}\s*$|^\s{2,}\S")
 # the version each package reports (sglang python/sglang/check_env.py (0.4-0.5) ``get_package_versions``: ``__version__``)
-_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[.+\w-]*)")
+_VERSION = re.compile(r"(?<![\d.])\d{1,6}(?:\.\d{1,6}){1,4}[.+\w-]{0,40}")
 # a line of an engine's log: reference/sglang_formats.md §1 (``[stamp …]``), reference/vllm_formats.md §1.1
 # (``INFO 02-18 09:40:33 file.py:N]``)
 _LOG_LINE = re.compile(r"^(?:\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d|(?:\(\w+ pid=\d+\)\s+)?(?:INFO|WARNING|ERROR|DEBUG) "

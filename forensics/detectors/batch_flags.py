@@ -44,10 +44,31 @@ def running_requests_flag(cfg: ServerConfig, run: list[Row], failure: Row, what:
                       f"ran: {what}")
 
 
-def prefill_chunk_flag(cfg: ServerConfig, last_prefill: Row | None, what: str) -> FlagChange | None:
+def default_prefill_chunk(gpu_bytes: float | None) -> int:
+    """The chunk SGLang picks by the GPU's memory when the flag is not set (sglang python/sglang/srt/server_args.py
+    (0.4-0.5) ``__post_init__``: 2048 below 35 GiB, 8192 below 160 GiB, 16384 above, 4096 when the size is unknown).
+
+    >>> default_prefill_chunk(24 * 2**30), default_prefill_chunk(80 * 2**30), default_prefill_chunk(None)
+    (2048, 8192, 4096)
+    """
+    if not gpu_bytes:
+        return 4096
+    mib = gpu_bytes / 2**20
+    return 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+
+
+def prefill_chunk_flag(cfg: ServerConfig, last_prefill: Row | None, what: str,
+                       gpu_bytes: float | None = None) -> FlagChange | None:
     """``--chunked-prefill-size`` at half the chunk the input states, else half the last prefill's new tokens
-    (which the chunk bounds); never below SGLang's smallest chunk."""
+    (which the chunk bounds); never below SGLang's smallest chunk. With chunking turned off (``-1``) a prompt's
+    whole prefill is one forward: the fix is chunking again, at the chunk SGLang itself would pick."""
     chunk = cfg.num("chunked_prefill_size")
+    if chunk is not None and chunk <= 0:
+        new = default_prefill_chunk(gpu_bytes)
+        return FlagChange("--chunked-prefill-size", cfg.flag_text("chunked_prefill_size"), str(new),
+                          f"chunked prefill is off ({int(chunk)}): each prompt's whole prefill runs in one forward, "
+                          f"its activations growing with the prompt; {new} is the chunk SGLang picks itself for "
+                          + ("this GPU's size" if gpu_bytes else "a GPU of unknown size") + f": {what}")
     how = "--chunked-prefill-size"
     if not chunk or chunk <= 0:
         chunk, how = (last_prefill or {}).get("tokens"), "the last prefill's new tokens before the failure"
