@@ -79,7 +79,13 @@ _COMPONENTS = {
 }
 #: one entry, ``{key}: {value}`` (sglang python/sglang/check_env.py (0.4-0.5) ``print(f"{k}: {v}")``; vllm
 #: vllm/collect_env.py (0.4+) ``env_info_fmt``, aligned with spaces before the colon on 0.8+)
+#: the toolkit's release in check_env's ``NVCC: Cuda compilation tools, release 12.4, V12.4.131`` (sglang
+#: python/sglang/check_env.py (0.4-0.5) ``_get_nvcc_info``: ``nvcc -V`` from "Cuda compilation tools" on)
+_NVCC_RELEASE = re.compile(r"release (\d{1,3}\.\d{1,3})")
 _ENTRY = re.compile(r"^(?P<key>[A-Za-z_][\w .()/+,-]{0,60}?):(?:\s+(?P<value>.*?))?\s*$")
+#: pip and conda package names collect_env lists → component
+_PIP_COMPONENTS = {"torch": "torch", "vllm": "vllm", "sglang": "sglang", "transformers": "transformers",
+                   "triton": "triton", "flashinfer_python": "flashinfer"}
 #: ``[pip3] torch==2.5.1`` / ``[conda] nvidia-nccl-cu12 2.21.5 pypi_0 pypi`` (vllm vllm/collect_env.py (0.4+)
 #: ``get_pip_packages`` / ``get_conda_packages``, each line prefixed with its tool)
 _PACKAGE = re.compile(r"^\[(?:pip3?|conda)\]\s+(?P<name>[\w.-]+)(?:==|\s+)(?P<version>\S+)")
@@ -122,8 +128,6 @@ def _version_of(key: str, value: str) -> tuple[str, str] | None:
     comp = _COMPONENTS.get(key.lower())
     if comp is None or not value or "not found" in value.lower() or "could not collect" in value.lower():
         return None
-    if key == "NVCC":  # ``Cuda compilation tools, release 12.4, V12.4.131``
-        return None
     m = _VERSION.search(value)
     return (comp, m.group(0)) if m else None
 
@@ -152,12 +156,10 @@ def parse(text: str, path: str = "", command: str | None = None) -> ParseResult:
         if key is not None and (key in _KNOWN or _GPU_KEY.match(key)):
             section = key if key in ("CPU", "ENV Variables") and not (m.group("value") or "").strip() else None
             got = _version_of(key, (m.group("value") or "").strip())
-            if m.group("key").strip() == "NVCC" and (c := re.search(r"release (\d+\.\d+)", ln)):
+            if key == "NVCC" and (c := _NVCC_RELEASE.search(ln)):
                 got = ("cuda_toolkit", c.group(1))
         elif (p := _PACKAGE.match(ln)) is not None:
-            name = p.group("name").lower().replace("-", "_")
-            comp = {"torch": "torch", "vllm": "vllm", "sglang": "sglang", "transformers": "transformers",
-                    "triton": "triton", "flashinfer_python": "flashinfer"}.get(name)
+            comp = _PIP_COMPONENTS.get(p.group("name").lower().replace("-", "_"))
             got = (comp, p.group("version")) if comp else None
         elif not (section and _SECTION_LINE.match(ln)) and not _MATRIX.match(ln):
             if len(examples) < MAX_UNRECOGNIZED_EXAMPLES:

@@ -446,7 +446,8 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
                                    "the batch (the other way is a smaller pool)") if phase == "decode" else
              prefill_chunk_flag(cfg, last_prefill, "a prefill's activations grow with the tokens it processes at "
                                 "once; long prompts take more steps", gpu) if phase == "prefill" else None)
-    if batch is not None and batch.flag == "--chunked-prefill-size" and (cfg.num("chunked_prefill_size") or 0) < 0:
+    rechunk = batch is not None and batch.flag == "--chunked-prefill-size" and (cfg.num("chunked_prefill_size") or 0) < 0
+    if rechunk:
         flags.insert(0, batch)  # chunking turned off is the cause; the fraction is the second step
     elif batch is not None:
         flags.append(batch)
@@ -469,8 +470,7 @@ def _serving_oom(tl: Timeline, cfg: ServerConfig, run: list[Row], ooms: list[Row
         + "." + (fragmentation_words(frag) if frag is not None else "")
         + (f" Chunked prefill is off: set --chunked-prefill-size {flags[0].new} first"
            + (f", then lower --mem-fraction-static to {new:.2f} if it still fails." if new else ".")
-           if flags and flags[0].flag == "--chunked-prefill-size" and flags[0].old and flags[0].old.startswith("-")
-           else f" Lower --mem-fraction-static to {new:.2f}." if new else "")
+           if rechunk else f" Lower --mem-fraction-static to {new:.2f}." if new else "")
     )
     figures = {
         "mem_fraction_static": f,

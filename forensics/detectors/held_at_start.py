@@ -151,16 +151,17 @@ def _failed_in_dist_init(tl: Timeline, run: list[Row], failed: list[Row]) -> tup
     sit above the stage lines of a capture that created its communicators lazily)."""
     if rows(tl, "gpu_memory"):
         return None
-    later = [p for r in run if (fr := traceback_frames(run, r))
-             and (p := startup_phase_of_frames(fr, served=False)) not in (None, "dist_init", "init")]
-    if later:
-        return None
     for row in failed:
         if row.get("kind") not in ("cuda_oom", "cuda_error_oom"):
             continue
         reached = furthest([r for r in run if happened_before(r, row) is True])
-        if reached is not None and in_dist_init(reached):
-            return row, reached
+        if reached is None or not in_dist_init(reached):
+            continue
+        # the rows that carry a traceback (a run's index: its batch rows are not walked)
+        placed = {startup_phase_of_frames(fr, served=False)
+                  for r in of_kind(run, "scheduler_exception", "exception", "failure", "cuda_oom", "cuda_error_oom")
+                  if (fr := traceback_frames(run, r))}
+        return None if placed - {None, "dist_init", "init"} else (row, reached)
     return None
 
 
